@@ -1,0 +1,121 @@
+#include "api/api_support.h"
+
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_set>
+
+#ifdef KOLO_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "kernels/dtype.h"
+
+namespace kolo {
+namespace {
+
+thread_local std::string t_last_error;
+
+std::mutex g_comms_mutex;
+std::unordered_set<const kolo_comm*>& live_comms() {
+  static auto* set = new std::unordered_set<const kolo_comm*>();
+  return *set;
+}
+
+}  // namespace
+
+const char* last_error_text() { return t_last_error.c_str(); }
+
+kolo_result_t api_call(const char* function, const std::function<Status()>& body) {
+  Status status;
+  try {
+    status = body();
+  } catch (const std::bad_alloc&) {
+    status = error(Code::kSystem, "out of memory");
+  } catch (const std::exception& e) {
+    status = error(Code::kInternal, "unexpected exception: ", e.what());
+  }
+  if (status.ok()) return KOLO_SUCCESS;
+  t_last_error = str_cat(function, ": ", status.message());
+  return static_cast<kolo_result_t>(status.code());
+}
+
+void register_comm(kolo_comm* comm) {
+  std::lock_guard<std::mutex> lock(g_comms_mutex);
+  live_comms().insert(comm);
+}
+
+void unregister_comm(kolo_comm* comm) {
+  std::lock_guard<std::mutex> lock(g_comms_mutex);
+  live_comms().erase(comm);
+}
+
+Status check_comm(kolo_comm_t comm) {
+  if (comm == nullptr) return error(Code::kInvalidArgument, "comm is NULL");
+  std::lock_guard<std::mutex> lock(g_comms_mutex);
+  if (live_comms().count(comm) == 0) {
+    return error(Code::kInvalidUsage, "comm ", static_cast<const void*>(comm),
+                 " is not an initialised communicator (never created, or already destroyed)");
+  }
+  return Status();
+}
+
+Status check_dtype(kolo_dtype_t dtype) {
+  if (static_cast<int>(dtype) < 0 || dtype >= KOLO_DTYPE_COUNT) {
+    return error(Code::kInvalidArgument, "dtype = ", static_cast<int>(dtype), " is out of range [0, ",
+                 static_cast<int>(KOLO_DTYPE_COUNT), ")");
+  }
+  return Status();
+}
+
+Status check_op(kolo_op_t op) {
+  if (static_cast<int>(op) < 0 || op >= KOLO_OP_COUNT) {
+    return error(Code::kInvalidArgument, "op = ", static_cast<int>(op), " is out of range [0, ",
+                 static_cast<int>(KOLO_OP_COUNT), ")");
+  }
+  return Status();
+}
+
+Status check_buffer(const char* name, const void* buffer, size_t count) {
+  if (buffer == nullptr && count > 0) return error(Code::kInvalidArgument, name, " is NULL with count ", count);
+  return check_host_memory(name, buffer);
+}
+
+Status check_rank(const char* name, int value, int size) {
+  if (value < 0 || value >= size) {
+    return error(Code::kInvalidArgument, name, " = ", value, " is out of range for a communicator of ", size,
+                 " ranks");
+  }
+  return Status();
+}
+
+Status check_host_memory(const char* name, const void* buffer) {
+#ifdef KOLO_HAVE_CUDA
+  if (buffer == nullptr) return Status();
+  cudaPointerAttributes attributes{};
+  cudaError_t rc = cudaPointerGetAttributes(&attributes, buffer);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: the buffer is host memory
+    return Status();
+  }
+  if (attributes.type == cudaMemoryTypeDevice) {
+    return error(Code::kUnsupported, name, " is CUDA device memory; device buffers are not supported yet ",
+                 "(the GPU executor is planned; use host buffers)");
+  }
+#endif
+  return Status();
+}
+
+Status check_no_partial_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  if (a == nullptr || b == nullptr || a == b) return Status();
+  auto x = reinterpret_cast<uintptr_t>(a);
+  auto y = reinterpret_cast<uintptr_t>(b);
+  if (x < y + b_bytes && y < x + a_bytes) {
+    return error(Code::kInvalidArgument, "send and recv buffers overlap without being the same buffer ",
+                 "(in-place calls pass the same pointer)");
+  }
+  return Status();
+}
+
+}  // namespace kolo

@@ -1,0 +1,36 @@
+// What every C entry point shares: the communicator handle, the registry that tells a
+// live handle from a destroyed one, the thread's last error, and argument checks.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "engine/communicator.h"
+#include "kolo/kolo.h"
+#include "support/status.h"
+
+struct kolo_comm {
+  std::unique_ptr<kolo::Communicator> impl;
+};
+
+namespace kolo {
+
+// Runs body; turns its Status (or an exception) into a kolo_result_t and the thread's
+// last error "<function>: <message>".
+kolo_result_t api_call(const char* function, const std::function<Status()>& body);
+
+void register_comm(kolo_comm* comm);
+void unregister_comm(kolo_comm* comm);
+// kInvalidArgument for NULL, kInvalidUsage for a handle that is not live.
+Status check_comm(kolo_comm_t comm);
+
+Status check_dtype(kolo_dtype_t dtype);
+Status check_op(kolo_op_t op);
+Status check_buffer(const char* name, const void* buffer, size_t count);
+Status check_rank(const char* name, int value, int size);
+// Host or device memory; device buffers are refused until the GPU executor exists.
+Status check_host_memory(const char* name, const void* buffer);
+// Two byte ranges that overlap without being the same range (not in-place, not apart).
+Status check_no_partial_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
+
+}  // namespace kolo

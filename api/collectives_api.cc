@@ -1,0 +1,259 @@
+// C entry points for collectives and point-to-point calls: argument checks, then one
+// CollCall handed to the communicator (or queued until kolo_group_end).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "api/api_support.h"
+
+using kolo::CollCall;
+using kolo::CollKind;
+using kolo::Code;
+using kolo::Status;
+using kolo::api_call;
+using kolo::error;
+
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::vector<std::pair<kolo_comm_t, CollCall>> pending;
+};
+thread_local GroupState t_group;
+
+size_t elem_size(kolo_dtype_t dtype) { return kolo::dtype_size(static_cast<kolo::DType>(dtype)); }
+
+CollCall make_call(CollKind kind, const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op) {
+  CollCall call;
+  call.spec.kind = kind;
+  call.spec.count = count;
+  call.spec.dtype = static_cast<kolo::DType>(dtype);
+  call.spec.op = static_cast<kolo::ReduceOp>(op);
+  call.send = send;
+  call.recv = recv;
+  return call;
+}
+
+// Runs the call now, or queues it when inside a group.
+Status submit(kolo_comm_t comm, CollCall call) {
+  if (t_group.depth > 0) {
+    t_group.pending.emplace_back(comm, std::move(call));
+    return Status();
+  }
+  return comm->impl->run(call);
+}
+
+Status check_common(kolo_comm_t comm, kolo_dtype_t dtype) {
+  KOLO_TRY(kolo::check_comm(comm));
+  return kolo::check_dtype(dtype);
+}
+
+Status check_reduction(kolo_comm_t comm, kolo_dtype_t dtype, kolo_op_t op) {
+  KOLO_TRY(check_common(comm, dtype));
+  return kolo::check_op(op);
+}
+
+Status check_scale(const char* name, double value) {
+  if (!std::isfinite(value)) return error(Code::kInvalidArgument, name, " = ", value, " is not finite");
+  return Status();
+}
+
+}  // namespace
+
+extern "C" {
+
+kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op,
+                                const kolo_coll_options* options, kolo_comm_t comm, void* stream) {
+  return api_call("kolo_allreduce", [&]() -> Status {
+    KOLO_TRY(check_reduction(comm, dtype, op));
+    KOLO_TRY(kolo::check_buffer("send", send, count));
+    KOLO_TRY(kolo::check_buffer("recv", recv, count));
+    const size_t bytes = count * elem_size(dtype);
+    KOLO_TRY(kolo::check_no_partial_overlap(send, bytes, recv, bytes));
+    CollCall call = make_call(CollKind::kAllreduce, send, recv, count, dtype, op);
+    call.spec.in_place = send == recv;
+    if (options != nullptr) {
+      KOLO_TRY(check_scale("prescale", options->prescale));
+      KOLO_TRY(check_scale("postscale", options->postscale));
+      if (options->wire_dtype != KOLO_DTYPE_COUNT && options->wire_dtype != dtype) {
+        return error(Code::kUnsupported, "wire_dtype = ", static_cast<int>(options->wire_dtype),
+                     ": compression on the wire is not built yet (use KOLO_DTYPE_COUNT)");
+      }
+      if (options->algorithm < KOLO_ALGO_AUTO || options->algorithm > KOLO_ALGO_DIRECT) {
+        return error(Code::kInvalidArgument, "algorithm = ", options->algorithm, " is not a KOLO_ALGO_* value");
+      }
+      call.prescale.factor = options->prescale;
+      call.postscale.factor = options->postscale;
+      call.spec.algorithm = static_cast<kolo::Algorithm>(options->algorithm);
+    }
+    return submit(comm, std::move(call));
+  });
+}
+
+kolo_result_t kolo_allreduce(const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op,
+                             kolo_comm_t comm, void* stream) {
+  return kolo_allreduce_ex(send, recv, count, dtype, op, nullptr, comm, stream);
+}
+
+kolo_result_t kolo_broadcast(const void* send, void* recv, size_t count, kolo_dtype_t dtype, int root,
+                             kolo_comm_t comm, void* stream) {
+  return api_call("kolo_broadcast", [&]() -> Status {
+    KOLO_TRY(check_common(comm, dtype));
+    KOLO_TRY(kolo::check_rank("root", root, comm->impl->size()));
+    if (comm->impl->rank() == root) KOLO_TRY(kolo::check_buffer("send (at the root)", send, count));
+    KOLO_TRY(kolo::check_buffer("recv", recv, count));
+    const size_t bytes = count * elem_size(dtype);
+    if (comm->impl->rank() == root) KOLO_TRY(kolo::check_no_partial_overlap(send, bytes, recv, bytes));
+    CollCall call = make_call(CollKind::kBroadcast, send, recv, count, dtype, KOLO_SUM);
+    call.spec.root = root;
+    call.spec.in_place = send == recv;
+    return submit(comm, std::move(call));
+  });
+}
+
+kolo_result_t kolo_reduce(const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op, int root,
+                          kolo_comm_t comm, void* stream) {
+  return api_call("kolo_reduce", [&]() -> Status {
+    KOLO_TRY(check_reduction(comm, dtype, op));
+    KOLO_TRY(kolo::check_rank("root", root, comm->impl->size()));
+    KOLO_TRY(kolo::check_buffer("send", send, count));
+    const bool at_root = comm->impl->rank() == root;
+    if (at_root) KOLO_TRY(kolo::check_buffer("recv (at the root)", recv, count));
+    const size_t bytes = count * elem_size(dtype);
+    if (at_root) KOLO_TRY(kolo::check_no_partial_overlap(send, bytes, recv, bytes));
+    CollCall call = make_call(CollKind::kReduce, send, at_root ? recv : nullptr, count, dtype, op);
+    call.spec.root = root;
+    call.spec.in_place = at_root && send == recv;
+    return submit(comm, std::move(call));
+  });
+}
+
+kolo_result_t kolo_allgather(const void* send, void* recv, size_t sendcount, kolo_dtype_t dtype, kolo_comm_t comm,
+                             void* stream) {
+  return api_call("kolo_allgather", [&]() -> Status {
+    KOLO_TRY(check_common(comm, dtype));
+    KOLO_TRY(kolo::check_buffer("send", send, sendcount));
+    KOLO_TRY(kolo::check_buffer("recv", recv, sendcount));
+    const size_t block = sendcount * elem_size(dtype);
+    const char* own = recv == nullptr ? nullptr : static_cast<const char*>(recv) + comm->impl->rank() * block;
+    if (send != own) KOLO_TRY(kolo::check_no_partial_overlap(send, block, recv, block * comm->impl->size()));
+    CollCall call = make_call(CollKind::kAllgather, send, recv, sendcount, dtype, KOLO_SUM);
+    call.spec.in_place = send == own;
+    return submit(comm, std::move(call));
+  });
+}
+
+kolo_result_t kolo_allgatherv(const void* send, size_t sendcount, void* recv, const size_t* recvcounts,
+                              const size_t* displs, kolo_dtype_t dtype, kolo_comm_t comm, void* stream) {
+  return api_call("kolo_allgatherv", [&]() -> Status {
+    KOLO_TRY(check_common(comm, dtype));
+    if (recvcounts == nullptr) return error(Code::kInvalidArgument, "recvcounts is NULL");
+    if (displs == nullptr) return error(Code::kInvalidArgument, "displs is NULL");
+    const int size = comm->impl->size();
+    const int rank = comm->impl->rank();
+    if (recvcounts[rank] != sendcount) {
+      return error(Code::kInvalidArgument, "recvcounts[", rank, "] = ", recvcounts[rank],
+                   " differs from sendcount = ", sendcount, " on rank ", rank);
+    }
+    size_t total = 0;
+    for (int q = 0; q < size; ++q) total += recvcounts[q];
+    KOLO_TRY(kolo::check_buffer("send", send, sendcount));
+    KOLO_TRY(kolo::check_buffer("recv", recv, total));
+    CollCall call = make_call(CollKind::kAllgatherv, send, recv, sendcount, dtype, KOLO_SUM);
+    call.spec.counts.assign(recvcounts, recvcounts + size);
+    call.spec.displs.assign(displs, displs + size);
+    return submit(comm, std::move(call));
+  });
+}
+
+kolo_result_t kolo_reduce_scatter(const void* send, void* recv, size_t recvcount, kolo_dtype_t dtype, kolo_op_t op,
+                                  kolo_comm_t comm, void* stream) {
+  return api_call("kolo_reduce_scatter", [&]() -> Status {
+    KOLO_TRY(check_reduction(comm, dtype, op));
+    KOLO_TRY(kolo::check_buffer("send", send, recvcount));
+    KOLO_TRY(kolo::check_buffer("recv", recv, recvcount));
+    const size_t block = recvcount * elem_size(dtype);
+    const char* own = send == nullptr ? nullptr : static_cast<const char*>(send) + comm->impl->rank() * block;
+    if (recv != own) KOLO_TRY(kolo::check_no_partial_overlap(send, block * comm->impl->size(), recv, block));
+    CollCall call = make_call(CollKind::kReduceScatter, send, recv, recvcount, dtype, op);
+    call.spec.in_place = recv == own;
+    return submit(comm, std::move(call));
+  });
+}
+
+kolo_result_t kolo_alltoall(const void* send, void* recv, size_t count_per_peer, kolo_dtype_t dtype,
+                            kolo_comm_t comm, void* stream) {
+  return api_call("kolo_alltoall", [&]() -> Status {
+    KOLO_TRY(check_common(comm, dtype));
+    KOLO_TRY(kolo::check_buffer("send", send, count_per_peer));
+    KOLO_TRY(kolo::check_buffer("recv", recv, count_per_peer));
+    const size_t bytes = count_per_peer * elem_size(dtype) * comm->impl->size();
+    KOLO_TRY(kolo::check_no_partial_overlap(send, bytes, recv, bytes));
+    CollCall call = make_call(CollKind::kAlltoall, send, recv, count_per_peer, dtype, KOLO_SUM);
+    call.spec.in_place = send == recv;
+    return submit(comm, std::move(call));
+  });
+}
+
+static kolo_result_t point_to_point(const char* function, CollKind kind, const void* send, void* recv, size_t count,
+                                    kolo_dtype_t dtype, int peer, kolo_comm_t comm) {
+  return api_call(function, [&]() -> Status {
+    KOLO_TRY(check_common(comm, dtype));
+    KOLO_TRY(kolo::check_rank("peer", peer, comm->impl->size()));
+    if (peer == comm->impl->rank()) {
+      return error(Code::kInvalidArgument, "peer = ", peer, " is this rank itself");
+    }
+    KOLO_TRY(kolo::check_buffer("buf", kind == CollKind::kSend ? send : recv, count));
+    CollCall call = make_call(kind, send, recv, count, dtype, KOLO_SUM);
+    call.spec.peer = peer;
+    return submit(comm, std::move(call));
+  });
+}
+
+kolo_result_t kolo_send(const void* buf, size_t count, kolo_dtype_t dtype, int peer, kolo_comm_t comm, void* stream) {
+  return point_to_point("kolo_send", CollKind::kSend, buf, nullptr, count, dtype, peer, comm);
+}
+
+kolo_result_t kolo_recv(void* buf, size_t count, kolo_dtype_t dtype, int peer, kolo_comm_t comm, void* stream) {
+  return point_to_point("kolo_recv", CollKind::kRecv, nullptr, buf, count, dtype, peer, comm);
+}
+
+kolo_result_t kolo_barrier(kolo_comm_t comm) {
+  return api_call("kolo_barrier", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    return submit(comm, make_call(CollKind::kBarrier, nullptr, nullptr, 0, KOLO_UINT8, KOLO_SUM));
+  });
+}
+
+kolo_result_t kolo_group_start(void) {
+  ++t_group.depth;
+  return KOLO_SUCCESS;
+}
+
+kolo_result_t kolo_group_end(void) {
+  return api_call("kolo_group_end", [&]() -> Status {
+    if (t_group.depth == 0) return error(Code::kInvalidUsage, "kolo_group_end without kolo_group_start");
+    if (--t_group.depth > 0) return Status();
+    auto pending = std::move(t_group.pending);
+    t_group.pending.clear();
+    // One combined run per communicator, in the order the communicators first appeared.
+    std::vector<kolo_comm_t> order;
+    for (auto& [comm, call] : pending) {
+      if (std::find(order.begin(), order.end(), comm) == order.end()) order.push_back(comm);
+    }
+    Status first;
+    for (kolo_comm_t comm : order) {
+      Status live = kolo::check_comm(comm);
+      if (!live.ok()) return live;
+      std::vector<CollCall> calls;
+      for (auto& [c, call] : pending) {
+        if (c == comm) calls.push_back(call);
+      }
+      Status s = comm->impl->run_group(calls);
+      if (!s.ok() && first.ok()) first = s;
+    }
+    return first;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,124 @@
+// C entry points for communicators: creation, queries, split, destroy, abort, errors.
+#include <cstring>
+
+#include "api/api_support.h"
+#include "engine/world.h"
+#include "kernels/dtype.h"
+
+namespace kolo {
+const char* last_error_text();
+}  // namespace kolo
+
+using kolo::Code;
+using kolo::Status;
+using kolo::api_call;
+using kolo::error;
+
+static_assert(static_cast<int>(kolo::DType::kCount) == KOLO_DTYPE_COUNT, "dtype enums must match");
+static_assert(static_cast<int>(kolo::DType::kFloat8E5M2) == KOLO_FLOAT8_E5M2, "dtype enums must match");
+static_assert(static_cast<int>(kolo::ReduceOp::kCount) == KOLO_OP_COUNT, "op enums must match");
+static_assert(static_cast<int>(kolo::Code::kInternal) == KOLO_ERR_INTERNAL, "result codes must match");
+
+namespace {
+
+// Wraps a new communicator in a handle; sets *out only after success.
+Status publish(kolo::Result<std::unique_ptr<kolo::Communicator>> made, kolo_comm_t* out) {
+  if (!made.ok()) return made.status();
+  if (!made.value()) {
+    *out = nullptr;
+    return Status();
+  }
+  auto* handle = new kolo_comm{made.take()};
+  kolo::register_comm(handle);
+  *out = handle;
+  return Status();
+}
+
+int query(kolo_comm_t comm, const char* function, int (kolo::Communicator::*getter)() const) {
+  int value = -1;
+  api_call(function, [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    value = (comm->impl.get()->*getter)();
+    return Status();
+  });
+  return value;
+}
+
+}  // namespace
+
+extern "C" {
+
+int kolo_version(void) { return KOLO_VERSION_CODE; }
+
+const char* kolo_result_string(kolo_result_t result) {
+  if (static_cast<int>(result) < 0 || result > KOLO_ERR_INTERNAL) return "unknown result code";
+  return kolo::code_name(static_cast<Code>(result));
+}
+
+const char* kolo_last_error(void) { return kolo::last_error_text(); }
+
+kolo_result_t kolo_init(kolo_comm_t* comm) {
+  return api_call("kolo_init", [&]() -> Status {
+    if (comm == nullptr) return error(Code::kInvalidArgument, "comm (the output pointer) is NULL");
+    return publish(kolo::init_world(), comm);
+  });
+}
+
+kolo_result_t kolo_get_unique_id(kolo_unique_id* id) {
+  return api_call("kolo_get_unique_id", [&]() -> Status {
+    if (id == nullptr) return error(Code::kInvalidArgument, "id is NULL");
+    return kolo::make_unique_id(id->internal);
+  });
+}
+
+kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_unique_id* id, int rank) {
+  return api_call("kolo_comm_init_rank", [&]() -> Status {
+    if (comm == nullptr) return error(Code::kInvalidArgument, "comm (the output pointer) is NULL");
+    if (id == nullptr) return error(Code::kInvalidArgument, "id is NULL");
+    if (nranks < 1) return error(Code::kInvalidArgument, "nranks = ", nranks, " must be >= 1");
+    KOLO_TRY(kolo::check_rank("rank", rank, nranks));
+    return publish(kolo::init_from_unique_id(id->internal, nranks, rank), comm);
+  });
+}
+
+kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t* out) {
+  return api_call("kolo_comm_split", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (out == nullptr) return error(Code::kInvalidArgument, "out (the output pointer) is NULL");
+    return publish(comm->impl->split(color, key), out);
+  });
+}
+
+kolo_result_t kolo_comm_destroy(kolo_comm_t comm) {
+  return api_call("kolo_comm_destroy", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    kolo::unregister_comm(comm);
+    delete comm;
+    return Status();
+  });
+}
+
+kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
+  return api_call("kolo_comm_abort", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    comm->impl->abort();
+    return Status();
+  });
+}
+
+int kolo_comm_rank(kolo_comm_t comm) { return query(comm, "kolo_comm_rank", &kolo::Communicator::rank); }
+int kolo_comm_size(kolo_comm_t comm) { return query(comm, "kolo_comm_size", &kolo::Communicator::size); }
+int kolo_comm_local_rank(kolo_comm_t comm) {
+  return query(comm, "kolo_comm_local_rank", &kolo::Communicator::local_rank);
+}
+int kolo_comm_local_size(kolo_comm_t comm) {
+  return query(comm, "kolo_comm_local_size", &kolo::Communicator::local_size);
+}
+int kolo_comm_cross_rank(kolo_comm_t comm) {
+  return query(comm, "kolo_comm_cross_rank", &kolo::Communicator::cross_rank);
+}
+int kolo_comm_cross_size(kolo_comm_t comm) {
+  return query(comm, "kolo_comm_cross_size", &kolo::Communicator::cross_size);
+}
+
+}  // extern "C"

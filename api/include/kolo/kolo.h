@@ -1,0 +1,118 @@
+/* kolo: collective communication for GPU clusters and CPU hosts.
+ *
+ * The one header users need. Plain C; no CUDA header (streams are void*).
+ * Host buffers: every call blocks until the collective is complete on this rank.
+ * Device buffers: enqueued on the stream (NULL = default stream), as NCCL does.
+ * Every function returns a kolo_result_t; on failure kolo_last_error() says what was
+ * wrong, with which values, in words. */
+#ifndef KOLO_KOLO_H_
+#define KOLO_KOLO_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KOLO_MAJOR 0
+#define KOLO_MINOR 1
+#define KOLO_PATCH 0
+#define KOLO_VERSION_CODE (KOLO_MAJOR * 10000 + KOLO_MINOR * 100 + KOLO_PATCH)
+
+typedef struct kolo_comm* kolo_comm_t;
+
+typedef enum {
+  KOLO_SUCCESS = 0,
+  KOLO_IN_PROGRESS,
+  KOLO_ERR_INVALID_ARGUMENT,
+  KOLO_ERR_INVALID_USAGE,
+  KOLO_ERR_MISMATCH,
+  KOLO_ERR_REMOTE,
+  KOLO_ERR_TIMEOUT,
+  KOLO_ERR_ABORTED,
+  KOLO_ERR_UNSUPPORTED,
+  KOLO_ERR_SYSTEM,
+  KOLO_ERR_INTERNAL
+} kolo_result_t;
+
+typedef enum {
+  KOLO_INT8, KOLO_UINT8, KOLO_INT32, KOLO_UINT32, KOLO_INT64, KOLO_UINT64,
+  KOLO_FLOAT16, KOLO_BFLOAT16, KOLO_FLOAT32, KOLO_FLOAT64, KOLO_FLOAT8_E4M3,
+  KOLO_FLOAT8_E5M2, KOLO_DTYPE_COUNT
+} kolo_dtype_t;
+
+typedef enum { KOLO_SUM, KOLO_PROD, KOLO_MIN, KOLO_MAX, KOLO_AVG, KOLO_OP_COUNT } kolo_op_t;
+
+/* Algorithms for kolo_coll_options.algorithm and KOLO_ALGO. */
+#define KOLO_ALGO_AUTO 0
+#define KOLO_ALGO_RING 1
+#define KOLO_ALGO_DIRECT 2
+
+int kolo_version(void); /* MAJOR*10000 + MINOR*100 + PATCH */
+const char* kolo_result_string(kolo_result_t result);
+const char* kolo_last_error(void); /* this thread's last failure, in words */
+
+/* World from the environment: kolorun, mpirun (Open MPI), srun (Slurm), or
+ * KOLO_RANK/KOLO_SIZE/KOLO_ADDR. */
+kolo_result_t kolo_init(kolo_comm_t* comm);
+
+typedef struct { char internal[128]; } kolo_unique_id;
+/* Called on one rank (it hosts the rendezvous store); the id is then given to every
+ * rank, which calls kolo_comm_init_rank. The id contains the job's secret: pass it only
+ * over a channel you trust. */
+kolo_result_t kolo_get_unique_id(kolo_unique_id* id);
+kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_unique_id* id, int rank);
+/* Ranks with the same color form a new communicator, ordered by key, then by old rank.
+ * color < 0 means "not in any": *out is set to NULL. */
+kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t* out);
+kolo_result_t kolo_comm_destroy(kolo_comm_t comm);
+kolo_result_t kolo_comm_abort(kolo_comm_t comm); /* safe from another thread */
+int kolo_comm_rank(kolo_comm_t comm);
+int kolo_comm_size(kolo_comm_t comm);
+int kolo_comm_local_rank(kolo_comm_t comm);
+int kolo_comm_local_size(kolo_comm_t comm);
+int kolo_comm_cross_rank(kolo_comm_t comm);
+int kolo_comm_cross_size(kolo_comm_t comm);
+
+kolo_result_t kolo_allreduce(const void* send, void* recv, size_t count, kolo_dtype_t dtype,
+                             kolo_op_t op, kolo_comm_t comm, void* stream);
+kolo_result_t kolo_broadcast(const void* send, void* recv, size_t count, kolo_dtype_t dtype,
+                             int root, kolo_comm_t comm, void* stream);
+kolo_result_t kolo_reduce(const void* send, void* recv, size_t count, kolo_dtype_t dtype,
+                          kolo_op_t op, int root, kolo_comm_t comm, void* stream);
+kolo_result_t kolo_allgather(const void* send, void* recv, size_t sendcount, kolo_dtype_t dtype,
+                             kolo_comm_t comm, void* stream);
+kolo_result_t kolo_allgatherv(const void* send, size_t sendcount, void* recv,
+                              const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype,
+                              kolo_comm_t comm, void* stream);
+kolo_result_t kolo_reduce_scatter(const void* send, void* recv, size_t recvcount,
+                                  kolo_dtype_t dtype, kolo_op_t op, kolo_comm_t comm, void* stream);
+kolo_result_t kolo_alltoall(const void* send, void* recv, size_t count_per_peer,
+                            kolo_dtype_t dtype, kolo_comm_t comm, void* stream);
+kolo_result_t kolo_send(const void* buf, size_t count, kolo_dtype_t dtype, int peer,
+                        kolo_comm_t comm, void* stream);
+kolo_result_t kolo_recv(void* buf, size_t count, kolo_dtype_t dtype, int peer, kolo_comm_t comm,
+                        void* stream);
+kolo_result_t kolo_barrier(kolo_comm_t comm);
+/* Calls between group_start and group_end are run together at group_end (so a send and
+ * a recv with the same peer cannot deadlock). Groups nest; the outermost end runs them. */
+kolo_result_t kolo_group_start(void);
+kolo_result_t kolo_group_end(void);
+
+typedef struct {
+  double prescale;         /* inputs are multiplied by this before reducing */
+  double postscale;        /* the result is multiplied by this */
+  kolo_dtype_t wire_dtype; /* KOLO_DTYPE_COUNT = as the data; FLOAT16/BFLOAT16 on FLOAT32
+                              data = compressed on the wire, accumulated in FLOAT32 */
+  int algorithm;           /* 0 = automatic; otherwise a KOLO_ALGO_* value */
+} kolo_coll_options;
+#define KOLO_COLL_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, 0}
+kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo_dtype_t dtype,
+                                kolo_op_t op, const kolo_coll_options* options, kolo_comm_t comm,
+                                void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KOLO_KOLO_H_ */

@@ -1,0 +1,286 @@
+// kolo-perf: nccl-tests-style benchmark of kolo's collectives. One process per rank (start
+// it with kolorun, mpirun or srun); rank 0 prints the table that nccl-tests prints, so
+// scripts that parse nccl-tests output parse this too.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kolo/kolo.h"
+#include "perf_collectives.h"
+#include "perf_data.h"
+
+using namespace kolo_perf;
+
+namespace {
+
+struct Options {
+  std::string collective;
+  size_t min_bytes = 32 << 20;
+  size_t max_bytes = 32 << 20;
+  double factor = 0;      // -f; 0 = use the increment
+  size_t increment = 1 << 20;
+  int iters = 20;
+  int warmup = 1;
+  bool check = true;
+  int average = 1;  // 0 rank 0, 1 average, 2 min, 3 max
+  int root = 0;
+  std::vector<kolo_dtype_t> dtypes{KOLO_FLOAT32};
+  std::vector<kolo_op_t> ops{KOLO_SUM};
+  std::string json_path;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
+  std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
+                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [--json FILE]\n"
+                       "collectives:");
+  for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
+  std::fprintf(stderr, "\n");
+  std::exit(2);
+}
+
+size_t parse_size(const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || value < 0) usage_error("bad size '" + text + "'");
+  std::string suffix(end);
+  double scale = suffix.empty() ? 1 : suffix == "K" || suffix == "k" ? 1 << 10 : suffix == "M" || suffix == "m" ? 1 << 20
+             : suffix == "G" || suffix == "g" ? double(1 << 30) : -1;
+  if (scale < 0) usage_error("bad size suffix in '" + text + "'");
+  return static_cast<size_t>(value * scale);
+}
+
+int parse_int(const std::string& text, const char* flag) {
+  char* end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0') usage_error(std::string("bad value '") + text + "' for " + flag);
+  return static_cast<int>(value);
+}
+
+Options parse(int argc, char** argv) {
+  if (argc < 2) usage_error("missing collective");
+  Options o;
+  o.collective = argv[1];
+  if (find_collective(o.collective) == nullptr) usage_error("unknown collective '" + o.collective + "'");
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) usage_error("missing value for " + flag);
+    std::string value = argv[++i];
+    if (flag == "-b" || flag == "--minbytes") o.min_bytes = parse_size(value);
+    else if (flag == "-e" || flag == "--maxbytes") o.max_bytes = parse_size(value);
+    else if (flag == "-f" || flag == "--stepfactor") o.factor = std::strtod(value.c_str(), nullptr);
+    else if (flag == "-i" || flag == "--stepbytes") { o.increment = parse_size(value); o.factor = 0; }
+    else if (flag == "-n" || flag == "--iters") o.iters = parse_int(value, "-n");
+    else if (flag == "-w" || flag == "--warmup_iters") o.warmup = parse_int(value, "-w");
+    else if (flag == "-c" || flag == "--check") o.check = parse_int(value, "-c") != 0;
+    else if (flag == "-a" || flag == "--average") o.average = parse_int(value, "-a");
+    else if (flag == "-r" || flag == "--root") o.root = parse_int(value, "-r");
+    else if (flag == "--json") o.json_path = value;
+    else if (flag == "-d" || flag == "--datatype") {
+      o.dtypes.clear();
+      for (int d = 0; d < KOLO_DTYPE_COUNT; ++d) {
+        if (value == "all") o.dtypes.push_back(static_cast<kolo_dtype_t>(d));
+      }
+      kolo_dtype_t dtype;
+      if (value != "all" && !parse_dtype(value, &dtype)) usage_error("unknown datatype '" + value + "'");
+      if (value != "all") o.dtypes.push_back(dtype);
+    } else if (flag == "-o" || flag == "--op") {
+      o.ops.clear();
+      for (int p = 0; p < KOLO_OP_COUNT; ++p) {
+        if (value == "all") o.ops.push_back(static_cast<kolo_op_t>(p));
+      }
+      kolo_op_t op;
+      if (value != "all" && !parse_op(value, &op)) usage_error("unknown op '" + value + "'");
+      if (value != "all") o.ops.push_back(op);
+    } else if (flag == "-g" || flag == "-t" || flag == "-m" || flag == "-z" || flag == "-G" || flag == "-p") {
+      // nccl-tests flags for threads, GPUs per thread, graphs: one rank per process here.
+    } else {
+      usage_error("unknown option " + flag);
+    }
+  }
+  if (o.max_bytes < o.min_bytes) usage_error("-e must be at least -b");
+  if (o.factor != 0 && o.factor <= 1) usage_error("-f must be greater than 1");
+  if (o.iters < 1) usage_error("-n must be at least 1");
+  return o;
+}
+
+void die(const char* what, kolo_result_t rc) {
+  std::fprintf(stderr, "kolo-perf: %s failed: %s: %s\n", what, kolo_result_string(rc), kolo_last_error());
+  std::exit(1);
+}
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One measured placement (out-of-place or in-place) of one size.
+struct Measure {
+  double time_us = 0;
+  double algbw = 0;
+  double busbw = 0;
+  size_t wrong = 0;
+};
+
+double combine(double mine, int average, kolo_comm_t comm) {
+  double value = mine;
+  kolo_op_t op = average == 2 ? KOLO_MIN : average == 3 ? KOLO_MAX : KOLO_SUM;
+  if (average == 0) {
+    kolo_result_t rc = kolo_broadcast(&mine, &value, 1, KOLO_FLOAT64, 0, comm, nullptr);
+    if (rc != KOLO_SUCCESS) die("broadcast of timings", rc);
+    return value;
+  }
+  kolo_result_t rc = kolo_allreduce(&mine, &value, 1, KOLO_FLOAT64, op, comm, nullptr);
+  if (rc != KOLO_SUCCESS) die("allreduce of timings", rc);
+  return average == 1 ? value / kolo_comm_size(comm) : value;
+}
+
+Measure measure(const Collective& coll, const Options& o, const Case& c, size_t count, bool in_place,
+                kolo_comm_t comm) {
+  Buffers buffers;
+  coll.prepare(buffers, count, c, in_place);
+  Measure m;
+  for (int i = 0; i < o.warmup; ++i) {
+    kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
+    if (rc != KOLO_SUCCESS) die(coll.name, rc);
+  }
+  kolo_barrier(comm);
+  double start = now_us();
+  for (int i = 0; i < o.iters; ++i) {
+    kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
+    if (rc != KOLO_SUCCESS) die(coll.name, rc);
+  }
+  double elapsed = (now_us() - start) / o.iters;
+  m.time_us = combine(elapsed, o.average, comm);
+  const size_t bytes = coll.size_for(count, c);
+  m.algbw = m.time_us > 0 ? bytes / m.time_us / 1e3 : 0;
+  m.busbw = m.algbw * coll.busbw_factor(c.nranks);
+  if (o.check) {
+    coll.prepare(buffers, count, c, in_place);
+    kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
+    if (rc != KOLO_SUCCESS) die(coll.name, rc);
+    uint64_t wrong = coll.check(buffers, count, c, in_place);
+    uint64_t total = 0;
+    rc = kolo_allreduce(&wrong, &total, 1, KOLO_UINT64, KOLO_SUM, comm, nullptr);
+    if (rc != KOLO_SUCCESS) die("allreduce of error counts", rc);
+    m.wrong = total;
+  }
+  return m;
+}
+
+std::string format_measure(const Measure& m, bool check) {
+  char line[128];
+  char time[32];
+  std::snprintf(time, sizeof(time), m.time_us >= 10000 ? "%7.0f" : m.time_us >= 100 ? "%7.1f" : "%7.2f", m.time_us);
+  std::snprintf(line, sizeof(line), "  %7s  %6.2f  %6.2f  %6s", time, m.algbw, m.busbw,
+                check ? std::to_string(m.wrong).c_str() : "N/A");
+  return line;
+}
+
+void print_header(const Options& o, kolo_comm_t comm) {
+  const int rank = kolo_comm_rank(comm);
+  const int size = kolo_comm_size(comm);
+  struct Record { int rank; int pid; char host[120]; } mine{}, *all = new Record[size];
+  mine.rank = rank;
+  mine.pid = static_cast<int>(getpid());
+  gethostname(mine.host, sizeof(mine.host) - 1);
+  kolo_result_t rc = kolo_allgather(&mine, all, sizeof(Record), KOLO_UINT8, comm, nullptr);
+  if (rc != KOLO_SUCCESS) die("allgather of rank records", rc);
+  if (rank == 0) {
+    std::printf("# kolo-perf %s (kolo %d)\n", o.collective.c_str(), kolo_version());
+    std::printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: 1 "
+                "validation: %d graph: 0\n#\n# Using devices\n",
+                o.min_bytes, o.max_bytes, o.factor != 0 ? o.factor : double(o.increment),
+                o.factor != 0 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
+    for (int r = 0; r < size; ++r) {
+      std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [cpu] host memory\n", all[r].rank, all[r].pid,
+                  all[r].host);
+    }
+    std::printf("#\n");
+    std::printf("#%94s%35s\n", "out-of-place", "in-place");
+    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
+                "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+  delete[] all;
+}
+
+std::vector<size_t> sizes(const Options& o) {
+  std::vector<size_t> out;
+  for (size_t s = o.min_bytes; s <= o.max_bytes;) {
+    out.push_back(s);
+    size_t next = o.factor != 0 ? static_cast<size_t>(s * o.factor) : s + o.increment;
+    if (next <= s) break;
+    s = next;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  kolo_comm_t comm = nullptr;
+  kolo_result_t rc = kolo_init(&comm);
+  if (rc != KOLO_SUCCESS) die("kolo_init", rc);
+  const Collective& coll = *find_collective(o.collective);
+  const int rank = kolo_comm_rank(comm);
+  const int nranks = kolo_comm_size(comm);
+  if (coll.rooted && (o.root < 0 || o.root >= nranks)) usage_error("root " + std::to_string(o.root) + " out of range");
+  print_header(o, comm);
+
+  nlohmann::json results = nlohmann::json::array();
+  uint64_t total_wrong = 0;
+  double busbw_sum = 0;
+  int lines = 0;
+  for (kolo_dtype_t dtype : o.dtypes) {
+    for (kolo_op_t op : coll.reduces ? o.ops : std::vector<kolo_op_t>{KOLO_SUM}) {
+      Case c{dtype, op, o.root, rank, nranks};
+      size_t last_count = SIZE_MAX;
+      for (size_t bytes : sizes(o)) {
+        size_t count = coll.count_for(bytes, c);
+        if (count == last_count) continue;  // sizes that round to the same count
+        last_count = count;
+        Measure out = measure(coll, o, c, count, false, comm);
+        Measure in = measure(coll, o, c, count, true, comm);
+        total_wrong += out.wrong + in.wrong;
+        busbw_sum += (out.busbw + in.busbw) / 2;
+        ++lines;
+        if (rank == 0) {
+          std::printf(" %12zu  %12zu  %8s  %6s  %6d%s%s\n", coll.size_for(count, c),
+                      count * (coll.size_for(count, c) / std::max<size_t>(1, count * dtype_bytes(dtype))),
+                      dtype_label(dtype), coll.reduces ? op_label(op) : "none", coll.rooted ? o.root : -1,
+                      format_measure(out, o.check).c_str(), format_measure(in, o.check).c_str());
+          std::fflush(stdout);
+          results.push_back({{"collective", coll.name}, {"size", coll.size_for(count, c)}, {"count", count},
+                             {"type", dtype_label(dtype)}, {"redop", coll.reduces ? op_label(op) : "none"},
+                             {"root", coll.rooted ? o.root : -1}, {"nranks", nranks},
+                             {"out_of_place", {{"time_us", out.time_us}, {"algbw", out.algbw}, {"busbw", out.busbw}, {"wrong", out.wrong}}},
+                             {"in_place", {{"time_us", in.time_us}, {"algbw", in.algbw}, {"busbw", in.busbw}, {"wrong", in.wrong}}}});
+        }
+      }
+    }
+  }
+  if (rank == 0) {
+    std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong),
+                total_wrong == 0 ? "OK" : "FAILED");
+    std::printf("# Avg bus bandwidth    : %g \n#\n", lines > 0 ? busbw_sum / lines : 0.0);
+    std::fflush(stdout);
+    if (!o.json_path.empty()) {
+      std::ofstream(o.json_path) << nlohmann::json{{"nranks", nranks}, {"results", results},
+                                                   {"wrong", total_wrong}}.dump(2) << "\n";
+    }
+  }
+  kolo_comm_destroy(comm);
+  return total_wrong == 0 ? 0 : 1;
+}

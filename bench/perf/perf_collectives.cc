@@ -1,0 +1,191 @@
+#include "perf_collectives.h"
+
+#include <cstring>
+
+#include "perf_data.h"
+
+namespace kolo_perf {
+namespace {
+
+size_t es(const Case& c) { return dtype_bytes(c.dtype); }
+
+// Fills n elements of buf (from element `first`) with rank's values for op.
+void fill(std::vector<char>& buf, size_t offset_elems, size_t n, const Case& c, int rank, size_t index_base,
+          kolo_op_t op) {
+  for (size_t i = 0; i < n; ++i) store_value(buf.data(), offset_elems + i, c.dtype, input_value(op, c.dtype, rank, index_base + i));
+}
+
+size_t count_whole(size_t bytes, const Case& c) { return bytes / es(c); }
+size_t count_per_rank(size_t bytes, const Case& c) { return bytes / es(c) / c.nranks; }
+size_t size_whole(size_t count, const Case& c) { return count * es(c); }
+size_t size_all_ranks(size_t count, const Case& c) { return count * es(c) * c.nranks; }
+
+// Values a rank sends to `peer` in alltoall: distinct per (from, to, index), exact in fp8.
+double alltoall_value(const Case& c, int from, int to, size_t k) {
+  return as_dtype(static_cast<double>((from * 3 + to * 5 + k) % 11), c.dtype);
+}
+
+// ---- allreduce / reduce
+void prepare_reduce(Buffers& b, size_t n, const Case& c, bool in_place) {
+  b.send.assign(n * es(c), 0);
+  b.recv.assign(n * es(c), 0x7f);
+  fill(in_place ? b.recv : b.send, 0, n, c, c.rank, 0, c.op);
+}
+size_t check_reduce_result(const std::vector<char>& out, size_t n, const Case& c) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!matches(load_value(out.data(), i, c.dtype), expected_reduction(c.op, c.dtype, c.nranks, i), c.op, c.dtype)) ++wrong;
+  }
+  return wrong;
+}
+kolo_result_t call_allreduce(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
+  return kolo_allreduce(in_place ? b.recv.data() : b.send.data(), b.recv.data(), n, c.dtype, c.op, comm, nullptr);
+}
+size_t check_allreduce(const Buffers& b, size_t n, const Case& c, bool) { return check_reduce_result(b.recv, n, c); }
+kolo_result_t call_reduce(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
+  return kolo_reduce(in_place ? b.recv.data() : b.send.data(), b.recv.data(), n, c.dtype, c.op, c.root, comm, nullptr);
+}
+size_t check_reduce(const Buffers& b, size_t n, const Case& c, bool) {
+  return c.rank == c.root ? check_reduce_result(b.recv, n, c) : 0;
+}
+
+// ---- broadcast
+void prepare_broadcast(Buffers& b, size_t n, const Case& c, bool in_place) {
+  b.send.assign(n * es(c), 0);
+  b.recv.assign(n * es(c), 0x7f);
+  if (c.rank == c.root) fill(in_place ? b.recv : b.send, 0, n, c, c.root, 0, KOLO_SUM);
+}
+kolo_result_t call_broadcast(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
+  return kolo_broadcast(in_place ? b.recv.data() : b.send.data(), b.recv.data(), n, c.dtype, c.root, comm, nullptr);
+}
+size_t check_broadcast(const Buffers& b, size_t n, const Case& c, bool) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (load_value(b.recv.data(), i, c.dtype) != as_dtype(input_value(KOLO_SUM, c.dtype, c.root, i), c.dtype)) ++wrong;
+  }
+  return wrong;
+}
+
+// ---- allgather (count = per rank)
+void prepare_allgather(Buffers& b, size_t n, const Case& c, bool in_place) {
+  b.send.assign(n * es(c), 0);
+  b.recv.assign(n * es(c) * c.nranks, 0x7f);
+  if (in_place) fill(b.recv, c.rank * n, n, c, c.rank, 0, KOLO_SUM);
+  else fill(b.send, 0, n, c, c.rank, 0, KOLO_SUM);
+}
+kolo_result_t call_allgather(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
+  const void* send = in_place ? b.recv.data() + c.rank * n * es(c) : b.send.data();
+  return kolo_allgather(send, b.recv.data(), n, c.dtype, comm, nullptr);
+}
+size_t check_allgather(const Buffers& b, size_t n, const Case& c, bool) {
+  size_t wrong = 0;
+  for (int q = 0; q < c.nranks; ++q) {
+    for (size_t i = 0; i < n; ++i) {
+      if (load_value(b.recv.data(), q * n + i, c.dtype) != as_dtype(input_value(KOLO_SUM, c.dtype, q, i), c.dtype)) ++wrong;
+    }
+  }
+  return wrong;
+}
+
+// ---- reduce_scatter (count = per rank)
+void prepare_reduce_scatter(Buffers& b, size_t n, const Case& c, bool in_place) {
+  b.send.assign(n * es(c) * c.nranks, 0);
+  b.recv.assign(n * es(c), 0x7f);
+  fill(b.send, 0, n * c.nranks, c, c.rank, 0, c.op);
+}
+kolo_result_t call_reduce_scatter(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
+  void* recv = in_place ? b.send.data() + c.rank * n * es(c) : b.recv.data();
+  return kolo_reduce_scatter(b.send.data(), recv, n, c.dtype, c.op, comm, nullptr);
+}
+size_t check_reduce_scatter(const Buffers& b, size_t n, const Case& c, bool in_place) {
+  const char* out = in_place ? b.send.data() + c.rank * n * es(c) : b.recv.data();
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double expected = expected_reduction(c.op, c.dtype, c.nranks, c.rank * n + i);
+    if (!matches(load_value(out, i, c.dtype), expected, c.op, c.dtype)) ++wrong;
+  }
+  return wrong;
+}
+
+// ---- alltoall (count = per peer)
+void prepare_alltoall(Buffers& b, size_t n, const Case& c, bool in_place) {
+  b.send.assign(n * es(c) * c.nranks, 0);
+  b.recv.assign(n * es(c) * c.nranks, 0x7f);
+  std::vector<char>& src = in_place ? b.recv : b.send;
+  for (int q = 0; q < c.nranks; ++q) {
+    for (size_t k = 0; k < n; ++k) store_value(src.data(), q * n + k, c.dtype, alltoall_value(c, c.rank, q, k));
+  }
+}
+kolo_result_t call_alltoall(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
+  return kolo_alltoall(in_place ? b.recv.data() : b.send.data(), b.recv.data(), n, c.dtype, comm, nullptr);
+}
+size_t check_alltoall(const Buffers& b, size_t n, const Case& c, bool) {
+  size_t wrong = 0;
+  for (int q = 0; q < c.nranks; ++q) {
+    for (size_t k = 0; k < n; ++k) {
+      if (load_value(b.recv.data(), q * n + k, c.dtype) != alltoall_value(c, q, c.rank, k)) ++wrong;
+    }
+  }
+  return wrong;
+}
+
+// ---- sendrecv: each rank sends to the next and receives from the previous, in a group.
+void prepare_sendrecv(Buffers& b, size_t n, const Case& c, bool) {
+  b.send.assign(n * es(c), 0);
+  b.recv.assign(n * es(c), 0x7f);
+  fill(b.send, 0, n, c, c.rank, 0, KOLO_SUM);
+}
+kolo_result_t call_sendrecv(Buffers& b, size_t n, const Case& c, bool, kolo_comm_t comm) {
+  if (c.nranks == 1) {
+    std::memcpy(b.recv.data(), b.send.data(), n * es(c));
+    return KOLO_SUCCESS;
+  }
+  kolo_group_start();
+  kolo_result_t sent = kolo_send(b.send.data(), n, c.dtype, (c.rank + 1) % c.nranks, comm, nullptr);
+  kolo_result_t got = kolo_recv(b.recv.data(), n, c.dtype, (c.rank + c.nranks - 1) % c.nranks, comm, nullptr);
+  kolo_result_t ended = kolo_group_end();
+  return sent != KOLO_SUCCESS ? sent : got != KOLO_SUCCESS ? got : ended;
+}
+size_t check_sendrecv(const Buffers& b, size_t n, const Case& c, bool) {
+  int from = (c.rank + c.nranks - 1) % c.nranks;
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (load_value(b.recv.data(), i, c.dtype) != as_dtype(input_value(KOLO_SUM, c.dtype, from, i), c.dtype)) ++wrong;
+  }
+  return wrong;
+}
+
+const Collective kCollectives[] = {
+    {"allreduce", true, false, count_whole, size_whole, prepare_reduce, call_allreduce, check_allreduce},
+    {"allgather", false, false, count_per_rank, size_all_ranks, prepare_allgather, call_allgather, check_allgather},
+    {"broadcast", false, true, count_whole, size_whole, prepare_broadcast, call_broadcast, check_broadcast},
+    {"reduce", true, true, count_whole, size_whole, prepare_reduce, call_reduce, check_reduce},
+    {"reduce_scatter", true, false, count_per_rank, size_all_ranks, prepare_reduce_scatter, call_reduce_scatter,
+     check_reduce_scatter},
+    {"alltoall", false, false, count_per_rank, size_all_ranks, prepare_alltoall, call_alltoall, check_alltoall},
+    {"sendrecv", false, false, count_whole, size_whole, prepare_sendrecv, call_sendrecv, check_sendrecv},
+};
+
+}  // namespace
+
+double Collective::busbw_factor(int p) const {
+  std::string n = name;
+  if (n == "allreduce") return p > 1 ? 2.0 * (p - 1) / p : 1.0;
+  if (n == "allgather" || n == "reduce_scatter" || n == "alltoall") return p > 1 ? double(p - 1) / p : 1.0;
+  return 1.0;
+}
+
+const Collective* find_collective(const std::string& name) {
+  for (const Collective& c : kCollectives) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> collective_names() {
+  std::vector<std::string> names;
+  for (const Collective& c : kCollectives) names.push_back(c.name);
+  return names;
+}
+
+}  // namespace kolo_perf

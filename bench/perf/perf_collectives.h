@@ -1,0 +1,47 @@
+// The collectives kolo-perf measures: per collective, how counts follow from a size,
+// how buffers are filled, how one call is made, how the result is checked, and the
+// nccl-tests bus-bandwidth factor.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kolo/kolo.h"
+
+namespace kolo_perf {
+
+struct Case {
+  kolo_dtype_t dtype = KOLO_FLOAT32;
+  kolo_op_t op = KOLO_SUM;
+  int root = 0;
+  int rank = 0;
+  int nranks = 1;
+};
+
+// Buffers for one size; in-place calls use recv for both sides where the contract says so.
+struct Buffers {
+  std::vector<char> send;
+  std::vector<char> recv;
+};
+
+struct Collective {
+  const char* name;
+  bool reduces;  // has an op column
+  bool rooted;   // has a root column
+  // Elements per call argument (count), from the table's size in bytes.
+  size_t (*count_for)(size_t bytes, const Case& c);
+  // Bytes the table reports for a count (nccl-tests' "size").
+  size_t (*size_for)(size_t count, const Case& c);
+  double busbw_factor(int nranks) const;
+  // Allocates and fills the buffers for count.
+  void (*prepare)(Buffers& b, size_t count, const Case& c, bool in_place);
+  kolo_result_t (*call)(Buffers& b, size_t count, const Case& c, bool in_place, kolo_comm_t comm);
+  // Number of wrong elements on this rank.
+  size_t (*check)(const Buffers& b, size_t count, const Case& c, bool in_place);
+};
+
+const Collective* find_collective(const std::string& name);
+std::vector<std::string> collective_names();
+
+}  // namespace kolo_perf

@@ -1,0 +1,40 @@
+// Algorithms: each turns a CollSpec into one rank's Schedule. They hold no state and
+// touch no buffers; the executor runs what they produce.
+#pragma once
+
+#include <cstddef>
+
+#include "engine/collective.h"
+#include "engine/schedule.h"
+
+namespace kolo {
+
+struct PlanContext {
+  int rank = 0;
+  int size = 1;
+  size_t chunk_bytes = 1 << 20;  // pipeline granularity of the ring algorithms
+};
+
+// Ring (bandwidth-optimal; pipelined in chunks of chunk_bytes).
+Schedule ring_allreduce(const CollSpec& spec, const PlanContext& ctx);
+Schedule ring_reduce_scatter(const CollSpec& spec, const PlanContext& ctx);
+Schedule ring_allgather(const CollSpec& spec, const PlanContext& ctx);  // also allgatherv
+Schedule ring_broadcast(const CollSpec& spec, const PlanContext& ctx);  // a pipelined chain
+Schedule ring_reduce(const CollSpec& spec, const PlanContext& ctx);     // reduce-scatter + gather
+
+// Direct (one step: every rank talks to every peer it needs; latency-optimal for small data).
+Schedule direct_allreduce(const CollSpec& spec, const PlanContext& ctx);
+Schedule direct_reduce_scatter(const CollSpec& spec, const PlanContext& ctx);
+Schedule direct_allgather(const CollSpec& spec, const PlanContext& ctx);  // also allgatherv
+Schedule direct_broadcast(const CollSpec& spec, const PlanContext& ctx);
+Schedule direct_reduce(const CollSpec& spec, const PlanContext& ctx);
+Schedule direct_alltoall(const CollSpec& spec, const PlanContext& ctx);
+Schedule dissemination_barrier(const CollSpec& spec, const PlanContext& ctx);
+Schedule point_to_point(const CollSpec& spec, const PlanContext& ctx);  // send or recv
+
+// Builds the schedule for spec with the chosen algorithm (kAuto = the size table in
+// algorithm_choice.cc); falls back to direct where an algorithm does not exist.
+Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx);
+Algorithm choose_algorithm(const CollSpec& spec, const PlanContext& ctx);
+
+}  // namespace kolo

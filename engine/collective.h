@@ -1,0 +1,49 @@
+// What a caller asks for: the shape of a collective (CollSpec, what plans depend on) and
+// one call's buffers and scale factors (CollCall).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace kolo {
+
+enum class CollKind {
+  kAllreduce, kBroadcast, kReduce, kAllgather, kAllgatherv, kReduceScatter, kAlltoall,
+  kSend, kRecv, kBarrier,
+};
+
+const char* coll_name(CollKind kind);
+
+enum class Algorithm : int { kAuto = 0, kRing = 1, kDirect = 2 };
+const char* algorithm_name(Algorithm algorithm);
+
+struct CollSpec {
+  CollKind kind = CollKind::kAllreduce;
+  size_t count = 0;  // allreduce/broadcast/reduce: elements; allgather: per rank (sendcount);
+                     // reduce_scatter: per rank (recvcount); alltoall: per peer; send/recv: elements
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;  // kAvg is turned into kSum + a divisor by the engine
+  int root = 0;                  // broadcast/reduce
+  int peer = -1;                 // send/recv
+  bool in_place = false;
+  bool prescaled = false;   // inputs are scaled before reducing
+  bool postscaled = false;  // the result is scaled (postscale != 1 or AVG)
+  std::vector<size_t> counts;  // allgatherv: elements from each rank
+  std::vector<size_t> displs;  // allgatherv: where each rank's block lands
+  Algorithm algorithm = Algorithm::kAuto;
+
+  size_t bytes() const { return count * dtype_size(dtype); }
+};
+
+struct CollCall {
+  CollSpec spec;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  Scale prescale;
+  Scale postscale;
+};
+
+}  // namespace kolo

@@ -1,0 +1,232 @@
+// Direct algorithms: one round in which each rank sends what a peer needs straight to it.
+// Latency-optimal for small messages; reductions combine the contributions in rank order
+// (0, 1, ..., p-1) on every rank, so every rank computes bit-identical results.
+#include <algorithm>
+
+#include "engine/algorithms.h"
+#include "engine/schedule_builder.h"
+
+namespace kolo {
+namespace {
+
+// Reduces `parts` (in rank order) into dst in groups of at most kMaxReduceInputs;
+// the last group applies the post-scale. Returns the last step.
+int reduce_in_order(ScheduleBuilder& b, Slice dst, const std::vector<Slice>& parts, std::vector<int> deps) {
+  constexpr size_t kMaxInputs = 8;
+  int last = -1;
+  size_t next = 0;
+  bool first = true;
+  while (next < parts.size() || first) {
+    std::vector<Slice> group;
+    if (!first) group.push_back(dst);
+    while (group.size() < kMaxInputs && next < parts.size()) group.push_back(parts[next++]);
+    const bool final_group = next >= parts.size();
+    last = b.reduce(dst, group, final_group ? ScaleUse::kPost : ScaleUse::kNone, deps);
+    deps = {last};
+    first = false;
+  }
+  return last;
+}
+
+// Gathers every peer's `bytes` into scratch slots (one per rank) and reduces them with
+// `own` into `dst`. Own data that lives in dst is first copied aside when more than one
+// reduce group is needed (a later group would read it after dst was overwritten).
+void exchange_and_reduce(ScheduleBuilder& b, const PlanContext& ctx, Slice own, int own_ready,
+                         const std::vector<Slice>& to_peer, Slice dst, std::vector<int> extra_deps) {
+  const size_t bytes = dst.bytes;
+  const size_t slots = b.scratch(bytes * ctx.size);
+  std::vector<int> deps = std::move(extra_deps);
+  for (int q = 0; q < ctx.size; ++q) {
+    if (q == ctx.rank) continue;
+    deps.push_back(b.send(q, 0, to_peer[q], {own_ready}));
+  }
+  std::vector<Slice> parts(ctx.size);
+  for (int q = 0; q < ctx.size; ++q) {
+    Slice slot{kBufScratch, slots + q * bytes, bytes};
+    if (q == ctx.rank) {
+      if (own.buffer == dst.buffer && ctx.size > 8) {
+        deps.push_back(b.copy(slot, own, ScaleUse::kNone, {own_ready}));
+        parts[q] = slot;
+      } else {
+        parts[q] = own;
+      }
+      continue;
+    }
+    parts[q] = slot;
+    deps.push_back(b.recv(q, 0, slot));
+  }
+  deps.push_back(own_ready);
+  reduce_in_order(b, dst, parts, deps);
+}
+
+Schedule single_rank_copy(const CollSpec& spec, size_t bytes, ScaleUse scale) {
+  Schedule sched;
+  sched.algorithm = "direct";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  b.copy({kBufOutput, 0, bytes}, {kBufInput, 0, bytes}, scale);
+  return sched;
+}
+
+}  // namespace
+
+Schedule direct_allreduce(const CollSpec& spec, const PlanContext& ctx) {
+  const size_t bytes = spec.bytes();
+  if (ctx.size == 1) return single_rank_copy(spec, bytes, ScaleUse::kBoth);
+  Schedule sched;
+  sched.algorithm = "direct";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  Slice own{kBufInput, 0, bytes};
+  int ready = -1;
+  if (spec.prescaled) {
+    own = {kBufOutput, 0, bytes};
+    ready = b.copy(own, {kBufInput, 0, bytes}, ScaleUse::kPre);
+  } else if (spec.in_place) {
+    own = {kBufOutput, 0, bytes};
+  }
+  exchange_and_reduce(b, ctx, own, ready, std::vector<Slice>(ctx.size, own), {kBufOutput, 0, bytes}, {});
+  return sched;
+}
+
+Schedule direct_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
+  const size_t block = spec.bytes();
+  if (ctx.size == 1) return single_rank_copy(spec, block, ScaleUse::kBoth);
+  Schedule sched;
+  sched.algorithm = "direct";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  int source = kBufInput;
+  size_t base = 0;
+  int ready = -1;
+  if (spec.prescaled) {
+    base = b.scratch(block * ctx.size);
+    source = kBufScratch;
+    ready = b.copy({kBufScratch, base, block * ctx.size}, {kBufInput, 0, block * ctx.size}, ScaleUse::kPre);
+  }
+  std::vector<Slice> to_peer;
+  for (int q = 0; q < ctx.size; ++q) to_peer.push_back({source, base + q * block, block});
+  Slice own = to_peer[ctx.rank];
+  // In place, the own block is the output itself.
+  if (spec.in_place && !spec.prescaled) own = {kBufOutput, 0, block};
+  exchange_and_reduce(b, ctx, own, ready, to_peer, {kBufOutput, 0, block}, {});
+  return sched;
+}
+
+Schedule direct_reduce(const CollSpec& spec, const PlanContext& ctx) {
+  const size_t bytes = spec.bytes();
+  if (ctx.size == 1) return single_rank_copy(spec, bytes, ScaleUse::kBoth);
+  Schedule sched;
+  sched.algorithm = "direct";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  Slice own{kBufInput, 0, bytes};
+  int ready = -1;
+  if (spec.prescaled) {
+    own = {kBufScratch, b.scratch(bytes), bytes};
+    ready = b.copy(own, {kBufInput, 0, bytes}, ScaleUse::kPre);
+  }
+  if (ctx.rank != spec.root) {
+    b.send(spec.root, 0, own, {ready});
+    return sched;
+  }
+  if (spec.in_place && !spec.prescaled) own = {kBufOutput, 0, bytes};
+  const size_t slots = b.scratch(bytes * ctx.size);
+  std::vector<Slice> parts(ctx.size);
+  std::vector<int> deps{ready};
+  for (int q = 0; q < ctx.size; ++q) {
+    if (q == ctx.rank) {
+      parts[q] = own;
+      if (own.buffer == kBufOutput && ctx.size > 8) {
+        parts[q] = {kBufScratch, slots + q * bytes, bytes};
+        deps.push_back(b.copy(parts[q], own, ScaleUse::kNone, {ready}));
+      }
+      continue;
+    }
+    parts[q] = {kBufScratch, slots + q * bytes, bytes};
+    deps.push_back(b.recv(q, 0, parts[q]));
+  }
+  reduce_in_order(b, {kBufOutput, 0, bytes}, parts, deps);
+  return sched;
+}
+
+Schedule direct_allgather(const CollSpec& spec, const PlanContext& ctx) {
+  Schedule sched;
+  sched.algorithm = "direct";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  const size_t elem = dtype_size(spec.dtype);
+  const bool v = spec.kind == CollKind::kAllgatherv;
+  auto count_of = [&](int q) { return v ? spec.counts[q] : spec.count; };
+  auto offset_of = [&](int q) { return (v ? spec.displs[q] : spec.count * q) * elem; };
+  const size_t own_bytes = count_of(ctx.rank) * elem;
+  b.copy({kBufOutput, offset_of(ctx.rank), own_bytes}, {kBufInput, 0, own_bytes}, ScaleUse::kNone);
+  for (int q = 0; q < ctx.size; ++q) {
+    if (q == ctx.rank) continue;
+    b.send(q, 0, {kBufInput, 0, own_bytes});
+    b.recv(q, 0, {kBufOutput, offset_of(q), count_of(q) * elem});
+  }
+  return sched;
+}
+
+Schedule direct_broadcast(const CollSpec& spec, const PlanContext& ctx) {
+  Schedule sched;
+  sched.algorithm = "direct";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  const size_t bytes = spec.bytes();
+  if (ctx.rank == spec.root) {
+    b.copy({kBufOutput, 0, bytes}, {kBufInput, 0, bytes}, ScaleUse::kNone);
+    for (int q = 0; q < ctx.size; ++q) {
+      if (q != ctx.rank) b.send(q, 0, {kBufInput, 0, bytes});
+    }
+  } else {
+    b.recv(spec.root, 0, {kBufOutput, 0, bytes});
+  }
+  return sched;
+}
+
+Schedule direct_alltoall(const CollSpec& spec, const PlanContext& ctx) {
+  Schedule sched;
+  sched.algorithm = "direct";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  const size_t block = spec.bytes();
+  int source = kBufInput;
+  size_t base = 0;
+  int ready = -1;
+  if (spec.in_place) {  // incoming blocks overwrite what is still to be sent: send a copy
+    base = b.scratch(block * ctx.size);
+    source = kBufScratch;
+    ready = b.copy({kBufScratch, base, block * ctx.size}, {kBufInput, 0, block * ctx.size}, ScaleUse::kNone);
+  }
+  b.copy({kBufOutput, ctx.rank * block, block}, {source, base + ctx.rank * block, block}, ScaleUse::kNone, {ready});
+  for (int q = 0; q < ctx.size; ++q) {
+    if (q == ctx.rank) continue;
+    b.send(q, 0, {source, base + q * block, block}, {ready});
+    b.recv(q, 0, {kBufOutput, q * block, block}, {ready});
+  }
+  return sched;
+}
+
+Schedule dissemination_barrier(const CollSpec& spec, const PlanContext& ctx) {
+  Schedule sched;
+  sched.algorithm = "dissemination";
+  ScheduleBuilder b(sched, DType::kUint8, ReduceOp::kSum);
+  int prev = -1;
+  uint32_t round = 0;
+  for (int distance = 1; distance < ctx.size; distance *= 2, ++round) {
+    int to = (ctx.rank + distance) % ctx.size;
+    int from = ((ctx.rank - distance) % ctx.size + ctx.size) % ctx.size;
+    int sent = b.send(to, round, {kBufScratch, 0, 0}, {prev});
+    prev = b.recv(from, round, {kBufScratch, 0, 0}, {prev, sent});
+  }
+  return sched;
+}
+
+Schedule point_to_point(const CollSpec& spec, const PlanContext& ctx) {
+  Schedule sched;
+  sched.algorithm = "p2p";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  if (spec.kind == CollKind::kSend) {
+    b.send(spec.peer, 0, {kBufInput, 0, spec.bytes()});
+  } else {
+    b.recv(spec.peer, 0, {kBufOutput, 0, spec.bytes()});
+  }
+  return sched;
+}
+
+}  // namespace kolo

@@ -1,0 +1,59 @@
+#include "engine/schedule.h"
+
+#include <sstream>
+
+namespace kolo {
+
+void append_schedule(Schedule& head, const Schedule& tail) {
+  const int step_base = static_cast<int>(head.steps.size());
+  for (Step step : tail.steps) {
+    step.call += head.calls;
+    for (int& dep : step.deps) dep += step_base;
+    auto shift = [&](Slice& slice) {
+      if (slice.buffer == kBufScratch) slice.offset += head.scratch_bytes;
+    };
+    shift(step.dst);
+    for (Slice& src : step.srcs) shift(src);
+    head.steps.push_back(std::move(step));
+  }
+  head.scratch_bytes += tail.scratch_bytes;
+  head.calls += tail.calls;
+  if (head.algorithm.empty()) head.algorithm = tail.algorithm;
+  else if (head.algorithm != tail.algorithm) head.algorithm += "+" + tail.algorithm;
+}
+
+static const char* buffer_name(int buffer) {
+  return buffer == kBufInput ? "in" : buffer == kBufOutput ? "out" : "scratch";
+}
+
+std::string schedule_to_string(const Schedule& schedule) {
+  std::ostringstream out;
+  out << "schedule " << schedule.algorithm << ", " << schedule.steps.size() << " steps, scratch "
+      << schedule.scratch_bytes << " B\n";
+  auto slice = [&](const Slice& s) {
+    out << buffer_name(s.buffer) << "[" << s.offset << "+" << s.bytes << "]";
+  };
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const Step& st = schedule.steps[i];
+    out << i << ": call " << st.call << " ";
+    switch (st.kind) {
+      case StepKind::kSend: out << "send to " << st.peer << " tag " << st.tag << " "; slice(st.srcs[0]); break;
+      case StepKind::kRecv: out << "recv from " << st.peer << " tag " << st.tag << " "; slice(st.dst); break;
+      case StepKind::kReduce:
+      case StepKind::kCopy:
+        out << (st.kind == StepKind::kReduce ? "reduce " : "copy ");
+        slice(st.dst);
+        out << " <-";
+        for (const Slice& s : st.srcs) { out << " "; slice(s); }
+        break;
+    }
+    if (!st.deps.empty()) {
+      out << " after";
+      for (int d : st.deps) out << " " << d;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace kolo

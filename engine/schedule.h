@@ -1,0 +1,63 @@
+// A schedule is data: for one rank, an ordered list of steps over byte ranges of a few
+// buffers, with the dependencies between steps. Algorithms produce it; the host executor
+// runs it; the planner (later) checks and times the same structure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace kolo {
+
+// Buffers a step can name: the input and output of its call (Step::call), or the one
+// scratch buffer of the whole schedule.
+enum : int { kBufInput = 0, kBufOutput = 1, kBufScratch = 2 };
+
+struct Slice {
+  int buffer = kBufInput;
+  size_t offset = 0;  // bytes
+  size_t bytes = 0;
+};
+
+enum class StepKind : uint8_t {
+  kSend,    // srcs[0] -> peer
+  kRecv,    // peer -> dst
+  kReduce,  // dst = scale(op(srcs...)), 1..8 sources, `count` elements of `dtype`
+  kCopy,    // dst = scale(srcs[0]); `count` elements of `dtype`
+};
+
+// Which of the call's scale factors a reduce or copy applies.
+enum class ScaleUse : uint8_t { kNone, kPre, kPost, kBoth };
+
+struct Step {
+  StepKind kind = StepKind::kCopy;
+  int call = 0;       // which call of a concatenated schedule this step belongs to
+  int peer = -1;      // send/recv
+  uint32_t tag = 0;   // send/recv: equal on the matching steps of the two ranks
+  std::vector<Slice> srcs;
+  Slice dst;
+  DType dtype = DType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  size_t count = 0;   // elements, for reduce/copy
+  ScaleUse scale = ScaleUse::kNone;
+  std::vector<int> deps;  // indices of earlier steps of this rank that must complete first
+};
+
+struct Schedule {
+  std::string algorithm;
+  std::vector<Step> steps;
+  size_t scratch_bytes = 0;
+  int calls = 1;  // how many calls were concatenated into this schedule
+};
+
+// Appends `tail` to `head`: its calls, scratch offsets and dependencies are shifted past
+// head's. Used to run a group of calls together; tags stay per call.
+void append_schedule(Schedule& head, const Schedule& tail);
+
+// Human-readable listing, one step per line (for KOLO_DEBUG=TRACE and tests).
+std::string schedule_to_string(const Schedule& schedule);
+
+}  // namespace kolo

@@ -1,0 +1,96 @@
+#include "support/env.h"
+
+#include <cassert>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace kolo {
+
+const std::vector<EnvVar>& env_table() {
+  static const std::vector<EnvVar> table = {
+      {"KOLO_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE"},
+      {"KOLO_DEBUG_SUBSYS", "", "comma-separated subsystems to log (INIT,BOOTSTRAP,TRANSPORT,PLAN,EXEC,ENGINE,TOPO); empty = all"},
+      {"KOLO_TIMEOUT", "300", "seconds any wait may last before it fails with KOLO_ERR_TIMEOUT"},
+      {"KOLO_ALGO", "", "force an algorithm: ring or direct (empty = automatic)"},
+      {"KOLO_TRANSPORTS", "", "comma-separated transports allowed (tcp); empty = automatic"},
+      {"KOLO_SOCKET_IFNAME", "", "network interface for data connections (e.g. eth0); empty = the interface that reaches the store"},
+      {"KOLO_CHUNK_BYTES", "1048576", "pipeline chunk size in bytes for ring algorithms"},
+      {"KOLO_TOPO_FILE", "", "read the topology from this JSON file instead of discovering it"},
+      {"KOLO_TOPO_DUMP_FILE", "", "write the discovered topology to this JSON file"},
+      {"KOLO_FUSION_THRESHOLD", "134217728", "tensor fusion buffer size in bytes (0 = no fusion)"},
+      {"KOLO_CYCLE_TIME", "1", "engine cycle time in milliseconds"},
+      {"KOLO_TIMELINE", "", "write a Chrome trace-event timeline to this file"},
+      {"KOLO_RANK", "", "this process's rank (set by kolorun, or by you with KOLO_SIZE and KOLO_ADDR)"},
+      {"KOLO_SIZE", "", "number of ranks in the world"},
+      {"KOLO_LOCAL_RANK", "", "rank among the processes on this host (informational; kolo derives it)"},
+      {"KOLO_LOCAL_SIZE", "", "number of processes on this host (informational; kolo derives it)"},
+      {"KOLO_ADDR", "", "host:port of the rendezvous store; rank 0 hosts it when kolorun does not"},
+      {"KOLO_SECRET", "", "per-job secret (hex) that authenticates every store message; kolorun makes one"},
+      {"KOLO_LAUNCHER", "", "set to 'kolorun' by kolorun: the launcher hosts the store, not rank 0"},
+      {"KOLO_INSECURE", "0", "1 = run the store unauthenticated (trusted networks only)"},
+      {"KOLO_HOSTID", "", "override this process's host identity (to emulate several hosts on one machine)"},
+  };
+  return table;
+}
+
+static const EnvVar* find_var(const char* name) {
+  for (const EnvVar& var : env_table()) {
+    if (std::strcmp(var.name, name) == 0) return &var;
+  }
+  return nullptr;
+}
+
+std::string env_string(const char* name) {
+  const EnvVar* var = find_var(name);
+  assert(var != nullptr && "environment variable missing from env_table()");
+  const char* value = std::getenv(name);
+  if (value != nullptr) return value;
+  return var != nullptr ? var->default_value : "";
+}
+
+bool env_is_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0';
+}
+
+Result<double> env_double(const char* name) {
+  std::string text = env_string(name);
+  if (text.empty()) return error(Code::kInvalidArgument, name, " is not set");
+  errno = 0;
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || *end != '\0') {
+    return error(Code::kInvalidArgument, name, "='", text, "' is not a number");
+  }
+  return value;
+}
+
+Result<long long> env_int(const char* name) {
+  std::string text = env_string(name);
+  if (text.empty()) return error(Code::kInvalidArgument, name, " is not set");
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0') {
+    return error(Code::kInvalidArgument, name, "='", text, "' is not an integer");
+  }
+  return value;
+}
+
+double env_timeout_seconds() {
+  Result<double> value = env_double("KOLO_TIMEOUT");
+  if (!value.ok() || !(value.value() > 0)) return 300.0;
+  return value.value();
+}
+
+std::string env_help() {
+  std::string out;
+  for (const EnvVar& var : env_table()) {
+    out += str_cat(var.name, " (default: ", var.default_value[0] ? var.default_value : "unset",
+                   ")\n    ", var.help, "\n");
+  }
+  return out;
+}
+
+}  // namespace kolo

@@ -1,0 +1,84 @@
+// Status and Result<T>: how every internal function reports failure.
+// Codes mirror kolo_result_t one to one so the C API can return them unchanged.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+
+namespace kolo {
+
+enum class Code : int {
+  kOk = 0,
+  kInProgress,
+  kInvalidArgument,
+  kInvalidUsage,
+  kMismatch,
+  kRemote,
+  kTimeout,
+  kAborted,
+  kUnsupported,
+  kSystem,
+  kInternal,
+};
+
+const char* code_name(Code code);
+
+// Concatenates anything streamable; the one way messages are built.
+template <typename... Args>
+std::string str_cat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status ok_status() { return Status(); }
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // "<code>: <message>", for logs.
+  std::string to_string() const;
+  // Prepends context ("allreduce: ") to the message, keeping the code.
+  Status with_context(const std::string& context) const;
+
+ private:
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+template <typename... Args>
+Status error(Code code, const Args&... args) {
+  return Status(code, str_cat(args...));
+}
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  T& value() { return *value_; }
+  const T& value() const { return *value_; }
+  T&& take() { return std::move(*value_); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace kolo
+
+// Early return on failure; the only control-flow macro in kolo.
+#define KOLO_TRY(expr)                          \
+  do {                                          \
+    ::kolo::Status kolo_try_status_ = (expr);   \
+    if (!kolo_try_status_.ok()) return kolo_try_status_; \
+  } while (0)

@@ -1,0 +1,534 @@
+// The rendezvous store: the wire protocol as pure functions, then a real server and
+// clients over 127.0.0.1, including hostile peers speaking raw frames.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "transport/bootstrap/store.h"
+#include "transport/bootstrap/store_protocol.h"
+
+namespace kolo {
+namespace {
+
+using namespace store;  // NOLINT: test file
+
+const std::string kSecret = "test-secret-0123456789abcdef";
+
+Nonce test_nonce(uint8_t seed) {
+  Nonce nonce{};
+  for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(seed + i);
+  return nonce;
+}
+
+// ---- protocol, no sockets ----
+
+std::vector<Request> sample_requests() {
+  return {
+      Request{Op::kHello, {}, std::string(kProtocolMagic), 0},
+      Request{Op::kSet, {"rank/3/addr"}, std::string("10.0.0.3:4000\0binary", 20), 0},
+      Request{Op::kGet, {"k"}, "", 0},
+      Request{Op::kAdd, {"counter"}, "", -42},
+      Request{Op::kWait, {"a", "bb", ""}, "", 0},
+      Request{Op::kWait, {}, "", 0},
+  };
+}
+
+TEST(StoreProtocol, RequestRoundTrip) {
+  for (const Request& request : sample_requests()) {
+    Result<std::string> body = encode_request(request);
+    ASSERT_TRUE(body.ok()) << body.status().to_string();
+    Result<Request> decoded = decode_request(body.value());
+    ASSERT_TRUE(decoded.ok()) << op_name(request.op) << ": " << decoded.status().to_string();
+    EXPECT_EQ(decoded.value().op, request.op);
+    EXPECT_EQ(decoded.value().keys, request.keys);
+    EXPECT_EQ(decoded.value().value, request.value);
+    EXPECT_EQ(decoded.value().number, request.number);
+  }
+}
+
+TEST(StoreProtocol, ReplyRoundTrip) {
+  for (const Reply& reply : {Reply{}, Reply{Code::kOk, "value", INT64_MIN},
+                             Reply{Code::kInvalidUsage, "not an integer", 0}}) {
+    Result<std::string> body = encode_reply(reply);
+    ASSERT_TRUE(body.ok());
+    Result<Reply> decoded = decode_reply(body.value());
+    ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+    EXPECT_EQ(decoded.value().code, reply.code);
+    EXPECT_EQ(decoded.value().payload, reply.payload);
+    EXPECT_EQ(decoded.value().number, reply.number);
+  }
+}
+
+TEST(StoreProtocol, TruncatedAndPaddedBodiesFail) {
+  for (const Request& request : sample_requests()) {
+    std::string body = encode_request(request).take();
+    for (size_t cut = 0; cut < body.size(); ++cut) {
+      EXPECT_FALSE(decode_request(std::string_view(body).substr(0, cut)).ok())
+          << op_name(request.op) << " cut at " << cut << " of " << body.size();
+    }
+    Result<Request> padded = decode_request(body + '\0');
+    ASSERT_FALSE(padded.ok());
+    EXPECT_NE(padded.status().message().find("trailing"), std::string::npos) << padded.status().message();
+  }
+  std::string reply = encode_reply(Reply{Code::kOk, "abc", 7}).take();
+  for (size_t cut = 0; cut < reply.size(); ++cut) EXPECT_FALSE(decode_reply(reply.substr(0, cut)).ok());
+}
+
+TEST(StoreProtocol, LimitsAreChecked) {
+  Result<std::string> long_key = encode_request(Request{Op::kGet, {std::string(kStoreMaxKeyBytes + 1, 'k')}, "", 0});
+  ASSERT_FALSE(long_key.ok());
+  EXPECT_EQ(long_key.status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(encode_request(Request{Op::kGet, {std::string(kStoreMaxKeyBytes, 'k')}, "", 0}).ok());
+
+  // A GET whose key length field claims more than the limit, with the bytes present.
+  std::string body(1, static_cast<char>(Op::kGet));
+  uint32_t claimed = kStoreMaxKeyBytes + 1;
+  body.append(reinterpret_cast<const char*>(&claimed), 4);  // little-endian host
+  body.append(claimed, 'k');
+  EXPECT_FALSE(decode_request(body).ok());
+
+  // A WAIT claiming 2^40 keys must fail without sizing anything by that count.
+  std::string wait(1, static_cast<char>(Op::kWait));
+  uint64_t count = uint64_t{1} << 40;
+  wait.append(reinterpret_cast<const char*>(&count), 8);
+  EXPECT_FALSE(decode_request(wait).ok());
+
+  EXPECT_FALSE(decode_request(std::string(1, '\x7f')).ok());                          // unknown op
+  EXPECT_FALSE(decode_request(std::string(1, static_cast<char>(Op::kReply))).ok());  // reply as request
+  std::string bad_code = encode_reply(Reply{}).take();
+  bad_code[1] = 99;
+  EXPECT_FALSE(decode_reply(bad_code).ok());
+}
+
+TEST(StoreProtocol, FramesAuthenticateAndOrder) {
+  Nonce nonce = test_nonce(1);
+  FrameCodec client(kSecret, nonce, Direction::kToServer);
+  FrameCodec server(kSecret, nonce, Direction::kToClient);
+  std::string first = client.seal("first");
+  std::string second = client.seal("second");
+  ASSERT_EQ(first.size(), kLengthBytes + 5 + kMacBytes);
+
+  // Byte by byte: nothing until the frame is whole.
+  std::string in;
+  for (size_t i = 0; i + 1 < first.size(); ++i) {
+    in.push_back(first[i]);
+    Result<std::optional<std::string>> partial = server.open(in);
+    ASSERT_TRUE(partial.ok());
+    EXPECT_FALSE(partial.value().has_value());
+  }
+  in.push_back(first.back());
+  in += second;
+  Result<std::optional<std::string>> got = server.open(in);
+  ASSERT_TRUE(got.ok() && got.value());
+  EXPECT_EQ(*got.value(), "first");
+  got = server.open(in);
+  ASSERT_TRUE(got.ok() && got.value());
+  EXPECT_EQ(*got.value(), "second");
+  EXPECT_TRUE(in.empty());
+
+  // Replaying a frame: sequence 2 expected, frame carries 0.
+  in = first;
+  EXPECT_FALSE(server.open(in).ok());
+
+  // Tampering with any byte of the body or MAC.
+  for (size_t pos : {kLengthBytes, kLengthBytes + 4, first.size() - 1}) {
+    FrameCodec fresh(kSecret, nonce, Direction::kToClient);
+    std::string tampered = first;
+    tampered[pos] ^= 1;
+    EXPECT_FALSE(fresh.open(tampered).ok()) << "byte " << pos;
+  }
+  // A frame reflected back to its sender, another nonce, another secret.
+  FrameCodec reflected(kSecret, nonce, Direction::kToServer);
+  in = first;
+  EXPECT_FALSE(reflected.open(in).ok());
+  FrameCodec other_nonce(kSecret, test_nonce(2), Direction::kToClient);
+  in = first;
+  EXPECT_FALSE(other_nonce.open(in).ok());
+  FrameCodec other_secret("other", nonce, Direction::kToClient);
+  in = first;
+  EXPECT_FALSE(other_secret.open(in).ok());
+}
+
+TEST(StoreProtocol, FrameLengthCheckedFromHeaderAlone) {
+  for (uint32_t length : {uint32_t{0}, static_cast<uint32_t>(kMaxBodyBytes + 1), UINT32_MAX}) {
+    std::string in(reinterpret_cast<const char*>(&length), 4);
+    FrameCodec codec(kSecret, test_nonce(1), Direction::kToClient);
+    Result<std::optional<std::string>> got = codec.open(in);
+    EXPECT_FALSE(got.ok()) << length;
+  }
+  uint32_t largest = kMaxBodyBytes;
+  EXPECT_TRUE(parse_frame_length(reinterpret_cast<const uint8_t*>(&largest)).ok());
+}
+
+TEST(StoreProtocol, InsecureFramesCarryZeroMac) {
+  FrameCodec client("", test_nonce(1), Direction::kToServer);
+  FrameCodec server("", test_nonce(9), Direction::kToClient);
+  std::string frame = client.seal("body");
+  EXPECT_EQ(frame.substr(frame.size() - kMacBytes), std::string(kMacBytes, '\0'));
+  frame[frame.size() - 1] = 1;  // not checked
+  Result<std::optional<std::string>> got = server.open(frame);
+  ASSERT_TRUE(got.ok() && got.value());
+  EXPECT_EQ(*got.value(), "body");
+}
+
+// ---- server and clients over loopback ----
+
+std::unique_ptr<StoreServer> start_server(const std::string& secret = kSecret) {
+  Result<std::unique_ptr<StoreServer>> server = StoreServer::start("127.0.0.1", 0, secret);
+  EXPECT_TRUE(server.ok()) << server.status().to_string();
+  return server.ok() ? server.take() : nullptr;
+}
+
+HostPort address_of(const StoreServer& server) { return HostPort{"127.0.0.1", server.port()}; }
+
+std::unique_ptr<StoreClient> connect_client(const StoreServer& server, const std::string& secret = kSecret) {
+  Result<std::unique_ptr<StoreClient>> client = StoreClient::connect(address_of(server), secret, Deadline(10));
+  EXPECT_TRUE(client.ok()) << client.status().to_string();
+  return client.ok() ? client.take() : nullptr;
+}
+
+bool eventually(const std::function<bool()>& condition, double seconds = 5) {
+  Deadline deadline(seconds);
+  while (!deadline.expired()) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return condition();
+}
+
+// A hand-driven connection for playing a hostile client.
+struct RawClient {
+  Fd fd;
+  Nonce nonce{};
+};
+
+RawClient raw_connect(const StoreServer& server) {
+  RawClient raw;
+  Result<Fd> fd = connect_tcp(address_of(server), Deadline(5));
+  EXPECT_TRUE(fd.ok()) << fd.status().to_string();
+  if (!fd.ok()) return raw;
+  raw.fd = fd.take();
+  EXPECT_TRUE(read_full(raw.fd.get(), raw.nonce.data(), raw.nonce.size(), Deadline(5)).ok());
+  return raw;
+}
+
+std::string hello_body() { return encode_request(Request{Op::kHello, {}, std::string(kProtocolMagic), 0}).take(); }
+
+// True once the server has closed the connection (EOF or reset), reading past any replies.
+bool closed_by_server(int fd, double seconds = 5) {
+  Deadline deadline(seconds);
+  char byte;
+  while (true) {
+    Status s = read_full(fd, &byte, 1, deadline);
+    if (s.code() == Code::kRemote) return true;
+    if (!s.ok()) return false;
+  }
+}
+
+TEST(StoreServerTest, SetGetAddLocalIp) {
+  auto server = start_server();
+  auto client = connect_client(*server);
+  ASSERT_TRUE(client);
+  EXPECT_EQ(client->local_ip(), "127.0.0.1");
+  ASSERT_TRUE(client->set("k", "v1", Deadline(5)).ok());
+  Result<std::string> got = client->get("k", Deadline(5));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got.value(), "v1");
+  ASSERT_TRUE(client->set("k", std::string("v2\0x", 4), Deadline(5)).ok());
+  EXPECT_EQ(client->get("k", Deadline(5)).value(), std::string("v2\0x", 4));
+
+  EXPECT_EQ(client->add("n", 5, Deadline(5)).value(), 5);
+  EXPECT_EQ(client->add("n", -7, Deadline(5)).value(), -2);
+  EXPECT_EQ(client->get("n", Deadline(5)).value(), "-2");  // stored as decimal text
+
+  // Caller mistakes are errors that leave the connection usable.
+  Result<int64_t> not_number = client->add("k", 1, Deadline(5));
+  EXPECT_EQ(not_number.status().code(), Code::kInvalidUsage) << not_number.status().to_string();
+  Status long_key = client->set(std::string(kStoreMaxKeyBytes + 1, 'x'), "v", Deadline(5));
+  EXPECT_EQ(long_key.code(), Code::kInvalidArgument);
+  ASSERT_TRUE(client->set("big", std::string(3u << 20, 'b'), Deadline(10)).ok());
+  EXPECT_EQ(client->get("big", Deadline(10)).value().size(), 3u << 20);
+  EXPECT_EQ(server->rejected_connections(), 0u);
+}
+
+TEST(StoreServerTest, GetWaitsForALaterSetFromAnotherClient) {
+  auto server = start_server();
+  auto reader = connect_client(*server);
+  auto writer = connect_client(*server);
+  std::atomic<bool> set_done{false};
+  std::atomic<bool> early{false};
+  std::string value;
+  std::thread waiter([&] {
+    Result<std::string> got = reader->get("later", Deadline(10));
+    early = !set_done.load();
+    if (got.ok()) value = got.value();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // The parked GET must not stop the server from serving others.
+  ASSERT_TRUE(writer->set("other", "x", Deadline(5)).ok());
+  EXPECT_EQ(writer->get("other", Deadline(5)).value(), "x");
+  set_done = true;
+  ASSERT_TRUE(writer->set("later", "here", Deadline(5)).ok());
+  waiter.join();
+  EXPECT_FALSE(early.load());
+  EXPECT_EQ(value, "here");
+}
+
+TEST(StoreServerTest, AddFromEightThreadsIsAtomic) {
+  auto server = start_server();
+  constexpr int kThreads = 8, kAdds = 50;
+  std::vector<std::vector<int64_t>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = connect_client(*server);
+      for (int i = 0; i < kAdds && client; ++i) {
+        Result<int64_t> v = client->add("counter", 1, Deadline(10));
+        if (v.ok()) seen[t].push_back(v.value());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::set<int64_t> all;
+  for (const auto& values : seen) all.insert(values.begin(), values.end());
+  ASSERT_EQ(all.size(), static_cast<size_t>(kThreads * kAdds));  // every result distinct
+  EXPECT_EQ(*all.begin(), 1);
+  EXPECT_EQ(*all.rbegin(), kThreads * kAdds);
+}
+
+TEST(StoreServerTest, SharedClientIsThreadSafe) {
+  auto server = start_server();
+  auto client = connect_client(*server);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) ASSERT_TRUE(client->add("shared", 2, Deadline(10)).ok());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(client->add("shared", 0, Deadline(5)).value(), 400);
+}
+
+TEST(StoreServerTest, WaitForSeveralKeys) {
+  auto server = start_server();
+  auto waiter_client = connect_client(*server);
+  auto writer = connect_client(*server);
+  ASSERT_TRUE(waiter_client->wait({}, Deadline(5)).ok());
+  std::atomic<int> written{0};
+  std::atomic<int> written_when_done{-1};
+  std::thread waiter([&] {
+    Status s = waiter_client->wait({"a", "b", "c"}, Deadline(10));
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    written_when_done = written.load();
+  });
+  for (const char* key : {"c", "a", "b"}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::string(key) == "b") written = 3;  // published before the last key lands
+    ASSERT_TRUE(writer->set(key, "1", Deadline(5)).ok());
+  }
+  waiter.join();
+  EXPECT_EQ(written_when_done.load(), 3);
+}
+
+TEST(StoreServerTest, BarrierWithFourClients) {
+  auto server = start_server();
+  constexpr int kClients = 4;
+  std::atomic<int> entered{0};
+  std::atomic<int> ok_after_all{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kClients; ++r) {
+    threads.emplace_back([&, r] {
+      auto client = connect_client(*server);
+      if (!client) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(30 * r));
+      entered++;
+      Status s = client->barrier("start", kClients, Deadline(10));
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      if (s.ok() && entered.load() == kClients) ok_after_all++;
+      // Names are single-use; a second barrier with a new name works too.
+      EXPECT_TRUE(client->barrier("second", kClients, Deadline(10)).ok());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(ok_after_all.load(), kClients);
+}
+
+TEST(StoreServerTest, GetDeadlineExpiresThenConnectionIsClosed) {
+  auto server = start_server();
+  auto client = connect_client(*server);
+  auto start = Clock::now();
+  Result<std::string> got = client->get("never", Deadline(0.2));
+  double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(got.status().code(), Code::kTimeout) << got.status().to_string();
+  EXPECT_GE(waited, 0.15);
+  EXPECT_LT(waited, 3.0);
+  Status later = client->set("k", "v", Deadline(5));
+  EXPECT_EQ(later.code(), Code::kRemote);
+  EXPECT_NE(later.message().find("closed"), std::string::npos) << later.message();
+}
+
+TEST(StoreServerTest, WrongSecretIsRefusedAndCounted) {
+  auto server = start_server();
+  Result<std::unique_ptr<StoreClient>> client = StoreClient::connect(address_of(*server), "wrong", Deadline(5));
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), Code::kInvalidUsage);
+  EXPECT_NE(client.status().message().find("KOLO_SECRET"), std::string::npos) << client.status().message();
+  EXPECT_TRUE(eventually([&] { return server->rejected_connections() == 1; }));
+
+  // An unauthenticated client against an authenticated server, and the reverse.
+  EXPECT_FALSE(StoreClient::connect(address_of(*server), "", Deadline(5)).ok());
+  EXPECT_TRUE(eventually([&] { return server->rejected_connections() == 2; }));
+  auto insecure = start_server("");
+  Result<std::unique_ptr<StoreClient>> reverse = StoreClient::connect(address_of(*insecure), kSecret, Deadline(5));
+  ASSERT_FALSE(reverse.ok());
+  EXPECT_EQ(reverse.status().code(), Code::kInvalidUsage);
+  // The right secret still gets in.
+  EXPECT_TRUE(connect_client(*server));
+}
+
+TEST(StoreServerTest, ForgedFrameIsDroppedAndCounted) {
+  auto server = start_server();
+  RawClient raw = raw_connect(*server);
+  FrameCodec forger("guessed-secret", raw.nonce, Direction::kToServer);
+  std::string frame = forger.seal(hello_body());  // well formed, wrong MAC
+  ASSERT_TRUE(write_full(raw.fd.get(), frame.data(), frame.size(), Deadline(5)).ok());
+  EXPECT_TRUE(closed_by_server(raw.fd.get()));
+  EXPECT_TRUE(eventually([&] { return server->rejected_connections() == 1; }));
+}
+
+TEST(StoreServerTest, ReplayedFrameIsDroppedAndCounted) {
+  auto server = start_server();
+  RawClient raw = raw_connect(*server);
+  FrameCodec codec(kSecret, raw.nonce, Direction::kToServer);
+  std::string frame = codec.seal(hello_body());
+  ASSERT_TRUE(write_full(raw.fd.get(), frame.data(), frame.size(), Deadline(5)).ok());
+  // The genuine frame gets a genuine reply.
+  std::string reply(kLengthBytes, '\0');
+  ASSERT_TRUE(read_full(raw.fd.get(), reply.data(), reply.size(), Deadline(5)).ok());
+  uint32_t length = parse_frame_length(reinterpret_cast<const uint8_t*>(reply.data())).value();
+  reply.resize(kLengthBytes + length + kMacBytes);
+  ASSERT_TRUE(read_full(raw.fd.get(), reply.data() + kLengthBytes, reply.size() - kLengthBytes, Deadline(5)).ok());
+  Result<std::optional<std::string>> body = codec.open(reply);
+  ASSERT_TRUE(body.ok() && body.value()) << body.status().to_string();
+  EXPECT_EQ(decode_reply(*body.value()).value().code, Code::kOk);
+  EXPECT_EQ(server->rejected_connections(), 0u);
+
+  ASSERT_TRUE(write_full(raw.fd.get(), frame.data(), frame.size(), Deadline(5)).ok());  // again
+  EXPECT_TRUE(closed_by_server(raw.fd.get()));
+  EXPECT_TRUE(eventually([&] { return server->rejected_connections() == 1; }));
+}
+
+TEST(StoreServerTest, ReplayOnAnotherConnectionIsDropped) {
+  auto server = start_server();
+  auto client = connect_client(*server);
+  RawClient first = raw_connect(*server);
+  std::string frame = FrameCodec(kSecret, first.nonce, Direction::kToServer).seal(hello_body());
+  RawClient second = raw_connect(*server);  // different nonce
+  ASSERT_TRUE(write_full(second.fd.get(), frame.data(), frame.size(), Deadline(5)).ok());
+  EXPECT_TRUE(closed_by_server(second.fd.get()));
+  EXPECT_TRUE(eventually([&] { return server->rejected_connections() == 1; }));
+  EXPECT_TRUE(client->set("still", "fine", Deadline(5)).ok());
+}
+
+TEST(StoreServerTest, OversizedLengthIsDroppedWithoutReadingIt) {
+  auto server = start_server();
+  RawClient raw = raw_connect(*server);
+  uint32_t length = UINT32_MAX;  // 4 GiB claimed; only the header is ever sent
+  ASSERT_TRUE(write_full(raw.fd.get(), &length, sizeof(length), Deadline(5)).ok());
+  EXPECT_TRUE(closed_by_server(raw.fd.get()));
+  EXPECT_TRUE(eventually([&] { return server->rejected_connections() == 1; }));
+}
+
+TEST(StoreServerTest, FirstMessageMustBeHello) {
+  auto server = start_server();
+  RawClient raw = raw_connect(*server);
+  std::string frame = FrameCodec(kSecret, raw.nonce, Direction::kToServer)
+                          .seal(encode_request(Request{Op::kGet, {"k"}, "", 0}).take());
+  ASSERT_TRUE(write_full(raw.fd.get(), frame.data(), frame.size(), Deadline(5)).ok());
+  EXPECT_TRUE(closed_by_server(raw.fd.get()));
+  EXPECT_TRUE(eventually([&] { return server->rejected_connections() == 1; }));
+}
+
+TEST(StoreServerTest, HalfAFrameDoesNotBlockOthers) {
+  auto server = start_server();
+  RawClient slow = raw_connect(*server);
+  std::string frame = FrameCodec(kSecret, slow.nonce, Direction::kToServer).seal(hello_body());
+  ASSERT_TRUE(write_full(slow.fd.get(), frame.data(), frame.size() / 2, Deadline(5)).ok());
+  auto client = connect_client(*server);
+  ASSERT_TRUE(client);
+  auto start = Clock::now();
+  ASSERT_TRUE(client->set("k", "v", Deadline(2)).ok());
+  EXPECT_EQ(client->get("k", Deadline(2)).value(), "v");
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 1.0);
+  EXPECT_EQ(server->rejected_connections(), 0u);
+}
+
+TEST(StoreServerTest, InsecureModeWorks) {
+  auto server = start_server("");
+  auto a = connect_client(*server, "");
+  auto b = connect_client(*server, "");
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->set("k", "v", Deadline(5)).ok());
+  EXPECT_EQ(b->get("k", Deadline(5)).value(), "v");
+  EXPECT_EQ(b->add("n", 3, Deadline(5)).value(), 3);
+  EXPECT_TRUE(a->barrier("b", 1, Deadline(5)).ok());
+}
+
+TEST(StoreServerTest, ConnectRetriesUntilTheServerListens) {
+  uint16_t port = 0;
+  {
+    auto probe = start_server();
+    port = probe->port();
+  }
+  std::unique_ptr<StoreServer> late;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Result<std::unique_ptr<StoreServer>> s = StoreServer::start("127.0.0.1", port, kSecret);
+    if (s.ok()) late = s.take();
+  });
+  Result<std::unique_ptr<StoreClient>> client = StoreClient::connect(HostPort{"127.0.0.1", port}, kSecret, Deadline(10));
+  starter.join();
+  if (!late) GTEST_SKIP() << "port " << port << " was taken by another process in between";
+  ASSERT_TRUE(client.ok()) << client.status().to_string();
+  EXPECT_TRUE(client.value()->set("k", "v", Deadline(5)).ok());
+}
+
+TEST(StoreServerTest, ConnectToNothingTimesOut) {
+  uint16_t port = 0;
+  {
+    auto probe = start_server();
+    port = probe->port();
+  }
+  Result<std::unique_ptr<StoreClient>> client = StoreClient::connect(HostPort{"127.0.0.1", port}, kSecret, Deadline(0.3));
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), Code::kTimeout) << client.status().to_string();
+}
+
+TEST(StoreServerTest, DestroyingTheServerFailsClientsPromptly) {
+  auto server = start_server();
+  auto parked = connect_client(*server);
+  auto idle = connect_client(*server);
+  ASSERT_TRUE(parked && idle);
+  ASSERT_TRUE(idle->set("k", "v", Deadline(5)).ok());
+  Status parked_status;
+  std::thread waiter([&] { parked_status = parked->get("never", Deadline(30)).status(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto start = Clock::now();
+  server.reset();
+  waiter.join();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+  EXPECT_EQ(parked_status.code(), Code::kRemote) << parked_status.to_string();
+  Status idle_status = idle->set("k", "v", Deadline(5));
+  EXPECT_EQ(idle_status.code(), Code::kRemote) << idle_status.to_string();
+  EXPECT_EQ(idle->get("k", Deadline(5)).status().code(), Code::kRemote);
+}
+
+}  // namespace
+}  // namespace kolo

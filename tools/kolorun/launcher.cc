@@ -1,0 +1,576 @@
+#include "tools/kolorun/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "support/clock.h"
+
+extern char** environ;
+
+namespace kolo::kolorun {
+namespace {
+
+// A line longer than this is relayed in pieces rather than held without bound.
+constexpr size_t kMaxPendingLine = 64 * 1024;
+constexpr size_t kReadChunk = 64 * 1024;
+// After the last rank exits, how long output from its leftovers may still trickle in.
+constexpr double kDrainSeconds = 1.0;
+
+using TimePoint = Clock::time_point;
+
+TimePoint after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Output must not stop the job: a closed reader (kolorun | head) just loses the rest.
+void write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n > 0) {
+      data += n;
+      size -= static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {  // an inherited non-blocking stdout
+      pollfd wait_out{fd, POLLOUT, 0};
+      ::poll(&wait_out, 1, 1000);
+    } else {
+      return;
+    }
+  }
+}
+
+void say(const std::string& message) {
+  std::string line = "kolorun: " + message + "\n";
+  write_all(STDERR_FILENO, line.data(), line.size());
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// Finds `name` the way execvp would, but here in the parent: the child may only make
+// async-signal-safe calls (the store's thread is running), so it gets a ready path.
+std::optional<std::string> find_program(const std::string& name, const std::string& path_value) {
+  auto runnable = [](const std::string& candidate) {
+    struct stat info {};
+    return ::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(candidate.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (runnable(name)) return name;
+    return std::nullopt;
+  }
+  size_t start = 0;
+  while (start <= path_value.size()) {
+    size_t colon = path_value.find(':', start);
+    std::string dir = path_value.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (runnable(candidate)) return candidate;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::string, std::string>> rank_variables(const JobSpec& job, const Placement& rank) {
+  return {{"KOLO_RANK", std::to_string(rank.rank)},
+          {"KOLO_SIZE", std::to_string(job.ranks.size())},
+          {"KOLO_LOCAL_RANK", std::to_string(rank.local_rank)},
+          {"KOLO_LOCAL_SIZE", std::to_string(rank.local_size)},
+          {"KOLO_ADDR", job.addr}};
+}
+
+// What one fork+exec needs, prepared before the fork.
+struct ExecPlan {
+  std::string path;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+};
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (std::string& text : strings) out.push_back(text.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+struct Stream {
+  int fd = -1;
+  int out_fd = STDOUT_FILENO;
+  std::string pending;
+  bool at_line_start = true;
+};
+
+struct Rank {
+  Placement where;
+  pid_t pid = -1;
+  bool running = false;
+  Stream out, err;
+  // Remote ranks: the write end of ssh's stdin. It carries the secret, then stays open
+  // as a lifeline: closing it makes the remote script stop the program.
+  int stdin_fd = -1;
+};
+
+class Job {
+ public:
+  explicit Job(const JobSpec& spec) : spec_(spec) {}
+  ~Job();
+  int run();
+
+ private:
+  Result<ExecPlan> plan_for(const Rank& rank) const;
+  Status start(Rank& rank);
+  void relay(Stream& stream, const char* data, size_t size, const std::string& prefix);
+  void pump(Rank& rank, Stream& stream, int max_reads);
+  void finish_stream(Rank& rank, Stream& stream);
+  void reap();
+  void on_signal(int signo);
+  void terminate();
+  void signal_running(int signo);
+  void set_exit(int code) {
+    if (!exit_code_) exit_code_ = code;
+  }
+  bool any_running() const;
+  bool any_stream_open() const;
+  int poll_timeout_ms() const;
+
+  const JobSpec& spec_;
+  std::vector<Rank> ranks_;
+  std::optional<int> exit_code_;
+  bool terminating_ = false;
+  bool killed_ = false;
+  int signal_fd_ = -1;
+  int null_fd_ = -1;
+  std::optional<std::string> program_path_;
+  std::optional<std::string> ssh_path_;
+  std::optional<TimePoint> timeout_at_;
+  std::optional<TimePoint> kill_at_;
+  std::optional<TimePoint> drain_until_;
+};
+
+Job::~Job() {
+  for (Rank& rank : ranks_) {
+    close_fd(rank.out.fd);
+    close_fd(rank.err.fd);
+    close_fd(rank.stdin_fd);
+  }
+  close_fd(signal_fd_);
+  close_fd(null_fd_);
+}
+
+Result<ExecPlan> Job::plan_for(const Rank& rank) const {
+  ExecPlan plan;
+  std::vector<std::pair<std::string, std::string>> vars = spec_.env;
+  for (auto& var : rank_variables(spec_, rank.where)) vars.push_back(var);
+  if (rank.where.local) {
+    plan.path = *program_path_;
+    plan.argv = spec_.argv;
+    vars.emplace_back("KOLO_SECRET", spec_.secret_hex);
+    std::set<std::string> replaced;
+    for (auto& [name, value] : vars) replaced.insert(name);
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      std::string text = *entry;
+      if (replaced.count(text.substr(0, text.find('='))) == 0) plan.env.push_back(text);
+    }
+    for (auto& [name, value] : vars) plan.env.push_back(name + "=" + value);
+  } else {
+    // The secret stays off this command line and the remote one: it goes on stdin.
+    plan.path = *ssh_path_;
+    plan.argv = {spec_.ssh, "-o", "BatchMode=yes", rank.where.host,
+                 "sh -c " + shell_quote(remote_script(spec_, rank.where))};
+    for (char** entry = environ; *entry != nullptr; ++entry) plan.env.emplace_back(*entry);
+  }
+  return plan;
+}
+
+Status Job::start(Rank& rank) {
+  Result<ExecPlan> planned = plan_for(rank);
+  if (!planned.ok()) return planned.status();
+  ExecPlan& plan = planned.value();
+  std::vector<char*> argv = pointers(plan.argv);
+  std::vector<char*> envp = pointers(plan.env);
+
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1}, report[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int* pair : {out, err, in, report}) {
+      close_fd(pair[0]);
+      close_fd(pair[1]);
+    }
+  };
+  bool remote = !rank.where.local;
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0 ||
+      (remote && ::pipe2(in, O_CLOEXEC) != 0)) {
+    int saved = errno;
+    close_all();
+    return error(Code::kSystem, "pipe: ", std::strerror(saved));
+  }
+  int stdin_source = remote ? in[0] : null_fd_;
+  sigset_t no_signals;
+  sigemptyset(&no_signals);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int saved = errno;
+    close_all();
+    return error(Code::kSystem, "fork: ", std::strerror(saved));
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls from here to exec.
+    ::setpgid(0, 0);  // own group: one kill reaches its children too
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // kolorun killed hard: no orphaned ranks
+    if (::getppid() != parent) ::_exit(kExitCannotRun);
+    ::sigaction(SIGPIPE, &default_action, nullptr);
+    ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);
+    if (::dup2(stdin_source, STDIN_FILENO) < 0 || ::dup2(out[1], STDOUT_FILENO) < 0 ||
+        ::dup2(err[1], STDERR_FILENO) < 0) {
+      int saved = errno;
+      (void)!::write(report[1], &saved, sizeof(saved));
+      ::_exit(kExitCannotRun);
+    }
+    ::execve(plan.path.c_str(), argv.data(), envp.data());
+    int saved = errno;
+    (void)!::write(report[1], &saved, sizeof(saved));
+    ::_exit(kExitCannotRun);
+  }
+  ::setpgid(pid, pid);  // also here, so no kill can race the child's own setpgid
+  close_fd(out[1]);
+  close_fd(err[1]);
+  close_fd(in[0]);
+  close_fd(report[1]);
+  int child_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(report[0], &child_errno, sizeof(child_errno));
+  } while (got < 0 && errno == EINTR);
+  close_fd(report[0]);
+  if (got == static_cast<ssize_t>(sizeof(child_errno))) {  // exec failed; a success closes the pipe
+    ::waitpid(pid, nullptr, 0);
+    close_all();
+    return error(Code::kSystem, "cannot execute '", plan.path, "': ", std::strerror(child_errno));
+  }
+  rank.pid = pid;
+  rank.running = true;
+  rank.out.fd = out[0];
+  rank.err.fd = err[0];
+  rank.err.out_fd = STDERR_FILENO;
+  ::fcntl(rank.out.fd, F_SETFL, O_NONBLOCK);
+  ::fcntl(rank.err.fd, F_SETFL, O_NONBLOCK);
+  if (remote) {
+    rank.stdin_fd = in[1];
+    std::string line = spec_.secret_hex + "\n";  // far below a pipe's buffer: never blocks
+    write_all(rank.stdin_fd, line.data(), line.size());
+  }
+  return Status::ok_status();
+}
+
+// Whole lines go out at once so that ranks' lines never interleave mid-line.
+void Job::relay(Stream& stream, const char* data, size_t size, const std::string& prefix) {
+  if (!spec_.prefix) {
+    write_all(stream.out_fd, data, size);
+    return;
+  }
+  stream.pending.append(data, size);
+  std::string ready;
+  size_t begin = 0;
+  size_t newline;
+  while ((newline = stream.pending.find('\n', begin)) != std::string::npos) {
+    if (stream.at_line_start) ready += prefix;
+    ready.append(stream.pending, begin, newline + 1 - begin);
+    stream.at_line_start = true;
+    begin = newline + 1;
+  }
+  stream.pending.erase(0, begin);
+  if (stream.pending.size() >= kMaxPendingLine) {
+    if (stream.at_line_start) ready += prefix;
+    ready += stream.pending;
+    stream.pending.clear();
+    stream.at_line_start = false;
+  }
+  write_all(stream.out_fd, ready.data(), ready.size());
+}
+
+void Job::finish_stream(Rank& rank, Stream& stream) {
+  if (!stream.pending.empty()) {
+    std::string rest = (stream.at_line_start ? "[" + std::to_string(rank.where.rank) + "] " : "") + stream.pending + "\n";
+    write_all(stream.out_fd, rest.data(), rest.size());
+    stream.pending.clear();
+  }
+  close_fd(stream.fd);
+}
+
+void Job::pump(Rank& rank, Stream& stream, int max_reads) {
+  std::string prefix = "[" + std::to_string(rank.where.rank) + "] ";
+  char buffer[kReadChunk];
+  for (int reads = 0; stream.fd >= 0 && reads < max_reads; ++reads) {
+    ssize_t n = ::read(stream.fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      relay(stream, buffer, static_cast<size_t>(n), prefix);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;
+    } else {
+      finish_stream(rank, stream);  // EOF, or an error that ends the stream as well
+    }
+  }
+}
+
+void Job::reap() {
+  while (true) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    Rank* rank = nullptr;
+    for (Rank& candidate : ranks_) {
+      if (candidate.pid == pid && candidate.running) rank = &candidate;
+    }
+    if (rank == nullptr) continue;
+    rank->running = false;
+    ::kill(-pid, SIGTERM);  // what the rank left behind in its group ends with it
+    close_fd(rank->stdin_fd);
+    // Its last words are in the pipes already; show them before the verdict.
+    pump(*rank, rank->out, 1024);
+    pump(*rank, rank->err, 1024);
+    bool exited = WIFEXITED(status);
+    int code = exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code == 0 || terminating_) continue;
+    std::string r = std::to_string(rank->where.rank);
+    if (exited) {
+      say(str_cat("rank ", r, " exited with status ", code));
+      if (!rank->where.local && code == 255) say(str_cat("rank ", r, ": 255 is ssh's status when it cannot reach '", rank->where.host, "'"));
+    } else {
+      say(str_cat("rank ", r, " killed by signal ", signal_name(WTERMSIG(status))));
+    }
+    set_exit(code);
+    terminate();
+  }
+}
+
+void Job::signal_running(int signo) {
+  for (Rank& rank : ranks_) {
+    if (rank.running) ::kill(-rank.pid, signo);
+  }
+}
+
+void Job::terminate() {
+  if (terminating_) return;
+  terminating_ = true;
+  for (Rank& rank : ranks_) close_fd(rank.stdin_fd);
+  signal_running(SIGTERM);
+  kill_at_ = after(kKillGraceSeconds);
+}
+
+void Job::on_signal(int signo) {
+  if (signo == SIGCHLD) {
+    reap();
+    return;
+  }
+  if (!terminating_) {
+    say(str_cat("got ", signal_name(signo), "; stopping all ranks"));
+    set_exit(128 + signo);
+    terminate();
+  } else if (!killed_) {
+    say(str_cat("got ", signal_name(signo), " again; killing all ranks"));
+    signal_running(SIGKILL);
+    killed_ = true;
+  }
+}
+
+bool Job::any_running() const {
+  for (const Rank& rank : ranks_) {
+    if (rank.running) return true;
+  }
+  return false;
+}
+
+bool Job::any_stream_open() const {
+  for (const Rank& rank : ranks_) {
+    if (rank.out.fd >= 0 || rank.err.fd >= 0) return true;
+  }
+  return false;
+}
+
+int Job::poll_timeout_ms() const {
+  std::optional<TimePoint> next;
+  for (const auto& at : {terminating_ ? std::optional<TimePoint>() : timeout_at_, kill_at_, drain_until_}) {
+    if (at && (!next || *at < *next)) next = at;
+  }
+  if (!next) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count() + 1;
+  return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 60'000));
+}
+
+int Job::run() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int signo : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, signo);
+  signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  null_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (signal_fd_ < 0 || null_fd_ < 0) {
+    say(str_cat("cannot set up: ", std::strerror(errno)));
+    return 1;
+  }
+
+  ranks_.resize(spec_.ranks.size());
+  bool any_local = false, any_remote = false;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    ranks_[i].where = spec_.ranks[i];
+    (spec_.ranks[i].local ? any_local : any_remote) = true;
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string path_value = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  if (any_local && !(program_path_ = find_program(spec_.argv[0], path_value))) {
+    say(str_cat("cannot find program '", spec_.argv[0], "'", spec_.argv[0].find('/') == std::string::npos ? " in PATH" : ""));
+    return kExitCannotRun;
+  }
+  if (any_remote && !(ssh_path_ = find_program(spec_.ssh, path_value))) {
+    say(str_cat("cannot find the ssh program '", spec_.ssh, "'"));
+    return kExitCannotRun;
+  }
+
+  if (spec_.timeout_s > 0) timeout_at_ = after(spec_.timeout_s);
+  for (Rank& rank : ranks_) {
+    Status started = start(rank);
+    if (!started.ok()) {
+      say(str_cat("rank ", rank.where.rank, ": ", started.message()));
+      set_exit(kExitCannotRun);
+      terminate();
+      break;
+    }
+  }
+
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Rank*, Stream*>> owners;
+  while (true) {
+    if (!any_running()) {
+      if (!any_stream_open()) break;
+      if (!drain_until_) drain_until_ = after(kDrainSeconds);
+    }
+    TimePoint now = Clock::now();
+    if (drain_until_ && now >= *drain_until_) break;
+    if (timeout_at_ && now >= *timeout_at_ && !terminating_) {
+      say(str_cat("the job ran past its time limit (", spec_.timeout_s, " s); stopping all ranks"));
+      set_exit(kExitTimeout);
+      terminate();
+    }
+    if (kill_at_ && now >= *kill_at_) {
+      signal_running(SIGKILL);
+      killed_ = true;
+      kill_at_.reset();
+    }
+
+    fds.clear();
+    owners.clear();
+    fds.push_back({signal_fd_, POLLIN, 0});
+    owners.emplace_back(nullptr, nullptr);
+    for (Rank& rank : ranks_) {
+      for (Stream* stream : {&rank.out, &rank.err}) {
+        if (stream->fd < 0) continue;
+        fds.push_back({stream->fd, POLLIN, 0});
+        owners.emplace_back(&rank, stream);
+      }
+    }
+    int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      say(str_cat("poll: ", std::strerror(errno)));
+      set_exit(1);
+      terminate();
+      continue;
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) pump(*owners[i].first, *owners[i].second, 16);
+    }
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo info{};
+      while (::read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+        on_signal(static_cast<int>(info.ssi_signo));
+      }
+    }
+  }
+
+  for (Rank& rank : ranks_) {
+    // Output still open after the drain: something of the rank's outlived it.
+    if (rank.pid > 0 && (rank.out.fd >= 0 || rank.err.fd >= 0)) ::kill(-rank.pid, SIGKILL);
+    finish_stream(rank, rank.out);
+    finish_stream(rank, rank.err);
+  }
+  return exit_code_.value_or(0);
+}
+
+}  // namespace
+
+Status block_job_signals() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int signo : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, signo);
+  if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) return error(Code::kSystem, "sigprocmask: ", std::strerror(errno));
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  if (::sigaction(SIGPIPE, &ignore, nullptr) != 0) return error(Code::kSystem, "sigaction: ", std::strerror(errno));
+  return Status::ok_status();
+}
+
+int run_job(const JobSpec& job) {
+  Job running(job);
+  return running.run();
+}
+
+bool is_per_rank_variable(const std::string& name) {
+  return name == "KOLO_RANK" || name == "KOLO_SIZE" || name == "KOLO_LOCAL_RANK" || name == "KOLO_LOCAL_SIZE" ||
+         name == "KOLO_ADDR" || name == "KOLO_SECRET";
+}
+
+std::string shell_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+std::string remote_script(const JobSpec& job, const Placement& rank) {
+  // fd 3 keeps ssh's stdin for the watcher: a background job's own stdin is /dev/null.
+  // When kolorun closes its end (or ssh dies), the watcher's read ends and it stops the
+  // program; without a terminal, nothing else would tell a remote rank to stop.
+  std::string script = "IFS= read -r KOLO_SECRET || exit 255; export KOLO_SECRET; cd " + shell_quote(job.cwd) +
+                       " || exit 127; exec 3<&0; env";
+  std::vector<std::pair<std::string, std::string>> vars = job.env;
+  for (auto& var : rank_variables(job, rank)) vars.push_back(var);
+  for (auto& [name, value] : vars) script += " " + shell_quote(name + "=" + value);
+  for (const std::string& arg : job.argv) script += " " + shell_quote(arg);
+  script +=
+      " </dev/null 3<&- & p=$!; { while read -r _ <&3; do :; done; kill -TERM $p 2>/dev/null; } & w=$!; "
+      "wait $p; s=$?; kill $w 2>/dev/null; exit $s";
+  return script;
+}
+
+std::string signal_name(int signo) {
+  const char* abbrev = ::sigabbrev_np(signo);
+  if (abbrev != nullptr) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(signo);
+}
+
+}  // namespace kolo::kolorun

@@ -1,0 +1,60 @@
+// kolorun's process side: starts every rank (fork+exec here, ssh elsewhere), relays
+// their output with a "[rank] " prefix, and ends the job as a whole when one rank fails,
+// the user interrupts, or the time limit passes.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "support/status.h"
+#include "tools/kolorun/hosts.h"
+
+namespace kolo::kolorun {
+
+struct JobSpec {
+  std::vector<std::string> argv;  // program and its arguments, as the user gave them
+  std::vector<Placement> ranks;
+  // Variables every rank gets (kolorun's KOLO_* and -x ones). Local ranks also inherit
+  // kolorun's whole environment; remote ranks get only these.
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string addr;        // KOLO_ADDR: host:port of the store
+  std::string secret_hex;  // KOLO_SECRET: never on a command line
+  bool prefix = true;
+  double timeout_s = 0;    // wall-clock limit for the job; 0 = none
+  std::string ssh = "ssh";
+  std::string cwd;         // remote ranks cd here first
+};
+
+// Exit codes of kolorun itself (a rank's failure passes its own code on).
+constexpr int kExitUsage = 2;
+constexpr int kExitTimeout = 124;
+constexpr int kExitCannotRun = 127;
+
+// Seconds between SIGTERM and SIGKILL when the job is being stopped.
+constexpr double kKillGraceSeconds = 3.0;
+
+// Blocks the signals that run_job takes through a signalfd (SIGCHLD, SIGINT, SIGTERM,
+// SIGHUP) and ignores SIGPIPE. Call before any thread starts (the store's server
+// thread), so that no thread takes them asynchronously.
+Status block_job_signals();
+
+// Runs the job to the end and returns kolorun's exit status: 0 when every rank exited
+// 0; otherwise the first failing rank's code (128+signal when killed), 124 on timeout,
+// 128+signal when kolorun itself was interrupted.
+int run_job(const JobSpec& job);
+
+// The variables kolorun sets per rank; users may not set them with -x.
+bool is_per_rank_variable(const std::string& name);
+
+// `'text'` with embedded quotes escaped, for POSIX shells.
+std::string shell_quote(const std::string& text);
+// The POSIX sh script a remote rank runs: reads KOLO_SECRET from stdin, cds to the
+// job's directory, runs the program with the rank's variables, and stops it when
+// kolorun's end of stdin closes (ssh gone).
+std::string remote_script(const JobSpec& job, const Placement& rank);
+
+// "SIGSEGV" etc.; "signal N" for unnamed ones.
+std::string signal_name(int signal);
+
+}  // namespace kolo::kolorun

@@ -1,0 +1,269 @@
+// kolorun: starts a kolo job. Parses the command line, places the ranks, makes the
+// per-job secret, hosts the rendezvous store, and hands the rest to the launcher.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "support/crypto.h"
+#include "support/env.h"
+#include "tools/kolorun/hosts.h"
+#include "tools/kolorun/launcher.h"
+#include "transport/bootstrap/store.h"
+
+extern char** environ;
+
+namespace kolo::kolorun {
+namespace {
+
+constexpr size_t kSecretBytes = 32;
+
+const char kUsage[] =
+    "usage: kolorun [options] program [args...]\n"
+    "\n"
+    "Starts `program` as the ranks of one kolo job and hosts the job's rendezvous store.\n"
+    "\n"
+    "options:\n"
+    "  -np N, -n N            number of ranks (default: all slots of the hosts given)\n"
+    "  -H, --host LIST        hosts and slots, e.g. node1:4,node2:4 ([v6addr]:N for IPv6)\n"
+    "  --hostfile FILE        one 'host slots=N' per line; '#' starts a comment\n"
+    "                         (without hosts, every rank runs on this machine)\n"
+    "  -x NAME=VALUE, -x NAME set (or pass on kolorun's value of) a variable for every rank\n"
+    "  --no-prefix            relay the ranks' output as is, without '[rank] '\n"
+    "  --timeout SECONDS      stop the whole job after this long (exit status 124)\n"
+    "  --ssh PROGRAM          command that starts remote ranks (default: ssh)\n"
+    "  --store-host HOST      name the ranks use to reach this machine's store\n"
+    "                         (default: this host's name; 127.0.0.1 when all ranks are local)\n"
+    "  --help                 this text\n"
+    "  --help-env             the KOLO_* environment variables\n"
+    "\n"
+    "Ranks fill the hosts in order. Each rank gets KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK,\n"
+    "KOLO_LOCAL_SIZE, KOLO_ADDR and KOLO_SECRET; kolorun's own KOLO_* variables are passed on.\n"
+    "When a rank fails, kolorun stops the others and exits with the rank's status.\n";
+
+struct Options {
+  std::optional<int> np;
+  std::string host_list;
+  std::string hostfile;
+  std::vector<std::pair<std::string, std::string>> exports;
+  bool prefix = true;
+  double timeout_s = 0;
+  std::string ssh = "ssh";
+  std::string store_host;
+  bool help = false;
+  bool help_env = false;
+  std::vector<std::string> argv;
+};
+
+bool valid_variable_name(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+Status parse_export(const std::string& text, Options& options) {
+  size_t eq = text.find('=');
+  std::string name = text.substr(0, eq);
+  if (!valid_variable_name(name)) return error(Code::kInvalidArgument, "-x: '", name, "' is not a variable name");
+  if (is_per_rank_variable(name)) {
+    return error(Code::kInvalidArgument, "-x: ", name, " is set by kolorun for each rank");
+  }
+  std::string value;
+  if (eq != std::string::npos) {
+    value = text.substr(eq + 1);
+  } else {
+    const char* current = std::getenv(name.c_str());
+    if (current == nullptr) return error(Code::kInvalidArgument, "-x ", name, ": not set in kolorun's environment");
+    value = current;
+  }
+  options.exports.emplace_back(name, value);
+  return Status::ok_status();
+}
+
+Result<Options> parse_args(int argc, char** argv) {
+  Options options;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-') break;  // the program: everything from here is its
+    std::optional<std::string> inline_value;  // --name=value
+    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
+      inline_value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+    }
+    auto value = [&]() -> Result<std::string> {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= argc) return error(Code::kInvalidArgument, "option '", arg, "' needs a value");
+      return std::string(argv[++i]);
+    };
+    bool takes_value = arg == "-np" || arg == "--np" || arg == "-n" || arg == "-H" || arg == "--host" ||
+                       arg == "-host" || arg == "--hostfile" || arg == "-hostfile" || arg == "-x" ||
+                       arg == "--timeout" || arg == "--ssh" || arg == "--store-host";
+    if (!takes_value && inline_value) return error(Code::kInvalidArgument, "option '", arg, "' takes no value");
+    if (arg == "--help" || arg == "-h") {
+      options.help = true;
+    } else if (arg == "--help-env") {
+      options.help_env = true;
+    } else if (arg == "--no-prefix") {
+      options.prefix = false;
+    } else if (!takes_value) {
+      return error(Code::kInvalidArgument, "unknown option '", arg, "'");
+    } else {
+      Result<std::string> got = value();
+      if (!got.ok()) return got.status();
+      const std::string& text = got.value();
+      if (arg == "-np" || arg == "--np" || arg == "-n") {
+        char* end = nullptr;
+        errno = 0;
+        long np = std::strtol(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno != 0 || np < 1 || np > kMaxRanks) {
+          return error(Code::kInvalidArgument, arg, ": '", text, "' is not a number of ranks in 1..", kMaxRanks);
+        }
+        options.np = static_cast<int>(np);
+      } else if (arg == "-H" || arg == "--host" || arg == "-host") {
+        options.host_list += (options.host_list.empty() ? "" : ",") + text;
+      } else if (arg == "--hostfile" || arg == "-hostfile") {
+        options.hostfile = text;
+      } else if (arg == "-x") {
+        KOLO_TRY(parse_export(text, options));
+      } else if (arg == "--timeout") {
+        char* end = nullptr;
+        double seconds = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(seconds) || seconds <= 0) {
+          return error(Code::kInvalidArgument, "--timeout: '", text, "' is not a positive number of seconds");
+        }
+        options.timeout_s = seconds;
+      } else if (arg == "--ssh") {
+        options.ssh = text;
+      } else if (arg == "--store-host") {
+        options.store_host = text;
+      }
+    }
+  }
+  for (; i < argc; ++i) options.argv.emplace_back(argv[i]);
+  return options;
+}
+
+// fds 0-2 closed at start would be reused by pipes and then clobbered by dup2.
+void ensure_standard_fds() {
+  for (int fd = 0; fd < 3; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0) {
+      int null_fd = ::open("/dev/null", O_RDWR);
+      if (null_fd >= 0 && null_fd != fd) {
+        ::dup2(null_fd, fd);
+        ::close(null_fd);
+      }
+    }
+  }
+}
+
+// Each rank costs the launcher three or four descriptors.
+void raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+int fail(int code, const std::string& message) {
+  std::cerr << "kolorun: " << message << "\n";
+  return code;
+}
+
+int kolorun_main(int argc, char** argv) {
+  ensure_standard_fds();
+  Result<Options> parsed = parse_args(argc, argv);
+  if (!parsed.ok()) return fail(kExitUsage, parsed.status().message() + " (see kolorun --help)");
+  Options& options = parsed.value();
+  if (options.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (options.help_env) {
+    std::cout << env_help();
+    return 0;
+  }
+  if (options.argv.empty()) return fail(kExitUsage, "no program given (see kolorun --help)");
+  if (!options.host_list.empty() && !options.hostfile.empty()) {
+    return fail(kExitUsage, "give hosts with -H or with --hostfile, not both");
+  }
+
+  std::vector<HostSlots> hosts;
+  if (!options.host_list.empty() || !options.hostfile.empty()) {
+    Result<std::vector<HostSlots>> read =
+        options.hostfile.empty() ? parse_host_list(options.host_list) : read_hostfile(options.hostfile);
+    if (!read.ok()) return fail(kExitUsage, read.status().message());
+    hosts = read.take();
+  }
+  if (!options.np && hosts.empty()) return fail(kExitUsage, "give the number of ranks with -np N");
+  int np = options.np ? *options.np : total_slots(hosts);
+  std::string hostname = this_hostname();
+  Result<std::vector<Placement>> placed = place_ranks(hosts, np, hostname);
+  if (!placed.ok()) return fail(kExitUsage, placed.status().message());
+
+  JobSpec job;
+  job.argv = options.argv;
+  job.ranks = placed.take();
+  job.prefix = options.prefix;
+  job.timeout_s = options.timeout_s;
+  job.ssh = options.ssh;
+  // Remote ranks see only what is forwarded: kolorun's KOLO_* (minus the per-rank ones
+  // it sets itself), then -x, which wins over an inherited value of the same name.
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string text = *entry;
+    size_t eq = text.find('=');
+    std::string name = text.substr(0, eq);
+    if (eq == std::string::npos || name.rfind("KOLO_", 0) != 0 || is_per_rank_variable(name)) continue;
+    job.env.emplace_back(name, text.substr(eq + 1));
+  }
+  for (auto& [name, value] : options.exports) {
+    std::erase_if(job.env, [&](const auto& var) { return var.first == name; });
+    job.env.emplace_back(name, value);
+  }
+  char cwd[4096];
+  job.cwd = ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : "/";
+  raise_fd_limit();
+
+  // Before the store's thread exists, so that it never takes these signals.
+  Status blocked = block_job_signals();
+  if (!blocked.ok()) return fail(1, blocked.message());
+
+  std::string secret(kSecretBytes, '\0');
+  Status random = random_bytes(secret.data(), secret.size());
+  if (!random.ok()) return fail(1, "cannot make the job secret: " + random.message());
+  job.secret_hex = to_hex(secret.data(), secret.size());
+
+  bool all_local = true;
+  for (const Placement& rank : job.ranks) all_local = all_local && rank.local;
+  // A job on this machine alone needs no store reachable from elsewhere.
+  bool loopback = all_local && options.store_host.empty();
+  Result<std::unique_ptr<StoreServer>> store = StoreServer::start(loopback ? "127.0.0.1" : "", 0, secret);
+  if (!store.ok()) return fail(1, "cannot start the rendezvous store: " + store.status().message());
+  std::string store_host = loopback ? "127.0.0.1" : (options.store_host.empty() ? hostname : options.store_host);
+  if (store_host.find(':') != std::string::npos) store_host = "[" + store_host + "]";
+  job.addr = store_host + ":" + std::to_string(store.value()->port());
+
+  int status = run_job(job);
+  store.value().reset();
+  return status;
+}
+
+}  // namespace
+}  // namespace kolo::kolorun
+
+int main(int argc, char** argv) { return kolo::kolorun::kolorun_main(argc, argv); }

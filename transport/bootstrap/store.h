@@ -1,0 +1,60 @@
+// The rendezvous store: a small authenticated key-value server that ranks use at start-up
+// (address exchange, barriers, communicator splits). kolorun hosts it, or rank 0 does.
+//
+// Every message is authenticated with HMAC-SHA256 under the per-job secret; a connection
+// that fails authentication is dropped and logged. An empty secret runs unauthenticated
+// (KOLO_INSECURE=1), with a warning.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "support/clock.h"
+#include "support/status.h"
+#include "transport/socket.h"
+
+namespace kolo {
+
+// Largest key and value the store accepts; longer ones are refused on both sides.
+constexpr size_t kStoreMaxKeyBytes = 1024;
+constexpr size_t kStoreMaxValueBytes = 16u << 20;
+
+class StoreServer {
+ public:
+  // Listens on bind_host:port (port 0 = any free port) and serves on a background thread.
+  // `secret` is the raw key (bytes, not hex); empty = unauthenticated.
+  static Result<std::unique_ptr<StoreServer>> start(const std::string& bind_host, uint16_t port,
+                                                    const std::string& secret);
+  virtual ~StoreServer() = default;  // stops the thread and closes every connection
+  virtual uint16_t port() const = 0;
+  // Connections dropped because they failed authentication (for tests and logs).
+  virtual uint64_t rejected_connections() const = 0;
+};
+
+class StoreClient {
+ public:
+  // Connects, retrying until the deadline (the server may not be up yet), and
+  // authenticates. `secret` as for StoreServer::start.
+  static Result<std::unique_ptr<StoreClient>> connect(const HostPort& server, const std::string& secret,
+                                                      const Deadline& deadline);
+  virtual ~StoreClient() = default;
+
+  // All calls are thread-safe and take a deadline; on kTimeout or kRemote the connection
+  // is closed and later calls fail with kRemote.
+  virtual Status set(const std::string& key, const std::string& value, const Deadline& deadline) = 0;
+  // Waits until the key exists, then returns its value.
+  virtual Result<std::string> get(const std::string& key, const Deadline& deadline) = 0;
+  // Atomically adds delta to the integer stored at key (missing = 0); returns the new value.
+  virtual Result<int64_t> add(const std::string& key, int64_t delta, const Deadline& deadline) = 0;
+  // Waits until every key exists.
+  virtual Status wait(const std::vector<std::string>& keys, const Deadline& deadline) = 0;
+  // Returns once `count` callers have entered the barrier called `name`.
+  virtual Status barrier(const std::string& name, int count, const Deadline& deadline) = 0;
+  // The local socket's IP address: the interface that reaches the store.
+  virtual std::string local_ip() const = 0;
+};
+
+}  // namespace kolo

@@ -1,0 +1,108 @@
+// The rendezvous store's wire protocol, as pure functions over bytes so that every rule
+// (lengths, MACs, sequence numbers) is testable without sockets.
+//
+// On accept the server sends a 32-byte random nonce. After that every message, in both
+// directions, is one frame:
+//
+//   u32 body length (LE) | body | 32-byte HMAC-SHA256(secret,
+//                                   nonce | direction | u64 sequence (LE) | u32 length | body)
+//
+// Sequence numbers count from 0 per direction, so a replayed, reordered or reflected frame
+// fails its MAC. An empty secret is insecure mode: the MAC field is all zeros and unchecked.
+//
+// A body is an op byte followed by fields, each either a byte string (u32 length LE, bytes)
+// or an int64 (8 bytes LE). No trailing bytes are allowed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/crypto.h"
+#include "support/status.h"
+#include "transport/bootstrap/store.h"
+
+namespace kolo::store {
+
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kMacBytes = 32;
+constexpr size_t kLengthBytes = 4;
+// Largest body: a SET of the largest key and value plus the op and field headers.
+constexpr size_t kMaxBodyBytes = kStoreMaxValueBytes + kStoreMaxKeyBytes + 64;
+constexpr size_t kMaxFrameBytes = kLengthBytes + kMaxBodyBytes + kMacBytes;
+// Sent in HELLO so that two builds with incompatible protocols fail clearly.
+constexpr std::string_view kProtocolMagic = "kolo-store/1";
+
+using Nonce = std::array<uint8_t, kNonceBytes>;
+
+// Bound into every MAC so that a frame cannot be reflected back to its sender.
+enum class Direction : uint8_t { kToServer = 1, kToClient = 2 };
+
+enum class Op : uint8_t {
+  kHello = 1,  // magic                       -> ok
+  kSet = 2,    // key, value                  -> ok
+  kGet = 3,    // key                         -> value (parked until the key exists)
+  kAdd = 4,    // key, int64 delta            -> number = new value
+  kWait = 5,   // int64 count, count x key    -> ok (parked until all exist)
+  kReply = 6,  // int64 code, payload, int64 number (server to client only)
+};
+
+struct Request {
+  Op op = Op::kHello;
+  std::vector<std::string> keys;  // one for SET/GET/ADD, any number for WAIT, none for HELLO
+  std::string value;              // SET value; HELLO magic
+  int64_t number = 0;             // ADD delta
+};
+
+struct Reply {
+  Code code = Code::kOk;
+  std::string payload;  // GET value, or the error message when code != kOk
+  int64_t number = 0;   // ADD result
+};
+
+// Encoders check the same limits as the decoders, so a client learns about a too-long key
+// before it reaches the wire (kInvalidArgument).
+Result<std::string> encode_request(const Request& request);
+Result<Request> decode_request(std::string_view body);
+Result<std::string> encode_reply(const Reply& reply);
+Result<Reply> decode_reply(std::string_view body);
+
+// Reads the frame header; rejects a length outside [1, kMaxBodyBytes] before anything of
+// that size is allocated.
+Result<uint32_t> parse_frame_length(const uint8_t header[kLengthBytes]);
+
+// The MAC of one frame; all zeros when the secret is empty.
+Mac frame_mac(const std::string& secret, const Nonce& nonce, Direction direction, uint64_t sequence,
+              std::string_view body);
+
+// One end of a connection: seals outgoing frames and opens incoming ones, keeping the two
+// sequence numbers.
+class FrameCodec {
+ public:
+  FrameCodec(std::string secret, const Nonce& nonce, Direction send_direction);
+
+  // Length, body and MAC, ready to write; advances the send sequence number.
+  std::string seal(std::string_view body);
+  // Cuts one frame off the front of `in`: the body when a whole authentic frame is there,
+  // nullopt when more bytes are needed, an error (kRemote) for a bad length or MAC. After
+  // an error the connection must be dropped: the codec's state is no longer meaningful.
+  Result<std::optional<std::string>> open(std::string& in);
+
+  bool insecure() const { return secret_.empty(); }
+  uint64_t frames_opened() const { return recv_sequence_; }
+
+ private:
+  std::string secret_;
+  Nonce nonce_;
+  Direction send_direction_;
+  Direction recv_direction_;
+  uint64_t send_sequence_ = 0;
+  uint64_t recv_sequence_ = 0;
+};
+
+const char* op_name(Op op);
+
+}  // namespace kolo::store

@@ -1,0 +1,44 @@
+// The point-to-point interface every transport implements (tcp now; shm, cuda_ipc, ucx
+// later). A Link joins this rank to one peer and moves tagged byte ranges:
+//   post_send / post_recv hand a buffer over; the request completes later;
+//   progress() moves bytes without blocking;
+//   close() shuts the link; pending requests then fail.
+// A receive matches the earliest send from that peer with the same tag; sizes must agree.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "support/status.h"
+
+namespace kolo {
+
+// A posted send or receive; owned by the caller, filled in by the link.
+struct TransferRequest {
+  bool done = false;
+  Status status;
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual int peer() const = 0;
+  virtual const char* kind() const = 0;
+
+  // The buffer must stay valid and unchanged (send) / untouched (recv) until req->done.
+  virtual Status post_send(uint64_t tag, const void* data, size_t bytes, TransferRequest* req) = 0;
+  virtual Status post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) = 0;
+  // Moves bytes without blocking. An error means the link is dead: every pending request
+  // has failed with it, and later posts fail too.
+  virtual Status progress() = 0;
+  // For poll(): the descriptor and events to wait on, or -1 when the link has none.
+  virtual int poll_fd() const = 0;
+  virtual short poll_events() const = 0;
+  virtual bool has_pending() const = 0;
+  // Fails pending requests with kAborted and closes. Safe to call more than once.
+  virtual void close() = 0;
+  // Wakes a blocked poll from another thread (kolo_comm_abort); must be async-safe.
+  virtual void interrupt() = 0;
+};
+
+}  // namespace kolo

@@ -1,0 +1,195 @@
+#include "transport/tcp/tcp_link.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstring>
+
+#include "support/log.h"
+
+namespace kolo {
+namespace {
+// A peer is authenticated, but a corrupt length must still not make us allocate wildly.
+constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
+}  // namespace
+
+TcpLink::TcpLink(int self, int peer, Fd fd) : self_(self), peer_(peer), fd_(std::move(fd)) {
+  (void)set_nonblocking(fd_.get(), true);
+  (void)set_nodelay(fd_.get());
+  int buffer = 4 << 20;
+  ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
+  ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+}
+
+TcpLink::~TcpLink() { close(); }
+
+short TcpLink::poll_events() const { return static_cast<short>(POLLIN | (sends_.empty() ? 0 : POLLOUT)); }
+
+Status TcpLink::post_send(uint64_t tag, const void* data, size_t bytes, TransferRequest* req) {
+  if (!failed_.ok()) return failed_;
+  req->done = false;
+  req->status = Status();
+  sends_.push_back(PendingSend{FrameHeader{tag, bytes}, static_cast<const char*>(data), 0, req});
+  return Status();
+}
+
+Status TcpLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) {
+  if (!failed_.ok()) return failed_;
+  req->done = false;
+  req->status = Status();
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (it->tag != tag) continue;
+    if (it->data.size() != bytes) {
+      return fail(error(Code::kMismatch, "rank ", peer_, " sent ", it->data.size(), " bytes for tag ",
+                        tag, " but rank ", self_, " expects ", bytes));
+    }
+    if (bytes > 0) std::memcpy(data, it->data.data(), bytes);
+    unexpected_.erase(it);
+    req->done = true;
+    return Status();
+  }
+  recvs_.push_back(PendingRecv{tag, static_cast<char*>(data), bytes, req});
+  return Status();
+}
+
+Status TcpLink::progress() {
+  if (!failed_.ok()) return Status();  // its requests have already failed
+  KOLO_TRY(progress_sends());
+  return progress_recvs();
+}
+
+Status TcpLink::progress_sends() {
+  while (!sends_.empty()) {
+    PendingSend& s = sends_.front();
+    const size_t header_bytes = sizeof(FrameHeader);
+    iovec iov[2];
+    int n_iov = 0;
+    if (s.sent < header_bytes) {
+      iov[n_iov++] = {reinterpret_cast<char*>(&s.header) + s.sent, header_bytes - s.sent};
+      if (s.header.bytes > 0) iov[n_iov++] = {const_cast<char*>(s.data), s.header.bytes};
+    } else {
+      size_t done = s.sent - header_bytes;
+      iov[n_iov++] = {const_cast<char*>(s.data) + done, s.header.bytes - done};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n_iov;
+    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status();
+      return fail(error(Code::kRemote, "connection to rank ", peer_, " lost while sending: ", std::strerror(errno)));
+    }
+    s.sent += static_cast<size_t>(n);
+    if (s.sent == header_bytes + s.header.bytes) {
+      s.req->done = true;
+      sends_.pop_front();
+    }
+  }
+  return Status();
+}
+
+Status TcpLink::start_payload() {
+  if (in_header_.bytes > kMaxFrameBytes) {
+    return fail(error(Code::kRemote, "rank ", peer_, " sent a frame of ", in_header_.bytes, " bytes; limit is ",
+                      kMaxFrameBytes));
+  }
+  in_payload_ = true;
+  in_got_ = 0;
+  for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
+    if (it->tag != in_header_.tag) continue;
+    if (it->bytes != in_header_.bytes) {
+      return fail(error(Code::kMismatch, "rank ", peer_, " sent ", in_header_.bytes, " bytes for tag ",
+                        in_header_.tag, " but rank ", self_, " expects ", it->bytes));
+    }
+    in_target_ = it->data;
+    in_req_ = it->req;
+    recvs_.erase(it);
+    return Status();
+  }
+  unexpected_.push_back(Unexpected{in_header_.tag, {}});
+  try {
+    unexpected_.back().data.resize(in_header_.bytes);
+  } catch (const std::bad_alloc&) {
+    return fail(error(Code::kSystem, "out of memory buffering ", in_header_.bytes, " bytes from rank ", peer_));
+  }
+  in_target_ = unexpected_.back().data.data();
+  in_req_ = nullptr;
+  return Status();
+}
+
+Status TcpLink::progress_recvs() {
+  while (true) {
+    char* dst;
+    size_t want;
+    if (!in_payload_) {
+      dst = reinterpret_cast<char*>(&in_header_) + in_header_got_;
+      want = sizeof(FrameHeader) - in_header_got_;
+    } else {
+      dst = in_target_ + in_got_;
+      want = in_header_.bytes - in_got_;
+    }
+    ssize_t n = want == 0 ? 0 : ::recv(fd_.get(), dst, want, MSG_DONTWAIT);
+    if (want > 0 && n == 0) {
+      if (sends_.empty() && recvs_.empty() && !in_payload_ && in_header_got_ == 0) {
+        // A peer that finished and exited: only an error for whoever uses this link later.
+        (void)fail(error(Code::kRemote, "rank ", peer_, " closed the connection (it exited)"));
+        return Status();
+      }
+      return fail(error(Code::kRemote, "rank ", peer_, " closed the connection (did it exit or fail?)"));
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status();
+      return fail(error(Code::kRemote, "connection to rank ", peer_, " lost: ", std::strerror(errno)));
+    }
+    if (!in_payload_) {
+      in_header_got_ += static_cast<size_t>(n);
+      if (in_header_got_ < sizeof(FrameHeader)) continue;
+      in_header_got_ = 0;
+      KOLO_TRY(start_payload());
+    } else {
+      in_got_ += static_cast<size_t>(n);
+    }
+    if (in_payload_ && in_got_ == in_header_.bytes) {
+      if (in_req_ != nullptr) in_req_->done = true;
+      in_payload_ = false;
+      in_req_ = nullptr;
+      in_target_ = nullptr;
+    }
+  }
+}
+
+Status TcpLink::fail(Status status) {
+  if (failed_.ok()) {
+    failed_ = status;
+    log_info(Subsys::kTransport, "tcp link ", self_, "->", peer_, " failed: ", status.message());
+  }
+  for (auto& s : sends_) {
+    s.req->done = true;
+    s.req->status = failed_;
+  }
+  sends_.clear();
+  for (auto& r : recvs_) {
+    r.req->done = true;
+    r.req->status = failed_;
+  }
+  recvs_.clear();
+  if (in_req_ != nullptr) {
+    in_req_->done = true;
+    in_req_->status = failed_;
+    in_req_ = nullptr;
+  }
+  fd_.reset();
+  return failed_;
+}
+
+void TcpLink::close() {
+  if (failed_.ok()) (void)fail(error(Code::kAborted, "link to rank ", peer_, " was closed"));
+}
+
+void TcpLink::interrupt() {
+  if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+}  // namespace kolo

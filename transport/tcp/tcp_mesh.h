@@ -1,0 +1,28 @@
+// Connects a communicator's ranks pairwise over TCP, using the store to exchange addresses.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/clock.h"
+#include "support/status.h"
+#include "transport/bootstrap/store.h"
+#include "transport/link.h"
+
+namespace kolo {
+
+struct MeshOptions {
+  std::string prefix;  // store key prefix, unique per communicator
+  int rank = 0;
+  int size = 1;
+  std::string secret;     // raw bytes; authenticates the link handshake (empty = none)
+  std::string listen_ip;  // address peers connect to
+};
+
+// Returns one link per peer (null at `rank`). Rank r connects to every lower rank and
+// accepts every higher one; each connection opens with an authenticated handshake.
+Result<std::vector<std::unique_ptr<Link>>> connect_tcp_mesh(StoreClient& store, const MeshOptions& options,
+                                                           const Deadline& deadline);
+
+}  // namespace kolo

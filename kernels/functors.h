@@ -142,19 +142,26 @@ struct MulScaler {
 
 // Integers with factor == 1: exact integer division, truncating toward zero (integer
 // AVG). The quotient's magnitude never exceeds the value's, so it fits back in T.
-// divisor >= 1 (checked by the caller). Types up to 32 bits divide in double, which
-// vectorises where integer division does not, and is exact: for |v| < 2^53 the rounded
-// quotient can never reach the next integer (it is at least 1/divisor away, further than
-// the rounding error |v|/divisor * 2^-53), so truncating it gives the integer quotient.
+// divisor >= 1 (checked by the caller). 8-bit types divide in float and 32-bit types in
+// double, which vectorises where integer division does not, and is exact: with p bits of
+// precision and |v| < 2^p, a non-integer quotient is at least 1/divisor away from the
+// next integer, further than the rounding error |v|/divisor * 2^-p, so truncating the
+// rounded quotient gives the integer quotient. A divisor too large to be exact in
+// float/double exceeds every |v|, and both sides give 0.
 template <class T>
 struct IntDivScaler {
   using Wide = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
   Wide divisor_;
+  float divisor_f_;
   double divisor_d_;
   KOLO_HD explicit IntDivScaler(int64_t divisor)
-      : divisor_(static_cast<Wide>(divisor)), divisor_d_(static_cast<double>(divisor)) {}
+      : divisor_(static_cast<Wide>(divisor)),
+        divisor_f_(static_cast<float>(divisor)),
+        divisor_d_(static_cast<double>(divisor)) {}
   KOLO_HD_INLINE T operator()(T v) const {
-    if constexpr (sizeof(T) <= 4) {
+    if constexpr (sizeof(T) == 1) {
+      return static_cast<T>(static_cast<float>(v) / divisor_f_);
+    } else if constexpr (sizeof(T) == 4) {
       return static_cast<T>(static_cast<double>(v) / divisor_d_);
     } else {
       return static_cast<T>(static_cast<Wide>(v) / divisor_);

@@ -89,6 +89,12 @@ void reduce_typed(void* dst, const void* const* srcs, int nsrcs, size_t count, S
   using Fn = typename OpFn<O, C>::type;
   if (scale.identity()) {
     const IdentityScaler id;
+    // Narrow floats are bound by the conversions, not by memory; the fused loop holds
+    // nsrcs conversions in flight and spills, while the block-buffer loop converts one
+    // input at a time and measured faster (fp16 sum of 2: 58 vs 67 ms per 64 MB).
+    if constexpr (!std::is_same_v<typename Tr::Storage, C>) {
+      return reduce_loop<Tr, Fn, IdentityScaler, 0>(dst, srcs, nsrcs, count, id);
+    }
     switch (nsrcs) {
       case 1: return reduce_loop<Tr, Fn, IdentityScaler, 1>(dst, srcs, nsrcs, count, id);
       case 2: return reduce_loop<Tr, Fn, IdentityScaler, 2>(dst, srcs, nsrcs, count, id);

@@ -87,6 +87,48 @@ size_t check_allgather(const Buffers& b, size_t n, const Case& c, bool) {
   return wrong;
 }
 
+// ---- allgatherv: rank q contributes n + q elements; blocks land in reverse rank order.
+size_t v_count(size_t n, int q) { return n == 0 ? 0 : n + q; }
+std::vector<size_t> v_counts(size_t n, const Case& c) {
+  std::vector<size_t> counts(c.nranks);
+  for (int q = 0; q < c.nranks; ++q) counts[q] = v_count(n, q);
+  return counts;
+}
+std::vector<size_t> v_displs(size_t n, const Case& c) {
+  std::vector<size_t> displs(c.nranks);
+  size_t offset = 0;
+  for (int q = c.nranks - 1; q >= 0; --q) {
+    displs[q] = offset;
+    offset += v_count(n, q);
+  }
+  return displs;
+}
+void prepare_allgatherv(Buffers& b, size_t n, const Case& c, bool) {
+  std::vector<size_t> counts = v_counts(n, c);
+  size_t total = 0;
+  for (size_t k : counts) total += k;
+  b.send.assign(counts[c.rank] * es(c), 0);
+  b.recv.assign(total * es(c), 0x7f);
+  fill(b.send, 0, counts[c.rank], c, c.rank, 0, KOLO_SUM);
+}
+kolo_result_t call_allgatherv(Buffers& b, size_t n, const Case& c, bool, kolo_comm_t comm) {
+  std::vector<size_t> counts = v_counts(n, c);
+  std::vector<size_t> displs = v_displs(n, c);
+  return kolo_allgatherv(b.send.data(), counts[c.rank], b.recv.data(), counts.data(), displs.data(), c.dtype, comm,
+                         nullptr);
+}
+size_t check_allgatherv(const Buffers& b, size_t n, const Case& c, bool) {
+  std::vector<size_t> counts = v_counts(n, c);
+  std::vector<size_t> displs = v_displs(n, c);
+  size_t wrong = 0;
+  for (int q = 0; q < c.nranks; ++q) {
+    for (size_t i = 0; i < counts[q]; ++i) {
+      if (load_value(b.recv.data(), displs[q] + i, c.dtype) != as_dtype(input_value(KOLO_SUM, c.dtype, q, i), c.dtype)) ++wrong;
+    }
+  }
+  return wrong;
+}
+
 // ---- reduce_scatter (count = per rank)
 void prepare_reduce_scatter(Buffers& b, size_t n, const Case& c, bool in_place) {
   b.send.assign(n * es(c) * c.nranks, 0);
@@ -158,6 +200,8 @@ size_t check_sendrecv(const Buffers& b, size_t n, const Case& c, bool) {
 const Collective kCollectives[] = {
     {"allreduce", true, false, count_whole, size_whole, prepare_reduce, call_allreduce, check_allreduce},
     {"allgather", false, false, count_per_rank, size_all_ranks, prepare_allgather, call_allgather, check_allgather},
+    {"allgatherv", false, false, count_per_rank, size_all_ranks, prepare_allgatherv, call_allgatherv,
+     check_allgatherv},
     {"broadcast", false, true, count_whole, size_whole, prepare_broadcast, call_broadcast, check_broadcast},
     {"reduce", true, true, count_whole, size_whole, prepare_reduce, call_reduce, check_reduce},
     {"reduce_scatter", true, false, count_per_rank, size_all_ranks, prepare_reduce_scatter, call_reduce_scatter,
@@ -171,7 +215,7 @@ const Collective kCollectives[] = {
 double Collective::busbw_factor(int p) const {
   std::string n = name;
   if (n == "allreduce") return p > 1 ? 2.0 * (p - 1) / p : 1.0;
-  if (n == "allgather" || n == "reduce_scatter" || n == "alltoall") return p > 1 ? double(p - 1) / p : 1.0;
+  if (n == "allgather" || n == "allgatherv" || n == "reduce_scatter" || n == "alltoall") return p > 1 ? double(p - 1) / p : 1.0;
   return 1.0;
 }
 

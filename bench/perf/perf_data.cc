@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/float_types.h"
 
@@ -25,6 +26,8 @@ const char* kOps[] = {"sum", "prod", "min", "max", "avg"};
 bool is_float(kolo_dtype_t dtype) { return kDtypes[dtype].is_float; }
 
 }  // namespace
+
+double compute_expected(kolo_op_t op, kolo_dtype_t dtype, int nranks, size_t index);
 
 size_t dtype_bytes(kolo_dtype_t dtype) { return kDtypes[dtype].bytes; }
 const char* dtype_label(kolo_dtype_t dtype) { return kDtypes[dtype].label; }
@@ -124,6 +127,22 @@ double input_value(kolo_op_t op, kolo_dtype_t dtype, int rank, size_t index) {
 }
 
 double expected_reduction(kolo_op_t op, kolo_dtype_t dtype, int nranks, size_t index) {
+  // input_value is periodic in index with a period dividing kPeriod, so the expected values
+  // of one period are computed once per (op, dtype, nranks) and looked up after that.
+  constexpr size_t kPeriod = 4620;  // lcm(3, 4, 5, 7, 11)
+  thread_local int cached_op = -1, cached_dtype = -1, cached_nranks = -1;
+  thread_local std::vector<double> table;
+  if (cached_op != op || cached_dtype != dtype || cached_nranks != nranks) {
+    table.resize(kPeriod);
+    for (size_t i = 0; i < kPeriod; ++i) table[i] = compute_expected(op, dtype, nranks, i);
+    cached_op = op;
+    cached_dtype = dtype;
+    cached_nranks = nranks;
+  }
+  return table[index % kPeriod];
+}
+
+double compute_expected(kolo_op_t op, kolo_dtype_t dtype, int nranks, size_t index) {
   double acc = input_value(op, dtype, 0, index);
   for (int r = 1; r < nranks; ++r) {
     double v = input_value(op, dtype, r, index);

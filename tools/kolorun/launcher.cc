@@ -15,6 +15,7 @@
 #include <cstring>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "support/clock.h"
 
@@ -86,12 +87,22 @@ std::optional<std::string> find_program(const std::string& name, const std::stri
   return std::nullopt;
 }
 
+// "--ssh 'ssh -p 2222'": the program and its options, split on blanks (no quoting).
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) words.push_back(word);
+  return words;
+}
+
 std::vector<std::pair<std::string, std::string>> rank_variables(const JobSpec& job, const Placement& rank) {
   return {{"KOLO_RANK", std::to_string(rank.rank)},
           {"KOLO_SIZE", std::to_string(job.ranks.size())},
           {"KOLO_LOCAL_RANK", std::to_string(rank.local_rank)},
           {"KOLO_LOCAL_SIZE", std::to_string(rank.local_size)},
-          {"KOLO_ADDR", job.addr}};
+          {"KOLO_ADDR", job.addr},
+          {"KOLO_LAUNCHER", "kolorun"}};  // the store is kolorun's: rank 0 must not start one
 }
 
 // What one fork+exec needs, prepared before the fork.
@@ -191,8 +202,10 @@ Result<ExecPlan> Job::plan_for(const Rank& rank) const {
   } else {
     // The secret stays off this command line and the remote one: it goes on stdin.
     plan.path = *ssh_path_;
-    plan.argv = {spec_.ssh, "-o", "BatchMode=yes", rank.where.host,
-                 "sh -c " + shell_quote(remote_script(spec_, rank.where))};
+    plan.argv = split_words(spec_.ssh);
+    for (const char* arg : {"-o", "BatchMode=yes"}) plan.argv.emplace_back(arg);
+    plan.argv.push_back(rank.where.host);
+    plan.argv.push_back("sh -c " + shell_quote(remote_script(spec_, rank.where)));
     for (char** entry = environ; *entry != nullptr; ++entry) plan.env.emplace_back(*entry);
   }
   return plan;
@@ -441,7 +454,8 @@ int Job::run() {
     say(str_cat("cannot find program '", spec_.argv[0], "'", spec_.argv[0].find('/') == std::string::npos ? " in PATH" : ""));
     return kExitCannotRun;
   }
-  if (any_remote && !(ssh_path_ = find_program(spec_.ssh, path_value))) {
+  std::vector<std::string> ssh_words = split_words(spec_.ssh);
+  if (any_remote && (ssh_words.empty() || !(ssh_path_ = find_program(ssh_words[0], path_value)))) {
     say(str_cat("cannot find the ssh program '", spec_.ssh, "'"));
     return kExitCannotRun;
   }
@@ -536,7 +550,7 @@ int run_job(const JobSpec& job) {
 
 bool is_per_rank_variable(const std::string& name) {
   return name == "KOLO_RANK" || name == "KOLO_SIZE" || name == "KOLO_LOCAL_RANK" || name == "KOLO_LOCAL_SIZE" ||
-         name == "KOLO_ADDR" || name == "KOLO_SECRET";
+         name == "KOLO_ADDR" || name == "KOLO_SECRET" || name == "KOLO_LAUNCHER";
 }
 
 std::string shell_quote(const std::string& text) {

@@ -88,7 +88,8 @@ class StoreClientImpl final : public StoreClient {
     }
     Result<std::string> done = get(name + "/done", deadline);
     if (!done.ok()) {
-      return done.status().with_context(str_cat("barrier '", name, "' (", arrived.value(), " of ", count, " arrived when this caller did): "));
+      return done.status().with_context(
+          str_cat("barrier '", name, "' (", arrived.value(), " of ", count, " arrived when this caller did): "));
     }
     return Status();
   }

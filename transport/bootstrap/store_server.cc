@@ -263,7 +263,8 @@ bool StoreServerImpl::process_input(Conn& c) {
     Result<std::optional<std::string>> frame = c.codec.open(c.in);
     if (!frame.ok()) {
       // A bad MAC on the first frame is almost always a mismatched secret, so say so.
-      bool first = c.codec.frames_opened() == 0 && frame.status().message().find("authentication") != std::string::npos;
+      bool first = c.codec.frames_opened() == 0 &&
+                   frame.status().message().find("authentication") != std::string::npos;
       reject(c, frame.status().message() +
                     (first && !secret_.empty() ? " — is KOLO_SECRET the same on every rank?" : ""));
       break;

@@ -40,11 +40,8 @@ Status TcpLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferReques
   req->done = false;
   req->status = Status();
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (it->tag != tag) continue;
-    if (it->data.size() != bytes) {
-      return fail(error(Code::kMismatch, "rank ", peer_, " sent ", it->data.size(), " bytes for tag ",
-                        tag, " but rank ", self_, " expects ", bytes));
-    }
+    if (it->tag != tag || !it->complete) continue;
+    if (it->data.size() != bytes) return size_mismatch(tag, it->data.size(), bytes);
     if (bytes > 0) std::memcpy(data, it->data.data(), bytes);
     unexpected_.erase(it);
     req->done = true;
@@ -99,10 +96,7 @@ Status TcpLink::start_payload() {
   in_got_ = 0;
   for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
     if (it->tag != in_header_.tag) continue;
-    if (it->bytes != in_header_.bytes) {
-      return fail(error(Code::kMismatch, "rank ", peer_, " sent ", in_header_.bytes, " bytes for tag ",
-                        in_header_.tag, " but rank ", self_, " expects ", it->bytes));
-    }
+    if (it->bytes != in_header_.bytes) return size_mismatch(in_header_.tag, in_header_.bytes, it->bytes);
     in_target_ = it->data;
     in_req_ = it->req;
     recvs_.erase(it);
@@ -152,12 +146,36 @@ Status TcpLink::progress_recvs() {
       in_got_ += static_cast<size_t>(n);
     }
     if (in_payload_ && in_got_ == in_header_.bytes) {
-      if (in_req_ != nullptr) in_req_->done = true;
       in_payload_ = false;
-      in_req_ = nullptr;
       in_target_ = nullptr;
+      if (in_req_ != nullptr) {
+        in_req_->done = true;
+        in_req_ = nullptr;
+      } else {
+        KOLO_TRY(deliver_unexpected());
+      }
     }
   }
+}
+
+Status TcpLink::size_mismatch(uint64_t tag, size_t sent, size_t expected) {
+  return fail(error(Code::kMismatch, "rank ", peer_, " sent ", sent, " bytes for tag ", tag, " but rank ", self_,
+                    " expects ", expected, " (do all ranks call the same collectives with the same counts?)"));
+}
+
+Status TcpLink::deliver_unexpected() {
+  Unexpected& frame = unexpected_.back();
+  frame.complete = true;
+  for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
+    if (it->tag != frame.tag) continue;
+    if (it->bytes != frame.data.size()) return size_mismatch(frame.tag, frame.data.size(), it->bytes);
+    if (it->bytes > 0) std::memcpy(it->data, frame.data.data(), it->bytes);
+    it->req->done = true;
+    recvs_.erase(it);
+    unexpected_.pop_back();
+    break;
+  }
+  return Status();
 }
 
 Status TcpLink::fail(Status status) {

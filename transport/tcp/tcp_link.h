@@ -49,6 +49,7 @@ class TcpLink final : public Link {
   struct Unexpected {
     uint64_t tag;
     std::vector<char> data;
+    bool complete = false;  // only the last entry can still be arriving
   };
 
   Status progress_sends();
@@ -56,6 +57,9 @@ class TcpLink final : public Link {
   // The frame being read: its header, then its payload into `target`.
   Status start_payload();
   Status fail(Status status);
+  // A frame that arrived before its receive was posted: hand it to a receive posted since.
+  Status deliver_unexpected();
+  Status size_mismatch(uint64_t tag, size_t sent, size_t expected);
 
   int self_;
   int peer_;

@@ -1,0 +1,25 @@
+// CUDA twins of kernels/host_kernels.h, compiled only when nvcc is found (KOLO_HAVE_CUDA).
+// This header includes no CUDA header, so any layer may include it: streams travel as
+// void* (a cudaStream_t; nullptr is the legacy default stream), pointers are device (or
+// managed / mapped host) memory. Calls are asynchronous on the stream, as a kernel launch
+// is; the returned Status covers argument errors and launch errors only.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/dtype.h"
+#include "kernels/host_kernels.h"
+#include "support/status.h"
+
+namespace kolo {
+
+// Same contract and the same arithmetic (kernels/functors.h) as reduce_into on the host,
+// so the two give bit-identical results for the same inputs.
+Status cuda_reduce_into(void* dst, const void* const* srcs, int nsrcs, size_t count,
+                        DType dtype, ReduceOp op, Scale scale, void* stream);
+
+// Same contract as scale_copy on the host.
+Status cuda_scale_copy(void* dst, const void* src, size_t count, DType dtype, Scale scale,
+                       void* stream);
+
+}  // namespace kolo

@@ -1,0 +1,299 @@
+// kolo_test_worker: one rank of a multi-process test, started by kolorun exactly as users
+// start their programs. Each scenario checks results on every rank and exits non-zero on
+// any failure, printing what was wrong.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kolo/kolo.h"
+#include "perf_collectives.h"
+#include "perf_data.h"
+
+using namespace kolo_perf;
+
+namespace {
+
+int g_failures = 0;
+int g_checks = 0;
+int g_rank = 0;
+
+void expect(bool ok, const std::string& what) {
+  ++g_checks;
+  if (ok) return;
+  ++g_failures;
+  std::fprintf(stderr, "FAIL rank %d: %s\n", g_rank, what.c_str());
+}
+
+void must(kolo_result_t rc, const std::string& what) {
+  if (rc == KOLO_SUCCESS) return;
+  std::fprintf(stderr, "FAIL rank %d: %s returned %s: %s\n", g_rank, what.c_str(), kolo_result_string(rc),
+               kolo_last_error());
+  std::exit(1);
+}
+
+std::string describe(const char* coll, const Case& c, size_t count, bool in_place) {
+  return std::string(coll) + " " + dtype_label(c.dtype) + " " + op_label(c.op) + " count " + std::to_string(count) +
+         (in_place ? " in-place" : " out-of-place") + " root " + std::to_string(c.root);
+}
+
+// Every collective x dtype x op x in-place x count (x two roots for rooted ones).
+void scenario_collectives(kolo_comm_t comm, bool quick) {
+  const int p = kolo_comm_size(comm);
+  std::vector<size_t> counts{0, 1, 7, 1000};
+  if (!quick) counts.push_back((size_t{1} << 20) + 3);
+  for (const std::string& name : collective_names()) {
+    const Collective& coll = *find_collective(name);
+    std::vector<int> roots{0};
+    if (coll.rooted && p > 1) roots.push_back(p - 1);
+    for (int d = 0; d < KOLO_DTYPE_COUNT; ++d) {
+      std::vector<kolo_op_t> ops{KOLO_SUM};
+      if (coll.reduces) ops = {KOLO_SUM, KOLO_PROD, KOLO_MIN, KOLO_MAX, KOLO_AVG};
+      for (kolo_op_t op : ops) {
+        for (int root : roots) {
+          for (size_t count : counts) {
+            // The large count runs every dtype with sum and every op with float: the
+            // rest of the cross product adds time, not coverage.
+            if (count > 1000 && op != KOLO_SUM && d != KOLO_FLOAT32) continue;
+            for (bool in_place : {false, true}) {
+              Case c{static_cast<kolo_dtype_t>(d), op, root, kolo_comm_rank(comm), p};
+              Buffers b;
+              coll.prepare(b, count, c, in_place);
+              must(coll.call(b, count, c, in_place, comm), describe(coll.name, c, count, in_place));
+              size_t wrong = coll.check(b, count, c, in_place);
+              expect(wrong == 0, describe(coll.name, c, count, in_place) + ": " + std::to_string(wrong) + " wrong");
+            }
+          }
+        }
+      }
+    }
+  }
+  // Repeated calls on the same buffers (plans come from the cache).
+  std::vector<float> data(4099);
+  for (int iter = 0; iter < 50; ++iter) {
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((i + iter) % 3);
+    must(kolo_allreduce(data.data(), data.data(), data.size(), KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "repeat");
+    bool ok = true;
+    for (size_t i = 0; i < data.size(); ++i) ok &= data[i] == static_cast<float>(((i + iter) % 3) * p);
+    expect(ok, "repeated allreduce iteration " + std::to_string(iter));
+  }
+}
+
+void scenario_options(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm);
+  const int r = kolo_comm_rank(comm);
+  for (kolo_dtype_t dtype : {KOLO_FLOAT32, KOLO_FLOAT64, KOLO_FLOAT16, KOLO_BFLOAT16}) {
+    for (size_t count : {size_t{1}, size_t{13}, size_t{100000}}) {
+      for (bool in_place : {false, true}) {
+        std::vector<char> send(count * dtype_bytes(dtype)), recv(send.size());
+        for (size_t i = 0; i < count; ++i) store_value(send.data(), i, dtype, double((i + r) % 4));
+        if (in_place) recv = send;
+        kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+        options.prescale = 0.5;
+        options.postscale = 4.0;
+        must(kolo_allreduce_ex(in_place ? recv.data() : send.data(), recv.data(), count, dtype, KOLO_SUM, &options,
+                               comm, nullptr), "allreduce_ex");
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; ++i) {
+          double sum = 0;
+          for (int q = 0; q < p; ++q) sum += double((i + q) % 4);
+          if (load_value(recv.data(), i, dtype) != as_dtype(sum * 2.0, dtype)) ++wrong;
+        }
+        expect(wrong == 0, std::string("allreduce_ex prescale 0.5 postscale 4 ") + dtype_label(dtype) + " count " +
+                               std::to_string(count) + ": " + std::to_string(wrong) + " wrong");
+      }
+    }
+  }
+  // Integer AVG truncates toward zero, for negative sums too.
+  std::vector<int32_t> mine(64), out(64);
+  for (int i = 0; i < 64; ++i) mine[i] = (i % 2 ? -1 : 1) * (i + r);
+  must(kolo_allreduce(mine.data(), out.data(), 64, KOLO_INT32, KOLO_AVG, comm, nullptr), "int avg");
+  bool ok = true;
+  for (int i = 0; i < 64; ++i) {
+    long long sum = 0;
+    for (int q = 0; q < p; ++q) sum += (i % 2 ? -1 : 1) * (i + q);
+    ok &= out[i] == static_cast<int32_t>(sum / p);
+  }
+  expect(ok, "int32 AVG truncates toward zero");
+  // Forcing each algorithm gives the same answer.
+  for (int algo : {KOLO_ALGO_RING, KOLO_ALGO_DIRECT}) {
+    std::vector<float> a(777), b(777);
+    for (int i = 0; i < 777; ++i) a[i] = float((i * 7 + r) % 9);
+    kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+    options.algorithm = algo;
+    must(kolo_allreduce_ex(a.data(), b.data(), 777, KOLO_FLOAT32, KOLO_MAX, &options, comm, nullptr), "forced algo");
+    bool same = true;
+    for (int i = 0; i < 777; ++i) {
+      float m = 0;
+      for (int q = 0; q < p; ++q) m = std::fmax(m, float((i * 7 + q) % 9));
+      same &= b[i] == m;
+    }
+    expect(same, "forced algorithm " + std::to_string(algo));
+  }
+}
+
+void allreduce_check(kolo_comm_t comm, const std::string& what) {
+  const int p = kolo_comm_size(comm);
+  const int r = kolo_comm_rank(comm);
+  std::vector<int64_t> v(1001, r), out(1001);
+  must(kolo_allreduce(v.data(), out.data(), v.size(), KOLO_INT64, KOLO_SUM, comm, nullptr), what);
+  expect(out[0] == int64_t(p) * (p - 1) / 2 && out[1000] == out[0], what + ": wrong sum");
+}
+
+void scenario_split(kolo_comm_t world) {
+  const int p = kolo_comm_size(world);
+  const int r = kolo_comm_rank(world);
+  kolo_comm_t half = nullptr;
+  must(kolo_comm_split(world, r % 2, -r, &half), "split by parity");
+  const int members = (p - r % 2 + 1) / 2;
+  expect(kolo_comm_size(half) == members, "split size");
+  // key = -rank: ranks come in reverse order.
+  int position = 0;
+  for (int q = r + 2; q < p; q += 2) ++position;
+  expect(kolo_comm_rank(half) == position, "split rank order by key");
+  kolo_comm_t none = reinterpret_cast<kolo_comm_t>(1);
+  must(kolo_comm_split(world, r == 0 ? -1 : 0, 0, &none), "split with color -1");
+  expect((r == 0) == (none == nullptr), "color -1 gives NULL");
+  // Communicators used alternately, repeatedly.
+  for (int i = 0; i < 5; ++i) {
+    allreduce_check(half, "half allreduce");
+    allreduce_check(world, "world allreduce");
+    if (none != nullptr) allreduce_check(none, "rest allreduce");
+  }
+  // Concurrent communicators: each thread drives its own communicator.
+  kolo_comm_t dup = nullptr;
+  must(kolo_comm_split(world, 0, r, &dup), "dup");
+  std::thread other([&] {
+    for (int i = 0; i < 20; ++i) allreduce_check(dup, "concurrent dup allreduce");
+  });
+  for (int i = 0; i < 20; ++i) allreduce_check(half, "concurrent half allreduce");
+  other.join();
+  must(kolo_comm_destroy(dup), "destroy dup");
+  if (none != nullptr) must(kolo_comm_destroy(none), "destroy rest");
+  must(kolo_comm_destroy(half), "destroy half");
+  expect(kolo_allreduce(nullptr, nullptr, 0, KOLO_FLOAT32, KOLO_SUM, half, nullptr) == KOLO_ERR_INVALID_USAGE,
+         "destroyed communicator is refused");
+}
+
+void scenario_p2p(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm);
+  const int r = kolo_comm_rank(comm);
+  if (p < 2) return;
+  // Blocking pairs: rank 2k sends to 2k+1, which answers.
+  std::vector<double> buf(70001);
+  int partner = r % 2 == 0 ? r + 1 : r - 1;
+  if (partner < p) {
+    for (int round = 0; round < 3; ++round) {
+      if (r % 2 == 0) {
+        for (size_t i = 0; i < buf.size(); ++i) buf[i] = r * 1000.0 + i + round;
+        must(kolo_send(buf.data(), buf.size(), KOLO_FLOAT64, partner, comm, nullptr), "send");
+        must(kolo_recv(buf.data(), buf.size(), KOLO_FLOAT64, partner, comm, nullptr), "recv answer");
+        expect(buf[5] == partner * 1000.0 + 5 + round, "answer from partner");
+      } else {
+        must(kolo_recv(buf.data(), buf.size(), KOLO_FLOAT64, partner, comm, nullptr), "recv");
+        expect(buf[7] == partner * 1000.0 + 7 + round, "data from partner");
+        for (size_t i = 0; i < buf.size(); ++i) buf[i] = r * 1000.0 + i + round;
+        must(kolo_send(buf.data(), buf.size(), KOLO_FLOAT64, partner, comm, nullptr), "send answer");
+      }
+    }
+  }
+  // A group: everyone exchanges with everyone at once.
+  std::vector<std::vector<int32_t>> out(p), in(p);
+  kolo_group_start();
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    out[q].assign(1000 + q, r * 100 + q);
+    in[q].assign(1000 + r, -1);
+    must(kolo_send(out[q].data(), out[q].size(), KOLO_INT32, q, comm, nullptr), "group send");
+    must(kolo_recv(in[q].data(), in[q].size(), KOLO_INT32, q, comm, nullptr), "group recv");
+  }
+  must(kolo_group_end(), "group end");
+  for (int q = 0; q < p; ++q) {
+    if (q != r) expect(in[q].back() == q * 100 + r, "group exchange from " + std::to_string(q));
+  }
+  for (int i = 0; i < 20; ++i) must(kolo_barrier(comm), "barrier");
+}
+
+void scenario_arguments(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm);
+  float x = 0;
+  auto says = [](kolo_result_t rc, kolo_result_t want, const char* text) {
+    return rc == want && std::strstr(kolo_last_error(), text) != nullptr;
+  };
+  expect(says(kolo_broadcast(&x, &x, 1, KOLO_FLOAT32, p + 2, comm, nullptr), KOLO_ERR_INVALID_ARGUMENT, "root"),
+         "root out of range");
+  expect(says(kolo_send(&x, 1, KOLO_FLOAT32, -1, comm, nullptr), KOLO_ERR_INVALID_ARGUMENT, "peer = -1"),
+         "peer out of range");
+  expect(says(kolo_allreduce(&x, &x, 1, static_cast<kolo_dtype_t>(99), KOLO_SUM, comm, nullptr),
+              KOLO_ERR_INVALID_ARGUMENT, "dtype = 99"), "dtype out of range");
+  expect(says(kolo_allreduce(nullptr, &x, 1, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), KOLO_ERR_INVALID_ARGUMENT, "send"),
+         "null send");
+  // The communicator still works after refused calls.
+  allreduce_check(comm, "after argument errors");
+}
+
+// One rank exits in the middle of a large allreduce; the others must get an error, fast.
+int scenario_fault(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm);
+  const size_t count = size_t{32} << 20;  // 128 MB of float
+  std::vector<float> a(count, 1.0f), b(count);
+  if (r == 1) {
+    std::thread killer([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      std::fprintf(stderr, "rank 1: exiting in the middle of an allreduce\n");
+      std::fflush(stderr);
+      _exit(7);
+    });
+    killer.detach();
+  }
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    kolo_result_t rc = kolo_allreduce(a.data(), b.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
+    if (rc != KOLO_SUCCESS) {
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("rank %d: allreduce failed as expected after %.2f s with %s: %s\n", r, seconds,
+                  kolo_result_string(rc), kolo_last_error());
+      kolo_result_t again = kolo_allreduce(a.data(), b.data(), 1, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
+      std::printf("rank %d: a later call returns %s\n", r, kolo_result_string(again));
+      return again != KOLO_SUCCESS ? 0 : 1;
+    }
+  }
+  std::printf("rank %d: no error seen\n", r);
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: kolo_test_worker collectives|quick|options|split|p2p|arguments|fault\n");
+    return 2;
+  }
+  std::string scenario = argv[1];
+  kolo_comm_t comm = nullptr;
+  must(kolo_init(&comm), "kolo_init");
+  g_rank = kolo_comm_rank(comm);
+  int rc = 0;
+  if (scenario == "collectives") scenario_collectives(comm, false);
+  else if (scenario == "quick") scenario_collectives(comm, true);
+  else if (scenario == "options") scenario_options(comm);
+  else if (scenario == "split") scenario_split(comm);
+  else if (scenario == "p2p") scenario_p2p(comm);
+  else if (scenario == "arguments") scenario_arguments(comm);
+  else if (scenario == "fault") rc = scenario_fault(comm);
+  else {
+    std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
+    return 2;
+  }
+  if (scenario != "fault") must(kolo_comm_destroy(comm), "destroy");
+  if (g_rank == 0 || g_failures > 0) {
+    std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
+  }
+  return g_failures > 0 ? 1 : rc;
+}

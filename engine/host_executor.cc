@@ -45,7 +45,10 @@ class Run {
       while (first_open < s_.steps.size() && state_[first_open] == State::kDone) ++first_open;
       if (first_open == s_.steps.size()) return Status();
       if (fabric_.aborted()) return error(Code::kAborted, "communicator aborted by kolo_comm_abort");
-      KOLO_TRY(fabric_.progress());
+      Status progressed = fabric_.progress();
+      if (!progressed.ok()) {
+        return progressed.with_context(str_cat("rank ", fabric_.rank(), ", ", s_.algorithm, " step ", first_open, ": "));
+      }
       if (changed) continue;
       if (deadline_.expired()) return step_error(first_open, error(Code::kTimeout, "timed out (KOLO_TIMEOUT)"));
       if (any_completed(first_open)) continue;

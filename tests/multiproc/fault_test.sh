@@ -1,21 +1,42 @@
 #!/usr/bin/env bash
-# One rank exits in the middle of a 128 MB allreduce: every other rank must get an error
-# well within KOLO_TIMEOUT (not a hang), and kolorun must exit non-zero.
+# One rank exits in the middle of a 128 MB allreduce.
+# 1. Ranks started without kolorun (rank 0 hosts the store): every surviving rank must
+#    return an error well within KOLO_TIMEOUT, not hang.
+# 2. Under kolorun: kolorun must stop the job and exit non-zero within seconds.
 set -u
 kolorun=$1 worker=$2
-out=$(mktemp)
+out=$(mktemp -d)
+fail() { echo "FAIL: $*"; cat "$out"/* 2>/dev/null; rm -rf "$out"; exit 1; }
+
+export KOLO_TIMEOUT=30 KOLO_SIZE=4 KOLO_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+export KOLO_ADDR=127.0.0.1:$(( 20000 + RANDOM % 20000 ))
 start=$(date +%s)
-KOLO_TIMEOUT=30 timeout 90 "$kolorun" -np 4 "$worker" fault >"$out" 2>&1
-rc=$?
+pids=()
+for r in 0 1 2 3; do
+  KOLO_RANK=$r timeout 90 "$worker" fault >"$out/rank$r.log" 2>&1 &
+  pids+=($!)
+done
+codes=()
+for r in 0 1 2 3; do wait "${pids[$r]}"; codes+=($?); done
 elapsed=$(( $(date +%s) - start ))
-cat "$out"
-fail() { echo "FAIL: $*"; rm -f "$out"; exit 1; }
-[ "$rc" -ne 0 ] || fail "kolorun exited 0 although rank 1 died"
-[ "$rc" -ne 124 ] || fail "the job hung until the outer timeout"
+cat "$out"/rank*.log
+[ "${codes[1]}" -eq 7 ] || fail "rank 1 should have exited with 7, got ${codes[1]}"
 for r in 0 2 3; do
-  grep -q "rank $r: allreduce failed as expected" "$out" || grep -q "^\[$r\] rank $r: allreduce failed as expected" "$out" \
-    || fail "rank $r did not report the error"
+  [ "${codes[$r]}" -eq 0 ] || fail "rank $r exit ${codes[$r]} (124 = hung)"
+  grep -q "rank $r: allreduce failed as expected" "$out/rank$r.log" || fail "rank $r did not report the error"
 done
 [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s, not within KOLO_TIMEOUT"
-echo "fault test passed in ${elapsed}s (kolorun exit $rc)"
-rm -f "$out"
+echo "without kolorun: every surviving rank got an error in ${elapsed}s"
+
+unset KOLO_SIZE KOLO_SECRET KOLO_ADDR
+start=$(date +%s)
+timeout 90 "$kolorun" -np 4 "$worker" fault >"$out/kolorun.log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+tail -5 "$out/kolorun.log"
+[ "$rc" -ne 0 ] || fail "kolorun exited 0 although rank 1 died"
+[ "$rc" -ne 124 ] || fail "kolorun hung until the outer timeout"
+[ "$elapsed" -lt 20 ] || fail "kolorun took ${elapsed}s to stop the job"
+echo "kolorun stopped the job in ${elapsed}s with exit $rc"
+echo "fault test passed"
+rm -rf "$out"

@@ -36,7 +36,7 @@ Status TcpLink::post_send(uint64_t tag, const void* data, size_t bytes, Transfer
 }
 
 Status TcpLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) {
-  if (!failed_.ok()) return failed_;
+  // Frames that arrived before the peer closed are still delivered, so no failed_ check yet.
   req->done = false;
   req->status = Status();
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
@@ -47,6 +47,7 @@ Status TcpLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferReques
     req->done = true;
     return Status();
   }
+  if (!failed_.ok()) return failed_;
   recvs_.push_back(PendingRecv{tag, static_cast<char*>(data), bytes, req});
   return Status();
 }

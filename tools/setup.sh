@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what kolo needs to build and test on Debian/Ubuntu (run as root or with sudo).
+# The CUDA toolkit is optional and not installed here: when nvcc is present (e.g. in
+# /usr/local/cuda) the CUDA kernels are compiled too.
+set -euo pipefail
+packages=(cmake g++ make pkg-config libssl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+          libopenmpi-dev openmpi-bin)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

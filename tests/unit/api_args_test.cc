@@ -1,0 +1,146 @@
+// Argument checks of the C API: each bad argument gives the documented code, and
+// kolo_last_error() names the argument and its value. Uses a one-rank world (no launcher
+// variables), so it runs in-process.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kolo/kolo.h"
+
+namespace {
+
+class ApiArgs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                          "SLURM_PROCID", "SLURM_NTASKS"}) {
+      unsetenv(v);
+    }
+    ASSERT_EQ(kolo_init(&comm_), KOLO_SUCCESS) << kolo_last_error();
+  }
+  void TearDown() override {
+    if (comm_ != nullptr) kolo_comm_destroy(comm_);
+  }
+  // The result is `code` and the last error mentions every fragment.
+  static void expect_error(kolo_result_t got, kolo_result_t code, std::initializer_list<const char*> fragments) {
+    EXPECT_EQ(got, code) << kolo_last_error();
+    for (const char* f : fragments) EXPECT_NE(std::strstr(kolo_last_error(), f), nullptr) << kolo_last_error();
+  }
+  kolo_comm_t comm_ = nullptr;
+  float a_[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  float b_[8] = {};
+};
+
+TEST_F(ApiArgs, OneRankWorld) {
+  EXPECT_EQ(kolo_comm_size(comm_), 1);
+  EXPECT_EQ(kolo_comm_rank(comm_), 0);
+  EXPECT_EQ(kolo_comm_local_size(comm_), 1);
+  EXPECT_EQ(kolo_comm_cross_size(comm_), 1);
+  ASSERT_EQ(kolo_allreduce(a_, b_, 8, KOLO_FLOAT32, KOLO_SUM, comm_, nullptr), KOLO_SUCCESS);
+  EXPECT_EQ(b_[7], 8.0f);
+  EXPECT_EQ(kolo_version(), KOLO_VERSION_CODE);
+}
+
+TEST_F(ApiArgs, NullBuffersWithCount) {
+  expect_error(kolo_allreduce(nullptr, b_, 8, KOLO_FLOAT32, KOLO_SUM, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"kolo_allreduce", "send is NULL", "count 8"});
+  expect_error(kolo_allgather(a_, nullptr, 3, KOLO_FLOAT32, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"recv is NULL", "3"});
+  expect_error(kolo_recv(nullptr, 2, KOLO_FLOAT32, 0, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT, {"peer = 0"});
+}
+
+TEST_F(ApiArgs, ZeroCountIsValidWithNullBuffers) {
+  EXPECT_EQ(kolo_allreduce(nullptr, nullptr, 0, KOLO_FLOAT32, KOLO_SUM, comm_, nullptr), KOLO_SUCCESS);
+  EXPECT_EQ(kolo_broadcast(nullptr, nullptr, 0, KOLO_INT8, 0, comm_, nullptr), KOLO_SUCCESS);
+  EXPECT_EQ(kolo_alltoall(nullptr, nullptr, 0, KOLO_FLOAT64, comm_, nullptr), KOLO_SUCCESS);
+}
+
+TEST_F(ApiArgs, DtypeAndOpOutOfRange) {
+  expect_error(kolo_allreduce(a_, b_, 8, static_cast<kolo_dtype_t>(12), KOLO_SUM, comm_, nullptr),
+               KOLO_ERR_INVALID_ARGUMENT, {"dtype = 12"});
+  expect_error(kolo_allreduce(a_, b_, 8, static_cast<kolo_dtype_t>(-1), KOLO_SUM, comm_, nullptr),
+               KOLO_ERR_INVALID_ARGUMENT, {"dtype = -1"});
+  expect_error(kolo_reduce(a_, b_, 8, KOLO_FLOAT32, static_cast<kolo_op_t>(5), 0, comm_, nullptr),
+               KOLO_ERR_INVALID_ARGUMENT, {"op = 5"});
+}
+
+TEST_F(ApiArgs, RootAndPeerOutOfRange) {
+  expect_error(kolo_broadcast(a_, b_, 8, KOLO_FLOAT32, 1, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"root = 1", "1 ranks"});
+  expect_error(kolo_reduce(a_, b_, 8, KOLO_FLOAT32, KOLO_SUM, -3, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"root = -3"});
+  expect_error(kolo_send(a_, 8, KOLO_FLOAT32, 4, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT, {"peer = 4"});
+}
+
+TEST_F(ApiArgs, BadCommunicators) {
+  expect_error(kolo_allreduce(a_, b_, 8, KOLO_FLOAT32, KOLO_SUM, nullptr, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"comm is NULL"});
+  auto* garbage = reinterpret_cast<kolo_comm_t>(a_);
+  expect_error(kolo_barrier(garbage), KOLO_ERR_INVALID_USAGE, {"not an initialised communicator"});
+  kolo_comm_t gone = comm_;
+  ASSERT_EQ(kolo_comm_destroy(comm_), KOLO_SUCCESS);
+  comm_ = nullptr;
+  expect_error(kolo_allreduce(a_, b_, 8, KOLO_FLOAT32, KOLO_SUM, gone, nullptr), KOLO_ERR_INVALID_USAGE,
+               {"already destroyed"});
+  expect_error(kolo_comm_destroy(gone), KOLO_ERR_INVALID_USAGE, {"kolo_comm_destroy"});
+  EXPECT_EQ(kolo_comm_rank(gone), -1);
+}
+
+TEST_F(ApiArgs, PartialOverlapRefused) {
+  expect_error(kolo_allreduce(a_, a_ + 1, 4, KOLO_FLOAT32, KOLO_SUM, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"overlap"});
+}
+
+TEST_F(ApiArgs, OptionsChecked) {
+  kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+  options.wire_dtype = KOLO_FLOAT16;
+  expect_error(kolo_allreduce_ex(a_, b_, 8, KOLO_FLOAT32, KOLO_SUM, &options, comm_, nullptr), KOLO_ERR_UNSUPPORTED,
+               {"wire_dtype = 6"});
+  options = KOLO_COLL_OPTIONS_INIT;
+  options.algorithm = 9;
+  expect_error(kolo_allreduce_ex(a_, b_, 8, KOLO_FLOAT32, KOLO_SUM, &options, comm_, nullptr),
+               KOLO_ERR_INVALID_ARGUMENT, {"algorithm = 9"});
+  options = KOLO_COLL_OPTIONS_INIT;
+  options.prescale = 2.0;
+  options.postscale = 0.25;
+  ASSERT_EQ(kolo_allreduce_ex(a_, b_, 8, KOLO_FLOAT32, KOLO_SUM, &options, comm_, nullptr), KOLO_SUCCESS);
+  EXPECT_EQ(b_[3], 2.0f);  // 4 * 2 * 0.25
+}
+
+TEST_F(ApiArgs, AllgathervCountsChecked) {
+  size_t counts[1] = {5};
+  size_t displs[1] = {0};
+  expect_error(kolo_allgatherv(a_, 4, b_, counts, displs, KOLO_FLOAT32, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"recvcounts[0] = 5", "sendcount = 4"});
+  expect_error(kolo_allgatherv(a_, 4, b_, nullptr, displs, KOLO_FLOAT32, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"recvcounts is NULL"});
+}
+
+TEST_F(ApiArgs, GroupEndWithoutStart) {
+  expect_error(kolo_group_end(), KOLO_ERR_INVALID_USAGE, {"without kolo_group_start"});
+}
+
+TEST_F(ApiArgs, ResultStrings) {
+  EXPECT_STREQ(kolo_result_string(KOLO_SUCCESS), "success");
+  EXPECT_STREQ(kolo_result_string(KOLO_ERR_TIMEOUT), "timeout");
+  EXPECT_STREQ(kolo_result_string(static_cast<kolo_result_t>(99)), "unknown result code");
+}
+
+TEST(ApiInit, MissingSecretIsRefusedWithAdvice) {
+  setenv("KOLO_RANK", "0", 1);
+  setenv("KOLO_SIZE", "2", 1);
+  setenv("KOLO_ADDR", "127.0.0.1:1", 1);
+  unsetenv("KOLO_SECRET");
+  unsetenv("KOLO_INSECURE");
+  kolo_comm_t comm = nullptr;
+  EXPECT_EQ(kolo_init(&comm), KOLO_ERR_INVALID_USAGE);
+  EXPECT_NE(std::strstr(kolo_last_error(), "KOLO_SECRET is not set"), nullptr) << kolo_last_error();
+  setenv("KOLO_RANK", "2", 1);
+  EXPECT_EQ(kolo_init(&comm), KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(kolo_last_error(), "rank 2"), nullptr) << kolo_last_error();
+  for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR"}) unsetenv(v);
+}
+
+}  // namespace

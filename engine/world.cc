@@ -145,8 +145,10 @@ Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const s
   session->secret = secret;
   Deadline deadline(env_timeout_seconds());
   HostPort target{"127.0.0.1", 0};
-  if (world.store_addr.empty()) {  // one process: a private store on loopback
-    auto server = StoreServer::start("127.0.0.1", 0, secret);
+  if (world.store_addr.empty()) {  // one process: a private store on loopback, own secret
+    session->secret.resize(32);
+    KOLO_TRY(random_bytes(session->secret.data(), session->secret.size()));
+    auto server = StoreServer::start("127.0.0.1", 0, session->secret);
     if (!server.ok()) return server.status();
     session->server = server.take();
     target.port = session->server->port();
@@ -162,7 +164,7 @@ Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const s
       session->server = server.take();
     }
   }
-  auto client = StoreClient::connect(target, secret, deadline);
+  auto client = StoreClient::connect(target, session->secret, deadline);
   if (!client.ok()) {
     return client.status().with_context(str_cat("rank ", world.rank, " cannot reach the store at ",
                                                 target.to_string(), ": "));

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs kolo into a temporary prefix and builds a C program against it twice: with
+# find_package(kolo) and with pkg-config. The program runs a one-rank allreduce.
+set -euo pipefail
+build=$1 source=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+mkdir "$tmp/consumer"
+cat >"$tmp/consumer/main.c" <<'C'
+#include <kolo/kolo.h>
+#include <stdio.h>
+int main(void) {
+  kolo_comm_t comm;
+  if (kolo_init(&comm) != KOLO_SUCCESS) { fprintf(stderr, "%s\n", kolo_last_error()); return 1; }
+  float x = 2, y = 0;
+  if (kolo_allreduce(&x, &y, 1, KOLO_FLOAT32, KOLO_SUM, comm, NULL) != KOLO_SUCCESS || y != 2) return 1;
+  kolo_comm_destroy(comm);
+  puts("consumer ok");
+  return 0;
+}
+C
+cat >"$tmp/consumer/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.25)
+project(consumer C)
+find_package(kolo REQUIRED)
+add_executable(consumer main.c)
+target_link_libraries(consumer kolo::kolo)
+CM
+cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake --build "$tmp/consumer/build" >/dev/null
+LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer/build/consumer"
+export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+cc "$tmp/consumer/main.c" $(pkg-config --cflags --libs kolo) -o "$tmp/consumer/with_pkgconfig"
+LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer/with_pkgconfig"

@@ -59,19 +59,11 @@ void exchange_and_reduce(ScheduleBuilder& b, const PlanContext& ctx, Slice own, 
   reduce_in_order(b, dst, parts, deps);
 }
 
-Schedule single_rank_copy(const CollSpec& spec, size_t bytes, ScaleUse scale) {
-  Schedule sched;
-  sched.algorithm = "direct";
-  ScheduleBuilder b(sched, spec.dtype, spec.op);
-  b.copy({kBufOutput, 0, bytes}, {kBufInput, 0, bytes}, scale);
-  return sched;
-}
-
 }  // namespace
 
 Schedule direct_allreduce(const CollSpec& spec, const PlanContext& ctx) {
   const size_t bytes = spec.bytes();
-  if (ctx.size == 1) return single_rank_copy(spec, bytes, ScaleUse::kBoth);
+  if (ctx.size == 1) return single_rank_copy("direct", spec.dtype, bytes, ScaleUse::kBoth);
   Schedule sched;
   sched.algorithm = "direct";
   ScheduleBuilder b(sched, spec.dtype, spec.op);
@@ -89,7 +81,7 @@ Schedule direct_allreduce(const CollSpec& spec, const PlanContext& ctx) {
 
 Schedule direct_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
   const size_t block = spec.bytes();
-  if (ctx.size == 1) return single_rank_copy(spec, block, ScaleUse::kBoth);
+  if (ctx.size == 1) return single_rank_copy("direct", spec.dtype, block, ScaleUse::kBoth);
   Schedule sched;
   sched.algorithm = "direct";
   ScheduleBuilder b(sched, spec.dtype, spec.op);
@@ -112,7 +104,7 @@ Schedule direct_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
 
 Schedule direct_reduce(const CollSpec& spec, const PlanContext& ctx) {
   const size_t bytes = spec.bytes();
-  if (ctx.size == 1) return single_rank_copy(spec, bytes, ScaleUse::kBoth);
+  if (ctx.size == 1) return single_rank_copy("direct", spec.dtype, bytes, ScaleUse::kBoth);
   Schedule sched;
   sched.algorithm = "direct";
   ScheduleBuilder b(sched, spec.dtype, spec.op);

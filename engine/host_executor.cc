@@ -152,7 +152,12 @@ class Run {
 
 Status execute_schedule(const Schedule& schedule, Fabric& fabric, const std::vector<CallBinding>& calls,
                         char* scratch, const Deadline& deadline) {
-  return Run(schedule, fabric, calls, scratch, deadline).run();
+  Run run(schedule, fabric, calls, scratch, deadline);
+  Status status = run.run();
+  // On failure, links may still hold this run's requests and buffers: close them while the
+  // run is alive, so nothing writes into freed memory later. (The communicator is dead now.)
+  if (!status.ok()) fabric.shutdown();
+  return status;
 }
 
 }  // namespace kolo

@@ -1,6 +1,7 @@
 // Runs a Schedule on host memory: posts sends and receives on the fabric's links as soon
 // as their dependencies are done, runs reduces and copies with the kernels' host
-// functions, and waits with a deadline. Any failure is returned with the step and peer.
+// functions, and waits with a deadline. Any failure is returned with the step and peer,
+// and closes the fabric (the communicator is unusable after a failure).
 #pragma once
 
 #include <cstdint>

@@ -127,6 +127,15 @@ struct Ring {
   }
 };
 
+// Reduce-scatter and reduce accumulate in scratch; with a pre-scale the scaled input is
+// made there once and reduced from there. Returns the source locator and its ready step.
+std::pair<Locator, int> scratch_sources(ScheduleBuilder& b, const CollSpec& spec, const Blocks& blocks, size_t elem,
+                                        size_t total_bytes, size_t accum_base) {
+  if (!spec.prescaled) return {in_buffer(kBufInput, 0, blocks, elem), -1};
+  int ready = b.copy({kBufScratch, accum_base, total_bytes}, {kBufInput, 0, total_bytes}, ScaleUse::kPre);
+  return {in_buffer(kBufScratch, accum_base, blocks, elem), ready};
+}
+
 }  // namespace
 
 Schedule ring_allreduce(const CollSpec& spec, const PlanContext& ctx) {
@@ -135,10 +144,7 @@ Schedule ring_allreduce(const CollSpec& spec, const PlanContext& ctx) {
   ScheduleBuilder b(sched, spec.dtype, spec.op);
   const size_t elem = dtype_size(spec.dtype);
   const size_t bytes = spec.count * elem;
-  if (ctx.size == 1) {
-    b.copy({kBufOutput, 0, bytes}, {kBufInput, 0, bytes}, ScaleUse::kBoth);
-    return sched;
-  }
+  if (ctx.size == 1) return single_rank_copy("ring", spec.dtype, bytes, ScaleUse::kBoth);
   Blocks blocks = partition(spec.count, ctx.size);
   int pieces = pieces_for(blocks.max_count(), elem, ctx.chunk_bytes);
   Ring ring{b, ctx, blocks, elem, pieces};
@@ -163,21 +169,12 @@ Schedule ring_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
   ScheduleBuilder b(sched, spec.dtype, spec.op);
   const size_t elem = dtype_size(spec.dtype);
   const size_t block_bytes = spec.count * elem;
-  if (ctx.size == 1) {
-    b.copy({kBufOutput, 0, block_bytes}, {kBufInput, 0, block_bytes}, ScaleUse::kBoth);
-    return sched;
-  }
+  if (ctx.size == 1) return single_rank_copy("ring", spec.dtype, block_bytes, ScaleUse::kBoth);
   Blocks blocks = uniform(spec.count, ctx.size);
   int pieces = pieces_for(spec.count, elem, ctx.chunk_bytes);
   Ring ring{b, ctx, blocks, elem, pieces};
   const size_t accum_base = b.scratch(block_bytes * ctx.size);
-  int ready = -1;
-  Locator source = in_buffer(kBufInput, 0, blocks, elem);
-  if (spec.prescaled) {
-    ready = b.copy({kBufScratch, accum_base, block_bytes * ctx.size}, {kBufInput, 0, block_bytes * ctx.size},
-                   ScaleUse::kPre);
-    source = in_buffer(kBufScratch, accum_base, blocks, elem);
-  }
+  auto [source, ready] = scratch_sources(b, spec, blocks, elem, block_bytes * ctx.size, accum_base);
   Locator accum = in_buffer(kBufScratch, accum_base, blocks, elem);
   Locator final_dst = [&](int, size_t off, size_t n) { return Slice{kBufOutput, off * elem, n * elem}; };
   std::vector<std::vector<int>> sends;
@@ -191,20 +188,12 @@ Schedule ring_reduce(const CollSpec& spec, const PlanContext& ctx) {
   ScheduleBuilder b(sched, spec.dtype, spec.op);
   const size_t elem = dtype_size(spec.dtype);
   const size_t bytes = spec.count * elem;
-  if (ctx.size == 1) {
-    b.copy({kBufOutput, 0, bytes}, {kBufInput, 0, bytes}, ScaleUse::kBoth);
-    return sched;
-  }
+  if (ctx.size == 1) return single_rank_copy("ring", spec.dtype, bytes, ScaleUse::kBoth);
   Blocks blocks = partition(spec.count, ctx.size);
   int pieces = pieces_for(blocks.max_count(), elem, ctx.chunk_bytes);
   Ring ring{b, ctx, blocks, elem, pieces};
   const size_t accum_base = b.scratch(bytes);
-  int ready = -1;
-  Locator source = in_buffer(kBufInput, 0, blocks, elem);
-  if (spec.prescaled) {
-    ready = b.copy({kBufScratch, accum_base, bytes}, {kBufInput, 0, bytes}, ScaleUse::kPre);
-    source = in_buffer(kBufScratch, accum_base, blocks, elem);
-  }
+  auto [source, ready] = scratch_sources(b, spec, blocks, elem, bytes, accum_base);
   Locator accum = in_buffer(kBufScratch, accum_base, blocks, elem);
   const bool is_root = ctx.rank == spec.root;
   Locator final_dst = is_root ? in_buffer(kBufOutput, 0, blocks, elem) : accum;

@@ -69,6 +69,14 @@ class ScheduleBuilder {
   ReduceOp op_;
 };
 
+// The whole collective on one rank: out = scale(in). Every algorithm's p == 1 case.
+inline Schedule single_rank_copy(const char* algorithm, DType dtype, size_t bytes, ScaleUse scale) {
+  Schedule sched;
+  sched.algorithm = algorithm;
+  ScheduleBuilder(sched, dtype, ReduceOp::kSum).copy({kBufOutput, 0, bytes}, {kBufInput, 0, bytes}, scale);
+  return sched;
+}
+
 // Element range [offset, offset + count) of part `index` when `total` is split into
 // `parts` near-equal parts (the first total % parts parts get one more).
 inline std::pair<size_t, size_t> split_part(size_t total, size_t parts, size_t index) {

@@ -115,6 +115,11 @@ Result<WorldInfo> world_from_environment() {
     return w;
   }
   KOLO_TRY(rank_in_range(w));
+  if (w.size == 1) {  // nobody to meet: a private store, no port, no secret needed
+    w.store_addr.clear();
+    w.host_store = false;
+    return w;
+  }
   if (env_is_set("KOLO_ADDR")) w.store_addr = env_string("KOLO_ADDR");
   if (w.store_addr.empty() && w.size > 1) {
     return error(Code::kInvalidUsage, "rank ", w.rank, " of ", w.size, " (from ", w.source,
@@ -166,8 +171,7 @@ Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const s
   }
   auto client = StoreClient::connect(target, session->secret, deadline);
   if (!client.ok()) {
-    return client.status().with_context(str_cat("rank ", world.rank, " cannot reach the store at ",
-                                                target.to_string(), ": "));
+    return client.status().with_context(str_cat("rank ", world.rank, ": "));
   }
   session->client = client.take();
   return session;

@@ -238,6 +238,29 @@ void scenario_arguments(kolo_comm_t comm) {
   allreduce_check(comm, "after argument errors");
 }
 
+// kolo_get_unique_id on rank 0 (it hosts a second store), the id broadcast over the world,
+// then kolo_comm_init_rank on every rank: the NCCL-style way to make a communicator.
+void scenario_unique_id(kolo_comm_t world) {
+  const int p = kolo_comm_size(world);
+  const int r = kolo_comm_rank(world);
+  kolo_unique_id id{};
+  if (r == 0) must(kolo_get_unique_id(&id), "get unique id");
+  must(kolo_broadcast(&id, &id, sizeof(id), KOLO_UINT8, 0, world, nullptr), "broadcast id");
+  for (int round = 0; round < 2; ++round) {
+    kolo_comm_t comm = nullptr;
+    // Reversed ranks: the communicator's rank 0 is not the process that made the id.
+    must(kolo_comm_init_rank(&comm, p, &id, p - 1 - r), "comm_init_rank");
+    expect(kolo_comm_rank(comm) == p - 1 - r, "rank from comm_init_rank");
+    allreduce_check(comm, "allreduce on a unique-id communicator");
+    must(kolo_comm_destroy(comm), "destroy");
+    if (r == 0) must(kolo_get_unique_id(&id), "second unique id");
+    must(kolo_broadcast(&id, &id, sizeof(id), KOLO_UINT8, 0, world, nullptr), "broadcast second id");
+  }
+  kolo_unique_id bad{};
+  kolo_comm_t comm = nullptr;
+  expect(kolo_comm_init_rank(&comm, p, &bad, r) == KOLO_ERR_INVALID_ARGUMENT, "a zeroed id is refused");
+}
+
 // One rank exits in the middle of a large allreduce; the others must get an error, fast.
 int scenario_fault(kolo_comm_t comm) {
   const int r = kolo_comm_rank(comm);
@@ -272,7 +295,7 @@ int scenario_fault(kolo_comm_t comm) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: kolo_test_worker collectives|quick|options|split|p2p|arguments|fault\n");
+    std::fprintf(stderr, "usage: kolo_test_worker collectives|quick|options|split|p2p|arguments|unique_id|fault\n");
     return 2;
   }
   std::string scenario = argv[1];
@@ -286,6 +309,7 @@ int main(int argc, char** argv) {
   else if (scenario == "split") scenario_split(comm);
   else if (scenario == "p2p") scenario_p2p(comm);
   else if (scenario == "arguments") scenario_arguments(comm);
+  else if (scenario == "unique_id") scenario_unique_id(comm);
   else if (scenario == "fault") rc = scenario_fault(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());

@@ -154,6 +154,10 @@ Status execute_schedule(const Schedule& schedule, Fabric& fabric, const std::vec
                         char* scratch, const Deadline& deadline) {
   Run run(schedule, fabric, calls, scratch, deadline);
   Status status = run.run();
+  if (!status.ok() && fabric.aborted()) {
+    // Our own abort shut the sockets; what the links saw after that is not the cause.
+    status = error(Code::kAborted, "communicator aborted by kolo_comm_abort");
+  }
   // On failure, links may still hold this run's requests and buffers: close them while the
   // run is alive, so nothing writes into freed memory later. (The communicator is dead now.)
   if (!status.ok()) fabric.shutdown();

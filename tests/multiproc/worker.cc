@@ -261,6 +261,30 @@ void scenario_unique_id(kolo_comm_t world) {
   expect(kolo_comm_init_rank(&comm, p, &bad, r) == KOLO_ERR_INVALID_ARGUMENT, "a zeroed id is refused");
 }
 
+// kolo_comm_abort from another thread while a large allreduce runs: this rank's call
+// returns KOLO_ERR_ABORTED, and the others see the failure instead of hanging.
+int scenario_abort(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm);
+  const size_t count = size_t{16} << 20;
+  std::vector<float> a(count, 1.0f), b(count);
+  std::thread aborter;
+  if (r == 0) {
+    aborter = std::thread([comm] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      kolo_comm_abort(comm);
+    });
+  }
+  kolo_result_t rc = KOLO_SUCCESS;
+  for (int i = 0; i < 10000 && rc == KOLO_SUCCESS; ++i) {
+    rc = kolo_allreduce(a.data(), b.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
+  }
+  if (aborter.joinable()) aborter.join();
+  std::printf("rank %d: allreduce returned %s: %s\n", r, kolo_result_string(rc), kolo_last_error());
+  expect(rc != KOLO_SUCCESS, "an error after the abort");
+  if (r == 0) expect(rc == KOLO_ERR_ABORTED, "the aborting rank sees KOLO_ERR_ABORTED");
+  return 0;
+}
+
 // One rank exits in the middle of a large allreduce; the others must get an error, fast.
 int scenario_fault(kolo_comm_t comm) {
   const int r = kolo_comm_rank(comm);
@@ -295,7 +319,7 @@ int scenario_fault(kolo_comm_t comm) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: kolo_test_worker collectives|quick|options|split|p2p|arguments|unique_id|fault\n");
+    std::fprintf(stderr, "usage: kolo_test_worker collectives|quick|options|split|p2p|arguments|unique_id|fault|abort\n");
     return 2;
   }
   std::string scenario = argv[1];
@@ -311,6 +335,7 @@ int main(int argc, char** argv) {
   else if (scenario == "arguments") scenario_arguments(comm);
   else if (scenario == "unique_id") scenario_unique_id(comm);
   else if (scenario == "fault") rc = scenario_fault(comm);
+  else if (scenario == "abort") rc = scenario_abort(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

@@ -199,7 +199,9 @@ Status TcpLink::fail(Status status) {
     in_req_->status = failed_;
     in_req_ = nullptr;
   }
-  fd_.reset();
+  // Shut down, not close: interrupt() may use the descriptor from another thread, so it
+  // stays valid (and is not reused) until the link is destroyed.
+  if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
   return failed_;
 }
 

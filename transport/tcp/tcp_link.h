@@ -23,7 +23,7 @@ class TcpLink final : public Link {
   Status post_send(uint64_t tag, const void* data, size_t bytes, TransferRequest* req) override;
   Status post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) override;
   Status progress() override;
-  int poll_fd() const override { return fd_.get(); }
+  int poll_fd() const override { return failed_.ok() ? fd_.get() : -1; }
   short poll_events() const override;
   bool has_pending() const override { return !sends_.empty() || !recvs_.empty(); }
   void close() override;

@@ -8,9 +8,9 @@ build=${1:-build} np=${2:-2} min=${3:-8} max=${4:-256M} rounds=${5:-2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated OMPI_MCA_btl_vader_single_copy_mechanism=none
 tmp=$(mktemp -d)
 for round in $(seq 1 "$rounds"); do
-  "$build/tools/kolorun/kolorun" --no-prefix -np "$np" "$build/bench/perf/kolo-perf" allreduce -b "$min" -e "$max" -f 4 -n 10 -w 2 -c 1 \
+  "$build/tools/kolorun/kolorun" --no-prefix -np "$np" "$build/bench/perf/kolo-perf" allreduce -b "$min" -e "$max" -f 4 -n 20 -w 5 -c 1 \
     | grep -v '^#' >>"$tmp/kolo"
-  mpirun --oversubscribe -np "$np" "$build/bench/peers/mpi_allreduce_perf" -b "$min" -e "$max" -f 4 -n 10 -w 2 \
+  mpirun --oversubscribe -np "$np" "$build/bench/peers/mpi_allreduce_perf" -b "$min" -e "$max" -f 4 -n 20 -w 5 \
     | grep -v '^#' >>"$tmp/mpi"
 done
 echo "# allreduce float sum, $np ranks, best of $rounds alternating rounds; busbw in GB/s (out-of-place)"

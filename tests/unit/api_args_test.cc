@@ -3,7 +3,10 @@
 // variables), so it runs in-process.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 
@@ -141,6 +144,23 @@ TEST(ApiInit, MissingSecretIsRefusedWithAdvice) {
   EXPECT_EQ(kolo_init(&comm), KOLO_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::strstr(kolo_last_error(), "rank 2"), nullptr) << kolo_last_error();
   for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR"}) unsetenv(v);
+}
+
+TEST(ApiInit, MissingRankTimesOutWithTheRankNamed) {
+  setenv("KOLO_RANK", "0", 1);
+  setenv("KOLO_SIZE", "2", 1);
+  const std::string addr = "127.0.0.1:" + std::to_string(30000 + getpid() % 20000);
+  setenv("KOLO_ADDR", addr.c_str(), 1);  // rank 0 hosts the store there
+  setenv("KOLO_INSECURE", "1", 1);
+  setenv("KOLO_TIMEOUT", "1", 1);
+  kolo_comm_t comm = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  kolo_result_t rc = kolo_init(&comm);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "KOLO_INSECURE", "KOLO_TIMEOUT"}) unsetenv(v);
+  EXPECT_NE(rc, KOLO_SUCCESS);
+  EXPECT_NE(std::strstr(kolo_last_error(), "rank 1"), nullptr) << kolo_last_error();
+  EXPECT_LT(seconds, 5.0);
 }
 
 }  // namespace

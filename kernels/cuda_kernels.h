@@ -7,6 +7,7 @@
 
 #include <cstddef>
 
+#include "kernels/compress.h"
 #include "kernels/dtype.h"
 #include "kernels/host_kernels.h"
 #include "support/status.h"
@@ -21,5 +22,19 @@ Status cuda_reduce_into(void* dst, const void* const* srcs, int nsrcs, size_t co
 // Same contract as scale_copy on the host.
 Status cuda_scale_copy(void* dst, const void* src, size_t count, DType dtype, Scale scale,
                        void* stream);
+
+// Wire compression (kernels/compress.h): same contracts, layout and arithmetic
+// (kernels/compress_math.h) as compress, decompress, decompress_reduce and
+// decompress_reduce_compress on the host, bit for bit. Pointers 16-byte aligned take the
+// vector path; any other alignment (to the element size) works, slower.
+Status cuda_compress(void* wire, const float* src, size_t count, WireFormat fmt, Scale scale,
+                     void* stream);
+Status cuda_decompress(float* dst, const void* wire, size_t count, WireFormat fmt, Scale scale,
+                       void* stream);
+Status cuda_decompress_reduce(float* acc, const void* wire, size_t count, WireFormat fmt,
+                              Scale scale, void* stream);
+Status cuda_decompress_reduce_compress(void* wire_out, const float* acc, const void* wire_in,
+                                       size_t count, WireFormat fmt, Scale scale,
+                                       void* stream);
 
 }  // namespace kolo

@@ -1,0 +1,233 @@
+// Host twins of the CUDA codec kernels (kernels/cuda/compress_kernels.cu). Values are
+// handled a block at a time: for fp8 one scale block (its size a template parameter, so
+// the loops have compile-time trip counts and GCC's -O2 vectoriser takes them), for fp16
+// and bf16 kChunk values. A short last block runs the same code with a run-time count.
+#include "kernels/compress.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/compress_math.h"
+
+namespace kolo {
+namespace {
+
+constexpr size_t kChunk = 256;
+
+// Baseline x86-64 and AVX2 builds of each loop, picked by CPU at load time; no FMA in the
+// list, so no clone can contract a multiply-add and round differently (see host_kernels.cc).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KOLO_CODEC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KOLO_CODEC_CLONES
+#endif
+
+struct CodecArgs {
+  float* fout;        // decompress: dst; decompress_reduce: acc
+  const float* fin;   // compress: src; decompress_reduce(_compress): acc
+  void* wout;         // compress, decompress_reduce_compress
+  const void* win;    // decompress*, decompress_reduce_compress
+  size_t count;
+  size_t scales_offset;
+  float m;
+};
+
+// Values [off, off + n) with n <= kB; the block's scale index is b.
+template <DType W, CodecOp Op, size_t kB>
+__attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_t off, size_t n,
+                                                       size_t b) {
+  using Tr = WireTraits<W>;
+  using Code = typename Tr::Code;
+  using OpTr = CodecOpTraits<Op>;
+  const Code* win = static_cast<const Code*>(a.win) + off;
+  const float* fin = a.fin + off;
+  float v[kB];
+  float in_scale = 0.0f;
+  if constexpr (OpTr::kReadsWire && Tr::kBlocked) {
+    in_scale = reinterpret_cast<const float*>(static_cast<const char*>(a.win) +
+                                              a.scales_offset)[b];
+  }
+  for (size_t j = 0; j < n; ++j) {
+    float dec = 0.0f, f = 0.0f;
+    if constexpr (OpTr::kReadsWire) {
+      if constexpr (Tr::kBlocked) {
+        dec = decode_blocked<Tr>(win[j], in_scale);
+      } else {
+        dec = Tr::decode(win[j]);
+      }
+    }
+    if constexpr (OpTr::kReadsFloat) f = fin[j];
+    v[j] = codec_value<Op>(f, dec, a.m);
+  }
+  if constexpr (OpTr::kWritesWire) {
+    Code* wout = static_cast<Code*>(a.wout) + off;
+    if constexpr (Tr::kBlocked) {
+      uint32_t amax = 0;
+      for (size_t j = 0; j < n; ++j) {
+        const uint32_t x = abs_bits(v[j]);
+        amax = x > amax ? x : amax;
+      }
+      const BlockScale s = block_scale<Tr>(amax);
+      for (size_t j = 0; j < n; ++j) wout[j] = encode_blocked<Tr>(v[j], s.inv);
+      reinterpret_cast<float*>(static_cast<char*>(a.wout) + a.scales_offset)[b] = s.scale;
+    } else {
+      for (size_t j = 0; j < n; ++j) wout[j] = Tr::encode(v[j]);
+    }
+  } else {
+    float* fout = a.fout + off;
+    for (size_t j = 0; j < n; ++j) fout[j] = v[j];
+  }
+}
+
+template <DType W, CodecOp Op, size_t kB>
+KOLO_CODEC_CLONES void codec_loop(const CodecArgs& a) {
+  size_t off = 0, b = 0;
+  for (; a.count - off >= kB; off += kB, ++b) codec_block<W, Op, kB>(a, off, kB, b);
+  if (off < a.count) codec_block<W, Op, kB>(a, off, a.count - off, b);
+}
+
+template <CodecOp Op>
+void codec_dispatch(const CodecArgs& a, WireFormat fmt) {
+  switch (fmt.dtype) {
+    case DType::kFloat16: return codec_loop<DType::kFloat16, Op, kChunk>(a);
+    case DType::kBFloat16: return codec_loop<DType::kBFloat16, Op, kChunk>(a);
+    case DType::kFloat8E4M3:
+      return fmt.block == 128 ? codec_loop<DType::kFloat8E4M3, Op, 128>(a)
+                              : codec_loop<DType::kFloat8E4M3, Op, 256>(a);
+    default:
+      return fmt.block == 128 ? codec_loop<DType::kFloat8E5M2, Op, 128>(a)
+                              : codec_loop<DType::kFloat8E5M2, Op, 256>(a);
+  }
+}
+
+bool is_fp8(DType d) { return d == DType::kFloat8E4M3 || d == DType::kFloat8E5M2; }
+
+struct Range {
+  const char* name;
+  uintptr_t begin;
+  size_t bytes;
+};
+
+template <CodecOp Op>
+Status run(const char* caller, float* fout, const float* fin, void* wout, const void* win,
+           size_t count, WireFormat fmt, Scale scale) {
+  KOLO_TRY(check_codec_args(caller, fout, fin, wout, win, count, fmt, scale));
+  if (count == 0) return Status::ok_status();
+  const CodecArgs a{fout, fin, wout, win, count, wire_scales_offset(fmt, count),
+                    static_cast<float>(scale.factor / static_cast<double>(scale.divisor))};
+  codec_dispatch<Op>(a, fmt);
+  return Status::ok_status();
+}
+
+}  // namespace
+
+size_t wire_scales_offset(WireFormat fmt, size_t count) {
+  return is_fp8(fmt.dtype) ? (count + 15) / 16 * 16 : 0;
+}
+
+size_t wire_bytes(WireFormat fmt, size_t count) {
+  if (!is_fp8(fmt.dtype)) return count * 2;
+  const size_t block = fmt.block > 0 ? static_cast<size_t>(fmt.block) : 1;
+  return wire_scales_offset(fmt, count) + (count + block - 1) / block * sizeof(float);
+}
+
+Status check_codec_args(const char* caller, float* fout, const float* fin, void* wout,
+                        const void* win, size_t count, WireFormat fmt, Scale scale) {
+  const bool fp8 = is_fp8(fmt.dtype);
+  if (!fp8 && fmt.dtype != DType::kFloat16 && fmt.dtype != DType::kBFloat16) {
+    return error(Code::kInvalidArgument, caller, ": wire dtype ", static_cast<int>(fmt.dtype),
+                 " is not half, bfloat16, f8e4m3 or f8e5m2");
+  }
+  if (fp8 && fmt.block != 128 && fmt.block != 256) {
+    return error(Code::kInvalidArgument, caller, ": fp8 block ", fmt.block,
+                 " is neither 128 nor 256");
+  }
+  if (!fp8 && fmt.block != 0) {
+    return error(Code::kInvalidArgument, caller, ": block ", fmt.block, " given for ",
+                 dtype_name(fmt.dtype), ", which has no block scales (pass 0)");
+  }
+  if (!std::isfinite(scale.factor)) {
+    return error(Code::kInvalidArgument, caller, ": scale factor ", scale.factor,
+                 " is not finite");
+  }
+  if (scale.divisor < 1) {
+    return error(Code::kInvalidArgument, caller, ": scale divisor ", scale.divisor,
+                 " must be >= 1");
+  }
+  if (count == 0) return Status::ok_status();
+  if (count > SIZE_MAX / 8) {
+    return error(Code::kInvalidArgument, caller, ": count ", count,
+                 " overflows the address space");
+  }
+  const size_t wire_align = fp8 ? 4 : 2;
+  const Range ranges[4] = {
+      {"dst", reinterpret_cast<uintptr_t>(fout), count * sizeof(float)},
+      {"src", reinterpret_cast<uintptr_t>(fin), count * sizeof(float)},
+      {"wire_out", reinterpret_cast<uintptr_t>(wout), wire_bytes(fmt, count)},
+      {"wire_in", reinterpret_cast<uintptr_t>(win), wire_bytes(fmt, count)},
+  };
+  const bool used[4] = {fout != nullptr, fin != nullptr, wout != nullptr, win != nullptr};
+  for (int i = 0; i < 4; ++i) {
+    if (!used[i]) continue;
+    const size_t align = i < 2 ? sizeof(float) : wire_align;
+    if (ranges[i].begin % align != 0) {
+      return error(Code::kInvalidArgument, caller, ": ", ranges[i].name, " ",
+                   reinterpret_cast<const void*>(ranges[i].begin), " is not aligned to ",
+                   align, " bytes");
+    }
+    for (int k = 0; k < i; ++k) {
+      if (!used[k]) continue;
+      // Exact aliasing of two buffers of the same kind is in place (acc, or a wire chunk
+      // re-encoded where it arrived); element i only ever reads and writes element i.
+      const bool same_kind = (i < 2) == (k < 2);
+      if (same_kind && ranges[i].begin == ranges[k].begin) continue;
+      if (ranges[i].begin < ranges[k].begin + ranges[k].bytes &&
+          ranges[k].begin < ranges[i].begin + ranges[i].bytes) {
+        return error(Code::kInvalidArgument, caller, ": ", ranges[i].name, " ",
+                     reinterpret_cast<const void*>(ranges[i].begin), " overlaps ",
+                     ranges[k].name, " ", reinterpret_cast<const void*>(ranges[k].begin));
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
+Status compress(void* wire, const float* src, size_t count, WireFormat fmt, Scale scale) {
+  if (count > 0 && (wire == nullptr || src == nullptr)) {
+    return error(Code::kInvalidArgument, "compress: ", wire == nullptr ? "wire" : "src",
+                 " is null with count ", count);
+  }
+  return run<CodecOp::kCompress>("compress", nullptr, src, wire, nullptr, count, fmt, scale);
+}
+
+Status decompress(float* dst, const void* wire, size_t count, WireFormat fmt, Scale scale) {
+  if (count > 0 && (wire == nullptr || dst == nullptr)) {
+    return error(Code::kInvalidArgument, "decompress: ", wire == nullptr ? "wire" : "dst",
+                 " is null with count ", count);
+  }
+  return run<CodecOp::kDecompress>("decompress", dst, nullptr, nullptr, wire, count, fmt,
+                                   scale);
+}
+
+Status decompress_reduce(float* acc, const void* wire, size_t count, WireFormat fmt,
+                         Scale scale) {
+  if (count > 0 && (wire == nullptr || acc == nullptr)) {
+    return error(Code::kInvalidArgument, "decompress_reduce: ",
+                 wire == nullptr ? "wire" : "acc", " is null with count ", count);
+  }
+  return run<CodecOp::kDecompressReduce>("decompress_reduce", acc, acc, nullptr, wire, count,
+                                         fmt, scale);
+}
+
+Status decompress_reduce_compress(void* wire_out, const float* acc, const void* wire_in,
+                                  size_t count, WireFormat fmt, Scale scale) {
+  if (count > 0 && (wire_out == nullptr || acc == nullptr || wire_in == nullptr)) {
+    return error(Code::kInvalidArgument, "decompress_reduce_compress: ",
+                 wire_out == nullptr ? "wire_out" : (acc == nullptr ? "acc" : "wire_in"),
+                 " is null with count ", count);
+  }
+  return run<CodecOp::kDecompressReduceCompress>("decompress_reduce_compress", nullptr, acc,
+                                                 wire_out, wire_in, count, fmt, scale);
+}
+
+}  // namespace kolo

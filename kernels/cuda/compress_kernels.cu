@@ -1,0 +1,247 @@
+// CUDA codec kernels: the device twins of kernels/compress.cc. The math is
+// kernels/compress_math.h; nothing numeric is defined here.
+//
+// Work is cut into units of 16 wire bytes (8 fp16/bf16 values, 16 fp8 values), one unit
+// per thread per grid-stride step: one 16-byte load or store of codes and two or four
+// 16-byte loads or stores of fp32. An fp8 block of 128 (256) values is 8 (16) units held by
+// 8 (16) consecutive lanes of one warp, which find the block's amax with shuffles. When
+// any pointer is not 16-byte aligned, or for the units around the end of the buffer, the
+// same code loads and stores element by element instead.
+//
+// One kernel per (wire dtype, op): 16 in all, to keep nvcc time small for two archs. The
+// block size and the vector flag are run-time values, uniform across the grid.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/compress.h"
+#include "kernels/compress_math.h"
+#include "kernels/cuda_kernels.h"
+
+namespace kolo {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr size_t kMaxBlocks = size_t{1} << 20;
+
+struct CodecArgs {
+  float* fout;
+  const float* fin;
+  void* wout;
+  const void* win;
+  const float* scales_in;
+  float* scales_out;
+  size_t count;
+  int block;        // fp8 values per scale: 128 or 256
+  int block_shift;  // log2(block): a shift, not a 64-bit division, per unit
+  float m;
+  bool vec;   // every pointer 16-byte aligned
+};
+
+template <class Code>
+union CodePack {
+  static constexpr int kCount = 16 / sizeof(Code);
+  uint4 bits;
+  Code code[kCount];
+};
+
+template <DType W, CodecOp Op>
+__global__ void __launch_bounds__(kThreads) codec_kernel(CodecArgs a) {
+  using Tr = WireTraits<W>;
+  using Code = typename Tr::Code;
+  using OpTr = CodecOpTraits<Op>;
+  using Pack = CodePack<Code>;
+  constexpr int kUnit = Pack::kCount;
+  const size_t nunits = (a.count + kUnit - 1) / kUnit;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const unsigned lane = threadIdx.x % 32;
+  const int group = Tr::kBlocked ? a.block / kUnit : 1;
+
+  // The loop bound is the warp's first unit, so all 32 lanes run the same iterations and
+  // can shuffle together; lanes past the end carry zeros and store nothing.
+  for (size_t u = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       u - lane < nunits; u += stride) {
+    const size_t e0 = u * kUnit;
+    const bool active = u < nunits;
+    const bool whole = active && e0 + kUnit <= a.count;
+    const bool vec = a.vec && whole;
+    int n = 0;  // values of this unit inside the buffer
+    if (active) n = whole ? kUnit : static_cast<int>(a.count - e0);
+
+    float dec[kUnit] = {};  // operands an op does not read stay 0 (and are folded away)
+    if constexpr (OpTr::kReadsWire) {
+      Pack in;
+      const Code* win = static_cast<const Code*>(a.win);
+      if (vec) {
+        in.bits = reinterpret_cast<const uint4*>(win + e0)[0];
+      } else {
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) in.code[e] = e < n ? win[e0 + e] : Code(0);
+      }
+      if constexpr (Tr::kBlocked) {
+        const float s = active ? a.scales_in[e0 >> a.block_shift] : 0.0f;
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) dec[e] = decode_blocked<Tr>(in.code[e], s);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) dec[e] = Tr::decode(in.code[e]);
+      }
+    }
+    float f[kUnit] = {};
+    if constexpr (OpTr::kReadsFloat) {
+      if (vec) {
+#pragma unroll
+        for (int q = 0; q < kUnit / 4; ++q) {
+          const float4 x = reinterpret_cast<const float4*>(a.fin + e0)[q];
+          f[4 * q] = x.x;
+          f[4 * q + 1] = x.y;
+          f[4 * q + 2] = x.z;
+          f[4 * q + 3] = x.w;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) f[e] = e < n ? a.fin[e0 + e] : 0.0f;
+      }
+    }
+    float v[kUnit];
+#pragma unroll
+    for (int e = 0; e < kUnit; ++e) v[e] = codec_value<Op>(f[e], dec[e], a.m);
+
+    if constexpr (OpTr::kWritesWire) {
+      Pack out;
+      if constexpr (Tr::kBlocked) {
+        uint32_t amax = 0;
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) {
+          const uint32_t x = e < n ? abs_bits(v[e]) : 0u;
+          amax = x > amax ? x : amax;
+        }
+        // Lanes of one block are group-aligned (blockDim and stride are multiples of 32).
+        for (int off = group / 2; off > 0; off /= 2) {
+          const uint32_t other = __shfl_xor_sync(0xffffffffu, amax, off);
+          amax = other > amax ? other : amax;
+        }
+        const BlockScale s = block_scale<Tr>(amax);
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) out.code[e] = encode_blocked<Tr>(v[e], s.inv);
+        if (active && lane % group == 0) a.scales_out[e0 >> a.block_shift] = s.scale;
+      } else {
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) out.code[e] = Tr::encode(v[e]);
+      }
+      Code* wout = static_cast<Code*>(a.wout);
+      if (vec) {
+        reinterpret_cast<uint4*>(wout + e0)[0] = out.bits;
+      } else {
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) {
+          if (e < n) wout[e0 + e] = out.code[e];
+        }
+      }
+    } else {
+      if (vec) {
+#pragma unroll
+        for (int q = 0; q < kUnit / 4; ++q) {
+          reinterpret_cast<float4*>(a.fout + e0)[q] =
+              make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < kUnit; ++e) {
+          if (e < n) a.fout[e0 + e] = v[e];
+        }
+      }
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+using KernelFn = void (*)(CodecArgs);
+
+template <CodecOp Op>
+KernelFn pick(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16: return &codec_kernel<DType::kFloat16, Op>;
+    case DType::kBFloat16: return &codec_kernel<DType::kBFloat16, Op>;
+    case DType::kFloat8E4M3: return &codec_kernel<DType::kFloat8E4M3, Op>;
+    default: return &codec_kernel<DType::kFloat8E5M2, Op>;
+  }
+}
+
+template <CodecOp Op>
+Status launch(const char* caller, float* fout, const float* fin, void* wout, const void* win,
+              size_t count, WireFormat fmt, Scale scale, void* stream) {
+  KOLO_TRY(check_codec_args(caller, fout, fin, wout, win, count, fmt, scale));
+  if (count == 0) return Status::ok_status();
+  const size_t soff = wire_scales_offset(fmt, count);
+  CodecArgs a{};
+  a.fout = fout;
+  a.fin = fin;
+  a.wout = wout;
+  a.win = win;
+  a.scales_in = win ? reinterpret_cast<const float*>(static_cast<const char*>(win) + soff)
+                    : nullptr;
+  a.scales_out = wout ? reinterpret_cast<float*>(static_cast<char*>(wout) + soff) : nullptr;
+  a.count = count;
+  a.block = fmt.block;
+  a.block_shift = fmt.block == 256 ? 8 : 7;
+  a.m = static_cast<float>(scale.factor / static_cast<double>(scale.divisor));
+  a.vec = (!fout || aligned16(fout)) && (!fin || aligned16(fin)) && (!wout || aligned16(wout)) &&
+          (!win || aligned16(win));
+  const size_t unit = 16 / dtype_size(fmt.dtype);
+  const size_t nunits = (count + unit - 1) / unit;
+  size_t blocks = (nunits + kThreads - 1) / kThreads;
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  pick<Op>(fmt.dtype)<<<static_cast<unsigned>(blocks), kThreads, 0,
+                        static_cast<cudaStream_t>(stream)>>>(a);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    return error(Code::kSystem, caller, ": kernel launch failed: ", cudaGetErrorName(err), " (",
+                 cudaGetErrorString(err), ")");
+  }
+  return Status::ok_status();
+}
+
+Status null_error(const char* caller, const char* name, size_t count) {
+  return error(Code::kInvalidArgument, caller, ": ", name, " is null with count ", count);
+}
+
+}  // namespace
+
+Status cuda_compress(void* wire, const float* src, size_t count, WireFormat fmt, Scale scale,
+                     void* stream) {
+  constexpr const char* kCaller = "cuda_compress";
+  if (count > 0 && (!wire || !src)) return null_error(kCaller, !wire ? "wire" : "src", count);
+  return launch<CodecOp::kCompress>(kCaller, nullptr, src, wire, nullptr, count, fmt, scale,
+                                    stream);
+}
+
+Status cuda_decompress(float* dst, const void* wire, size_t count, WireFormat fmt, Scale scale,
+                       void* stream) {
+  constexpr const char* kCaller = "cuda_decompress";
+  if (count > 0 && (!wire || !dst)) return null_error(kCaller, !wire ? "wire" : "dst", count);
+  return launch<CodecOp::kDecompress>(kCaller, dst, nullptr, nullptr, wire, count, fmt, scale,
+                                      stream);
+}
+
+Status cuda_decompress_reduce(float* acc, const void* wire, size_t count, WireFormat fmt,
+                              Scale scale, void* stream) {
+  constexpr const char* kCaller = "cuda_decompress_reduce";
+  if (count > 0 && (!wire || !acc)) return null_error(kCaller, !wire ? "wire" : "acc", count);
+  return launch<CodecOp::kDecompressReduce>(kCaller, acc, acc, nullptr, wire, count, fmt,
+                                            scale, stream);
+}
+
+Status cuda_decompress_reduce_compress(void* wire_out, const float* acc, const void* wire_in,
+                                       size_t count, WireFormat fmt, Scale scale,
+                                       void* stream) {
+  constexpr const char* kCaller = "cuda_decompress_reduce_compress";
+  if (count > 0 && (!wire_out || !acc || !wire_in)) {
+    return null_error(kCaller, !wire_out ? "wire_out" : (!acc ? "acc" : "wire_in"), count);
+  }
+  return launch<CodecOp::kDecompressReduceCompress>(kCaller, nullptr, acc, wire_out, wire_in,
+                                                    count, fmt, scale, stream);
+}
+
+}  // namespace kolo

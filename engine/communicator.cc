@@ -1,13 +1,18 @@
 #include "engine/communicator.h"
 
 #include <algorithm>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "engine/algorithms.h"
 #include "engine/host_executor.h"
 #include "support/env.h"
 #include "support/log.h"
+#include "topology/discover.h"
 #include "topology/host_identity.h"
+#include "topology/json_format.h"
+#include "topology/render.h"
 #include "transport/tcp/tcp_mesh.h"
 
 namespace kolo {
@@ -39,6 +44,15 @@ std::string spec_key(const CollSpec& spec, size_t chunk_bytes) {
   return key.str();
 }
 
+// Discovery runs once per process: every communicator (splits too) shares the result.
+Result<HostTopology> this_host_topology() {
+  static std::mutex mutex;
+  static std::optional<Result<HostTopology>> cached;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!cached) cached.emplace(host_topology());
+  return *cached;
+}
+
 bool is_empty(const CollSpec& spec) {
   if (spec.kind == CollKind::kBarrier) return false;
   if (spec.kind == CollKind::kAllgatherv) {
@@ -59,6 +73,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   if (chunk.ok() && chunk.value() >= 1024) comm->chunk_bytes_ = static_cast<size_t>(chunk.value());
   Deadline deadline(env_timeout_seconds());
   KOLO_TRY(comm->exchange_hosts(deadline));
+  KOLO_TRY(comm->exchange_topology(deadline));
   KOLO_TRY(comm->connect(deadline));
   comm->send_seq_.assign(comm->size(), 0);
   comm->recv_seq_.assign(comm->size(), 0);
@@ -86,7 +101,10 @@ Status Communicator::exchange_hosts(const Deadline& deadline) {
   local_size_ = 0;
   std::vector<int> local_rank_of(id_.size);
   std::map<std::string, int> seen;
+  std::map<std::string, int> host_index;
+  host_of_rank_.assign(id_.size, 0);
   for (int r = 0; r < id_.size; ++r) {
+    host_of_rank_[r] = host_index.emplace(hosts[r], static_cast<int>(host_index.size())).first->second;
     local_rank_of[r] = seen[hosts[r]]++;
     if (hosts[r] == hosts[id_.rank]) {
       if (r < id_.rank) ++local_rank_;
@@ -99,6 +117,32 @@ Status Communicator::exchange_hosts(const Deadline& deadline) {
     if (local_rank_of[r] != local_rank_) continue;
     if (r < id_.rank) ++cross_rank_;
     ++cross_size_;
+  }
+  return Status();
+}
+
+Status Communicator::exchange_topology(const Deadline& deadline) {
+  StoreClient& store = *store_->client;
+  // The first rank of each host discovers (or reads KOLO_TOPO_FILE) and publishes it.
+  if (local_rank_ == 0) {
+    Result<HostTopology> mine = this_host_topology();
+    if (!mine.ok()) return mine.status();
+    KOLO_TRY(store.set(str_cat(id_.prefix, "/topo/", host_of_rank_[id_.rank]), topology_to_json(mine.value()), deadline));
+  }
+  int hosts = host_of_rank_.empty() ? 0 : *std::max_element(host_of_rank_.begin(), host_of_rank_.end()) + 1;
+  topology_.hosts.clear();
+  for (int h = 0; h < hosts; ++h) {
+    Result<std::string> text = store.get(str_cat(id_.prefix, "/topo/", h), deadline);
+    if (!text.ok()) return text.status().with_context(str_cat("waiting for the topology of host ", h, ": "));
+    // Another process wrote it: parse it as the untrusted input it is.
+    Result<HostTopology> topo = topology_from_json(text.value());
+    if (!topo.ok()) return topo.status().with_context(str_cat("topology of host ", h, ": "));
+    topology_.hosts.push_back(topo.take());
+  }
+  if (id_.rank == 0) {
+    for (int h = 0; h < hosts; ++h) {
+      log_info(Subsys::kTopo, "host ", h, " ", topology_one_line(topology_.hosts[h]));
+    }
   }
   return Status();
 }

@@ -13,6 +13,7 @@
 #include "engine/collective.h"
 #include "engine/schedule.h"
 #include "support/status.h"
+#include "topology/graph.h"
 #include "transport/bootstrap/store.h"
 #include "transport/fabric.h"
 
@@ -43,6 +44,10 @@ class Communicator {
   int local_size() const { return local_size_; }
   int cross_rank() const { return cross_rank_; }
   int cross_size() const { return cross_size_; }
+  // Every host's topology, gathered at creation (hosts in the order of their first rank),
+  // for the planner; host_of(rank) indexes topology().hosts.
+  const ClusterTopology& topology() const { return topology_; }
+  int host_of(int rank) const { return host_of_rank_[rank]; }
 
   // Runs one call, or several together (a group); blocks until done.
   Status run(const CollCall& call);
@@ -56,6 +61,7 @@ class Communicator {
   Communicator(std::shared_ptr<StoreSession> store, CommIdentity id) : store_(std::move(store)), id_(std::move(id)) {}
   Status connect(const Deadline& deadline);
   Status exchange_hosts(const Deadline& deadline);
+  Status exchange_topology(const Deadline& deadline);
   const Schedule& schedule_for(const CollSpec& spec);
   uint64_t next_tag_base(const CollSpec& spec);
   Status fail(Status status);
@@ -63,6 +69,8 @@ class Communicator {
   std::shared_ptr<StoreSession> store_;
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
+  std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts
+  ClusterTopology topology_;
   std::unique_ptr<Fabric> fabric_;
   std::mutex run_mutex_;  // one call at a time per communicator
   Status failed_;

@@ -16,7 +16,7 @@ const std::vector<EnvVar>& env_table() {
       {"KOLO_TRANSPORTS", "", "comma-separated transports allowed (tcp); empty = automatic"},
       {"KOLO_SOCKET_IFNAME", "", "network interface for data connections (e.g. eth0); empty = the interface that reaches the store"},
       {"KOLO_CHUNK_BYTES", "1048576", "pipeline chunk size in bytes for ring algorithms"},
-      {"KOLO_TOPO_FILE", "", "read the topology from this JSON file instead of discovering it"},
+      {"KOLO_TOPO_FILE", "", "read the topology from this kolo JSON or NCCL topology XML file instead of discovering it"},
       {"KOLO_TOPO_DUMP_FILE", "", "write the discovered topology to this JSON file"},
       {"KOLO_FUSION_THRESHOLD", "134217728", "tensor fusion buffer size in bytes (0 = no fusion)"},
       {"KOLO_CYCLE_TIME", "1", "engine cycle time in milliseconds"},

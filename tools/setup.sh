@@ -4,7 +4,9 @@
 # /usr/local/cuda) the CUDA kernels are compiled too.
 set -euo pipefail
 packages=(cmake g++ make pkg-config libssl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin libhwloc-dev libpugixml-dev)
+# Optional, not needed to build or test: graphviz (kolo-topo --png), clang and
+# libclang-rt-14-dev (the `fuzz` preset).
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

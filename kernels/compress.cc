@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/compress_math.h"
+#include "kernels/host_kernels.h"
 
 namespace kolo {
 namespace {
@@ -146,14 +147,7 @@ Status check_codec_args(const char* caller, float* fout, const float* fin, void*
     return error(Code::kInvalidArgument, caller, ": block ", fmt.block, " given for ",
                  dtype_name(fmt.dtype), ", which has no block scales (pass 0)");
   }
-  if (!std::isfinite(scale.factor)) {
-    return error(Code::kInvalidArgument, caller, ": scale factor ", scale.factor,
-                 " is not finite");
-  }
-  if (scale.divisor < 1) {
-    return error(Code::kInvalidArgument, caller, ": scale divisor ", scale.divisor,
-                 " must be >= 1");
-  }
+  KOLO_TRY(check_scale(caller, scale));
   if (count == 0) return Status::ok_status();
   if (count > SIZE_MAX / 8) {
     return error(Code::kInvalidArgument, caller, ": count ", count,

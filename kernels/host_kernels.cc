@@ -169,6 +169,18 @@ void copy_bytes(void* dst, const void* src, size_t count, DType dtype) {
 
 }  // namespace
 
+Status check_scale(const char* caller, Scale scale) {
+  if (!std::isfinite(scale.factor)) {
+    return error(Code::kInvalidArgument, caller, ": scale factor ", scale.factor,
+                 " is not finite");
+  }
+  if (scale.divisor < 1) {
+    return error(Code::kInvalidArgument, caller, ": scale divisor ", scale.divisor,
+                 " must be >= 1");
+  }
+  return Status::ok_status();
+}
+
 Status check_reduce_args(const char* caller, const void* dst, const void* const* srcs,
                          int nsrcs, size_t count, DType dtype, ReduceOp op, Scale scale) {
   const int dtype_value = static_cast<int>(dtype);
@@ -189,14 +201,7 @@ Status check_reduce_args(const char* caller, const void* dst, const void* const*
     return error(Code::kInvalidArgument, caller, ": nsrcs ", nsrcs, " is outside 1..",
                  kMaxReduceInputs);
   }
-  if (!std::isfinite(scale.factor)) {
-    return error(Code::kInvalidArgument, caller, ": scale factor ", scale.factor,
-                 " is not finite");
-  }
-  if (scale.divisor < 1) {
-    return error(Code::kInvalidArgument, caller, ": scale divisor ", scale.divisor,
-                 " must be >= 1");
-  }
+  KOLO_TRY(check_scale(caller, scale));
   if (count == 0) return Status::ok_status();
 
   const size_t elem = dtype_size(dtype);

@@ -21,6 +21,9 @@ Status reduce_into(void* dst, const void* const* srcs, int nsrcs, size_t count, 
 // dst[i] = scale(src[i]); a plain copy when scale is the identity. dst may equal src.
 Status scale_copy(void* dst, const void* src, size_t count, DType dtype, Scale scale);
 
+// kInvalidArgument naming caller and value unless the factor is finite and divisor >= 1.
+Status check_scale(const char* caller, Scale scale);
+
 // The argument checks shared by reduce_into and the CUDA launchers, so both reject the
 // same calls with the same words. caller names the function in the message. Checks nsrcs,
 // dtype, op (kAvg is rejected), scale (finite factor, divisor >= 1) always; with

@@ -103,8 +103,14 @@ struct Ring {
         if (last) finals[j] = reduce_at[seq];
       }
     }
+    // Every reduce reaches the ones `slots` earlier through its receive (slot reuse), so
+    // the last `slots` reduces are, transitively, after all reads of the source.
+    last_reduces.assign(reduce_at.end() - std::min<size_t>(reduce_at.size(), slots), reduce_at.end());
     return finals;
   }
+
+  // After reduce_scatter: steps after which no reduce reads its source any more.
+  std::vector<int> last_reduces{};
 
   // Allgather phase over `out`: own block is ready after ready[j]; a receive into a
   // block waits for `war[s][j]` (a send that still reads the same memory).
@@ -202,8 +208,12 @@ Schedule ring_reduce(const CollSpec& spec, const PlanContext& ctx) {
   // Gather the finished blocks at the root, one message per rank.
   const uint32_t gather_tag = static_cast<uint32_t>((ctx.size - 1) * pieces);
   if (is_root) {
+    // In place, the gathered blocks overwrite the input: only after every local read of it
+    // (the first sends and all reduces), not merely after the peers' messages imply it.
+    std::vector<int> gather_after = ring.last_reduces;
+    for (int j = 0; j < pieces; ++j) gather_after.push_back(sends[0][j]);
     for (int c = 0; c < ctx.size; ++c) {
-      if (c != ctx.rank) b.recv(c, gather_tag, final_dst(c, 0, blocks.count[c]));
+      if (c != ctx.rank) b.recv(c, gather_tag, final_dst(c, 0, blocks.count[c]), gather_after);
     }
   } else {
     b.send(spec.root, gather_tag, final_dst(ctx.rank, 0, blocks.count[ctx.rank]), finals);

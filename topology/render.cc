@@ -88,19 +88,25 @@ int level(NodeKind kind) {
   return 0;
 }
 
-}  // namespace
-
-std::string topology_summary(const HostTopology& topo) {
-  PathTable paths(topo);
-  std::string out = str_cat("host ", topo.host, (topo.sources.empty() ? "" : " (from " + topo.sources + ")"), "\n");
-  std::vector<int> cpus = topo.of_kind(NodeKind::kCpu);
+// Sockets and cores over the CPU (NUMA) nodes.
+std::pair<size_t, int> count_cpus(const HostTopology& topo, const std::vector<int>& cpus) {
   std::set<int> sockets;
   int cores = 0;
   for (int c : cpus) {
     sockets.insert(topo.node(c).socket);
     cores += topo.node(c).cores;
   }
-  out += str_cat("CPUs: ", sockets.size(), " socket(s), ", cpus.size(), " NUMA node(s), ", cores, " cores\n");
+  return {sockets.size(), cores};
+}
+
+}  // namespace
+
+std::string topology_summary(const HostTopology& topo) {
+  PathTable paths(topo);
+  std::string out = str_cat("host ", topo.host, (topo.sources.empty() ? "" : " (from " + topo.sources + ")"), "\n");
+  std::vector<int> cpus = topo.of_kind(NodeKind::kCpu);
+  auto [sockets, cores] = count_cpus(topo, cpus);
+  out += str_cat("CPUs: ", sockets, " socket(s), ", cpus.size(), " NUMA node(s), ", cores, " cores\n");
   for (int c : cpus) {
     const TopoNode& n = topo.node(c);
     out += str_cat("  ", pad(n.name, 8), "NUMA ", n.index, ", socket ", n.socket, ", ", n.cores, " cores",
@@ -138,13 +144,8 @@ std::string topology_summary(const HostTopology& topo) {
 
 std::string topology_one_line(const HostTopology& topo) {
   std::vector<int> cpus = topo.of_kind(NodeKind::kCpu);
-  std::set<int> sockets;
-  int cores = 0;
-  for (int c : cpus) {
-    sockets.insert(topo.node(c).socket);
-    cores += topo.node(c).cores;
-  }
-  std::string out = str_cat(topo.host, ": ", sockets.size(), " socket(s), ", cpus.size(), " NUMA, ", cores, " cores");
+  auto [sockets, cores] = count_cpus(topo, cpus);
+  std::string out = str_cat(topo.host, ": ", sockets, " socket(s), ", cpus.size(), " NUMA, ", cores, " cores");
   std::vector<int> gpus = topo.of_kind(NodeKind::kGpu);
   if (!gpus.empty()) {
     const TopoNode& g = topo.node(gpus[0]);

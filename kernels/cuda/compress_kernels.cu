@@ -16,6 +16,7 @@
 
 #include "kernels/compress.h"
 #include "kernels/compress_math.h"
+#include "kernels/cuda/vector_pack.cuh"
 #include "kernels/cuda_kernels.h"
 
 namespace kolo {
@@ -38,20 +39,13 @@ struct CodecArgs {
   bool vec;   // every pointer 16-byte aligned
 };
 
-template <class Code>
-union CodePack {
-  static constexpr int kCount = 16 / sizeof(Code);
-  uint4 bits;
-  Code code[kCount];
-};
-
 template <DType W, CodecOp Op>
 __global__ void __launch_bounds__(kThreads) codec_kernel(CodecArgs a) {
   using Tr = WireTraits<W>;
   using Code = typename Tr::Code;
   using OpTr = CodecOpTraits<Op>;
-  using Pack = CodePack<Code>;
-  constexpr int kUnit = Pack::kCount;
+  using CodePack = Pack<Code>;
+  constexpr int kUnit = CodePack::kCount;
   const size_t nunits = (a.count + kUnit - 1) / kUnit;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const unsigned lane = threadIdx.x % 32;
@@ -70,21 +64,21 @@ __global__ void __launch_bounds__(kThreads) codec_kernel(CodecArgs a) {
 
     float dec[kUnit] = {};  // operands an op does not read stay 0 (and are folded away)
     if constexpr (OpTr::kReadsWire) {
-      Pack in;
+      CodePack in;
       const Code* win = static_cast<const Code*>(a.win);
       if (vec) {
         in.bits = reinterpret_cast<const uint4*>(win + e0)[0];
       } else {
 #pragma unroll
-        for (int e = 0; e < kUnit; ++e) in.code[e] = e < n ? win[e0 + e] : Code(0);
+        for (int e = 0; e < kUnit; ++e) in.elem[e] = e < n ? win[e0 + e] : Code(0);
       }
       if constexpr (Tr::kBlocked) {
         const float s = active ? a.scales_in[e0 >> a.block_shift] : 0.0f;
 #pragma unroll
-        for (int e = 0; e < kUnit; ++e) dec[e] = decode_blocked<Tr>(in.code[e], s);
+        for (int e = 0; e < kUnit; ++e) dec[e] = decode_blocked<Tr>(in.elem[e], s);
       } else {
 #pragma unroll
-        for (int e = 0; e < kUnit; ++e) dec[e] = Tr::decode(in.code[e]);
+        for (int e = 0; e < kUnit; ++e) dec[e] = Tr::decode(in.elem[e]);
       }
     }
     float f[kUnit] = {};
@@ -108,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) codec_kernel(CodecArgs a) {
     for (int e = 0; e < kUnit; ++e) v[e] = codec_value<Op>(f[e], dec[e], a.m);
 
     if constexpr (OpTr::kWritesWire) {
-      Pack out;
+      CodePack out;
       if constexpr (Tr::kBlocked) {
         uint32_t amax = 0;
 #pragma unroll
@@ -123,11 +117,11 @@ __global__ void __launch_bounds__(kThreads) codec_kernel(CodecArgs a) {
         }
         const BlockScale s = block_scale<Tr>(amax);
 #pragma unroll
-        for (int e = 0; e < kUnit; ++e) out.code[e] = encode_blocked<Tr>(v[e], s.inv);
+        for (int e = 0; e < kUnit; ++e) out.elem[e] = encode_blocked<Tr>(v[e], s.inv);
         if (active && lane % group == 0) a.scales_out[e0 >> a.block_shift] = s.scale;
       } else {
 #pragma unroll
-        for (int e = 0; e < kUnit; ++e) out.code[e] = Tr::encode(v[e]);
+        for (int e = 0; e < kUnit; ++e) out.elem[e] = Tr::encode(v[e]);
       }
       Code* wout = static_cast<Code*>(a.wout);
       if (vec) {
@@ -135,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) codec_kernel(CodecArgs a) {
       } else {
 #pragma unroll
         for (int e = 0; e < kUnit; ++e) {
-          if (e < n) wout[e0 + e] = out.code[e];
+          if (e < n) wout[e0 + e] = out.elem[e];
         }
       }
     } else {

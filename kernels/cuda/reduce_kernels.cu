@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/vector_pack.cuh"
 #include "kernels/cuda_kernels.h"
 #include "kernels/functors.h"
 #include "kernels/host_kernels.h"
@@ -57,14 +58,6 @@ LaunchScaler<C> make_launch_scaler(Scale scale) {
         MulScaler<C>{static_cast<C>(scale.factor / static_cast<double>(scale.divisor))}};
   }
 }
-
-// 16 bytes of elements, moved with one vector load/store.
-template <class S>
-union Pack {
-  static constexpr int kCount = 16 / sizeof(S);
-  uint4 bits;
-  S elem[kCount];
-};
 
 // dst[i] = scale(op(srcs[0][i], ..., srcs[nsrcs-1][i])). With vec, every pointer is
 // 16-byte aligned and each thread first handles whole 16-byte packs; the elements past the

@@ -2,7 +2,6 @@
 // model replaces it. Direct wins while per-message latency dominates; ring once bandwidth
 // does (it moves 2(p-1)/p of the data per rank instead of (p-1)).
 #include "engine/algorithms.h"
-#include "support/env.h"
 
 namespace kolo {
 namespace {
@@ -21,12 +20,8 @@ constexpr Threshold kTable[] = {
     {CollKind::kBroadcast, 256 << 10},
 };
 
-Algorithm forced_algorithm(const CollSpec& spec) {
-  if (spec.algorithm != Algorithm::kAuto) return spec.algorithm;
-  std::string name = env_string("KOLO_ALGO");
-  if (name == "ring") return Algorithm::kRing;
-  if (name == "direct") return Algorithm::kDirect;
-  return Algorithm::kAuto;
+Algorithm forced_algorithm(const CollSpec& spec, const PlanContext& ctx) {
+  return spec.algorithm != Algorithm::kAuto ? spec.algorithm : ctx.forced;
 }
 
 bool has_ring(CollKind kind) {
@@ -43,7 +38,7 @@ bool has_ring(CollKind kind) {
 
 Algorithm choose_algorithm(const CollSpec& spec, const PlanContext& ctx) {
   if (!has_ring(spec.kind)) return Algorithm::kDirect;
-  Algorithm forced = forced_algorithm(spec);
+  Algorithm forced = forced_algorithm(spec, ctx);
   if (forced != Algorithm::kAuto) return forced;
   size_t bytes = spec.bytes();
   if (spec.kind == CollKind::kAllgatherv) {
@@ -71,6 +66,13 @@ Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx) {
     case CollKind::kRecv: return point_to_point(spec, ctx);
   }
   return Schedule{};
+}
+
+Result<Algorithm> parse_algorithm_name(const std::string& name) {
+  if (name.empty() || name == "auto") return Algorithm::kAuto;
+  if (name == "ring") return Algorithm::kRing;
+  if (name == "direct") return Algorithm::kDirect;
+  return error(Code::kInvalidArgument, "KOLO_ALGO='", name, "' is not ring, direct or auto");
 }
 
 const char* coll_name(CollKind kind) {

@@ -6,6 +6,7 @@
 
 #include "engine/collective.h"
 #include "engine/schedule.h"
+#include "support/status.h"
 
 namespace kolo {
 
@@ -13,7 +14,11 @@ struct PlanContext {
   int rank = 0;
   int size = 1;
   size_t chunk_bytes = 1 << 20;  // pipeline granularity of the ring algorithms
+  Algorithm forced = Algorithm::kAuto;  // KOLO_ALGO, read once per communicator
 };
+
+// Parses a KOLO_ALGO value: "" = automatic, "ring", "direct"; anything else is an error.
+Result<Algorithm> parse_algorithm_name(const std::string& name);
 
 // Ring (bandwidth-optimal; pipelined in chunks of chunk_bytes).
 Schedule ring_allreduce(const CollSpec& spec, const PlanContext& ctx);

@@ -32,12 +32,13 @@ Status check_transports() {
   return error(Code::kUnsupported, "KOLO_TRANSPORTS='", allowed, "' allows no transport built into kolo (available: tcp)");
 }
 
-std::string spec_key(const CollSpec& spec, size_t chunk_bytes) {
+// The plan cache key: everything of the spec a schedule depends on (chunk size and
+// KOLO_ALGO are fixed per communicator).
+std::string spec_key(const CollSpec& spec) {
   std::ostringstream key;
   key << static_cast<int>(spec.kind) << '/' << spec.count << '/' << static_cast<int>(spec.dtype) << '/'
       << static_cast<int>(spec.op) << '/' << spec.root << '/' << spec.peer << '/' << spec.in_place << spec.prescaled
-      << spec.postscaled << '/' << static_cast<int>(spec.algorithm) << '/' << chunk_bytes << '/'
-      << env_string("KOLO_ALGO");
+      << spec.postscaled << '/' << static_cast<int>(spec.algorithm);
   for (size_t c : spec.counts) key << ',' << c;
   key << '/';
   for (size_t d : spec.displs) key << ',' << d;
@@ -69,9 +70,8 @@ bool is_empty(const CollSpec& spec) {
 Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> store, CommIdentity id) {
   KOLO_TRY(check_transports());
   std::unique_ptr<Communicator> comm(new Communicator(std::move(store), std::move(id)));
-  Result<long long> chunk = env_int("KOLO_CHUNK_BYTES");
-  if (chunk.ok() && chunk.value() >= 1024) comm->chunk_bytes_ = static_cast<size_t>(chunk.value());
-  Deadline deadline(env_timeout_seconds());
+  KOLO_TRY(comm->read_environment());
+  Deadline deadline(comm->timeout_seconds_);
   KOLO_TRY(comm->exchange_hosts(deadline));
   KOLO_TRY(comm->exchange_topology(deadline));
   KOLO_TRY(comm->connect(deadline));
@@ -81,6 +81,20 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
            comm->cross_size_, ", transport tcp");
   return comm;
+}
+
+Status Communicator::read_environment() {
+  Result<long long> chunk = env_int("KOLO_CHUNK_BYTES");
+  if (!chunk.ok()) return chunk.status();
+  if (chunk.value() < 1024) {
+    return error(Code::kInvalidArgument, "KOLO_CHUNK_BYTES=", chunk.value(), " is below the minimum of 1024");
+  }
+  chunk_bytes_ = static_cast<size_t>(chunk.value());
+  Result<Algorithm> algorithm = parse_algorithm_name(env_string("KOLO_ALGO"));
+  if (!algorithm.ok()) return algorithm.status();
+  forced_algorithm_ = algorithm.value();
+  timeout_seconds_ = env_timeout_seconds();
+  return Status();
 }
 
 Communicator::~Communicator() {
@@ -158,10 +172,10 @@ Status Communicator::connect(const Deadline& deadline) {
 }
 
 const Schedule& Communicator::schedule_for(const CollSpec& spec) {
-  std::string key = spec_key(spec, chunk_bytes_);
+  std::string key = spec_key(spec);
   auto it = schedules_.find(key);
   if (it != schedules_.end()) return it->second;
-  PlanContext ctx{id_.rank, id_.size, chunk_bytes_};
+  PlanContext ctx{id_.rank, id_.size, chunk_bytes_, forced_algorithm_};
   Schedule schedule = build_schedule(spec, ctx);
   log_info(Subsys::kPlan, coll_name(spec.kind), " of ", spec.bytes(), " B on ", id_.size, " ranks: ",
            schedule.algorithm, " (", schedule.steps.size(), " steps)");
@@ -209,7 +223,7 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
   }
   if (bindings.empty()) return Status();
   if (scratch_.size() < combined.scratch_bytes) scratch_.resize(combined.scratch_bytes);
-  Deadline deadline(env_timeout_seconds());
+  Deadline deadline(timeout_seconds_);
   Status status = execute_schedule(combined, *fabric_, bindings, scratch_.data(), deadline);
   if (!status.ok()) return fail(status);
   return Status();

@@ -59,6 +59,7 @@ class Communicator {
 
  private:
   Communicator(std::shared_ptr<StoreSession> store, CommIdentity id) : store_(std::move(store)), id_(std::move(id)) {}
+  Status read_environment();
   Status connect(const Deadline& deadline);
   Status exchange_hosts(const Deadline& deadline);
   Status exchange_topology(const Deadline& deadline);
@@ -79,7 +80,10 @@ class Communicator {
   uint32_t split_seq_ = 0;
   std::map<std::string, Schedule> schedules_;  // plan cache
   std::vector<char> scratch_;
+  // From the environment, read once at creation (not on every call).
   size_t chunk_bytes_ = 1 << 20;
+  Algorithm forced_algorithm_ = Algorithm::kAuto;
+  double timeout_seconds_ = 300;
 };
 
 }  // namespace kolo

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "support/log.h"
+
 namespace kolo {
 
 const std::vector<EnvVar>& env_table() {
@@ -80,8 +82,9 @@ Result<long long> env_int(const char* name) {
 
 double env_timeout_seconds() {
   Result<double> value = env_double("KOLO_TIMEOUT");
-  if (!value.ok() || !(value.value() > 0)) return 300.0;
-  return value.value();
+  if (value.ok() && value.value() > 0) return value.value();
+  log_warn(Subsys::kInit, "KOLO_TIMEOUT='", env_string("KOLO_TIMEOUT"), "' is not a positive number of seconds; using 300");
+  return 300.0;
 }
 
 std::string env_help() {

@@ -77,7 +77,11 @@ Options parse(int argc, char** argv) {
     std::string value = argv[++i];
     if (flag == "-b" || flag == "--minbytes") o.min_bytes = parse_size(value);
     else if (flag == "-e" || flag == "--maxbytes") o.max_bytes = parse_size(value);
-    else if (flag == "-f" || flag == "--stepfactor") o.factor = std::strtod(value.c_str(), nullptr);
+    else if (flag == "-f" || flag == "--stepfactor") {
+      char* end = nullptr;
+      o.factor = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0') usage_error("bad value '" + value + "' for -f");
+    }
     else if (flag == "-i" || flag == "--stepbytes") { o.increment = parse_size(value); o.factor = 0; }
     else if (flag == "-n" || flag == "--iters") o.iters = parse_int(value, "-n");
     else if (flag == "-w" || flag == "--warmup_iters") o.warmup = parse_int(value, "-w");

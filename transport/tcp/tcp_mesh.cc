@@ -1,5 +1,6 @@
 #include "transport/tcp/tcp_mesh.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "support/crypto.h"
@@ -35,7 +36,9 @@ Status accept_peers(int listen_fd, const MeshOptions& options, std::vector<std::
                                               " higher ranks to connect: "));
     }
     Handshake hs{};
-    Status s = read_full(fd.value().get(), &hs, sizeof(hs), deadline);
+    // A stray connection that sends nothing must not hold up the peers behind it.
+    Deadline handshake_deadline(std::min(5.0, deadline.remaining_seconds()));
+    Status s = read_full(fd.value().get(), &hs, sizeof(hs), handshake_deadline);
     Mac mac{};
     if (s.ok()) std::memcpy(mac.data(), hs.mac, mac.size());
     bool valid = s.ok() && hs.magic == kHandshakeMagic && hs.to == options.rank && hs.from > options.rank &&

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "engine/collective.h"
 #include "engine/schedule.h"
 #include "support/status.h"
+#include "topology/graph.h"
 
 namespace kolo {
 
@@ -15,6 +17,10 @@ struct PlanContext {
   int size = 1;
   size_t chunk_bytes = 1 << 20;  // pipeline granularity of the ring algorithms
   Algorithm forced = Algorithm::kAuto;  // KOLO_ALGO, read once per communicator
+  // The communicator's machines (may be null in unit tests): every host's topology, and
+  // which host each rank is on (an index into topology->hosts).
+  const ClusterTopology* topology = nullptr;
+  const std::vector<int>* host_of_rank = nullptr;
 };
 
 // Parses a KOLO_ALGO value: "" = automatic, "ring", "direct"; anything else is an error.

@@ -175,7 +175,7 @@ const Schedule& Communicator::schedule_for(const CollSpec& spec) {
   std::string key = spec_key(spec);
   auto it = schedules_.find(key);
   if (it != schedules_.end()) return it->second;
-  PlanContext ctx{id_.rank, id_.size, chunk_bytes_, forced_algorithm_};
+  PlanContext ctx{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
   Schedule schedule = build_schedule(spec, ctx);
   log_info(Subsys::kPlan, coll_name(spec.kind), " of ", spec.bytes(), " B on ", id_.size, " ranks: ",
            schedule.algorithm, " (", schedule.steps.size(), " steps)");

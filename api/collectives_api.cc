@@ -79,7 +79,7 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
         return error(Code::kUnsupported, "wire_dtype = ", static_cast<int>(options->wire_dtype),
                      ": compression on the wire is not built yet (use KOLO_DTYPE_COUNT)");
       }
-      if (options->algorithm < KOLO_ALGO_AUTO || options->algorithm > KOLO_ALGO_DIRECT) {
+      if (options->algorithm < KOLO_ALGO_AUTO || options->algorithm > KOLO_ALGO_TWO_SHOT) {
         return error(Code::kInvalidArgument, "algorithm = ", options->algorithm, " is not a KOLO_ALGO_* value");
       }
       call.prescale.factor = options->prescale;

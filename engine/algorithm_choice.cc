@@ -70,9 +70,11 @@ Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx) {
 
 Result<Algorithm> parse_algorithm_name(const std::string& name) {
   if (name.empty() || name == "auto") return Algorithm::kAuto;
-  if (name == "ring") return Algorithm::kRing;
-  if (name == "direct") return Algorithm::kDirect;
-  return error(Code::kInvalidArgument, "KOLO_ALGO='", name, "' is not ring, direct or auto");
+  for (int a = 1; a < kAlgorithmCount; ++a) {
+    if (name == algorithm_name(static_cast<Algorithm>(a))) return static_cast<Algorithm>(a);
+  }
+  return error(Code::kInvalidArgument, "KOLO_ALGO='", name,
+               "' is not auto, ring, direct, tree, halving_doubling, hierarchical, one_shot or two_shot");
 }
 
 const char* coll_name(CollKind kind) {
@@ -96,6 +98,11 @@ const char* algorithm_name(Algorithm algorithm) {
     case Algorithm::kAuto: return "auto";
     case Algorithm::kRing: return "ring";
     case Algorithm::kDirect: return "direct";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kHalvingDoubling: return "halving_doubling";
+    case Algorithm::kHierarchical: return "hierarchical";
+    case Algorithm::kOneShot: return "one_shot";
+    case Algorithm::kTwoShot: return "two_shot";
   }
   return "?";
 }

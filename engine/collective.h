@@ -17,7 +17,12 @@ enum class CollKind {
 
 const char* coll_name(CollKind kind);
 
-enum class Algorithm : int { kAuto = 0, kRing = 1, kDirect = 2 };
+// The values match kolo.h's KOLO_ALGO_*.
+enum class Algorithm : int {
+  kAuto = 0, kRing = 1, kDirect = 2, kTree = 3, kHalvingDoubling = 4, kHierarchical = 5,
+  kOneShot = 6, kTwoShot = 7,
+};
+constexpr int kAlgorithmCount = 8;
 const char* algorithm_name(Algorithm algorithm);
 
 struct CollSpec {

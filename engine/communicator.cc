@@ -252,6 +252,10 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   return create(store_, child);
 }
 
+Result<std::unique_ptr<Communicator>> Communicator::duplicate(const std::string& name) {
+  return create(store_, CommIdentity{str_cat(id_.prefix, "/dup/", name), id_.rank, id_.size});
+}
+
 void Communicator::abort() {
   if (fabric_) fabric_->abort();
 }

@@ -54,6 +54,10 @@ class Communicator {
   Status run_group(const std::vector<CollCall>& calls);
   // Ranks with the same color (>= 0) form a new communicator; color < 0 gets null.
   Result<std::unique_ptr<Communicator>> split(int color, int key);
+  // A new communicator over the same ranks, made through the store only (no collective on
+  // this one, so it may run while other calls do). Every rank must call it with the same
+  // name, once per name (the Horovod runtime's private communicator, for example).
+  Result<std::unique_ptr<Communicator>> duplicate(const std::string& name);
   // From any thread: makes the running call and all later ones fail with kAborted.
   void abort();
 

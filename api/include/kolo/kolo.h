@@ -47,6 +47,11 @@ typedef enum { KOLO_SUM, KOLO_PROD, KOLO_MIN, KOLO_MAX, KOLO_AVG, KOLO_OP_COUNT 
 #define KOLO_ALGO_AUTO 0
 #define KOLO_ALGO_RING 1
 #define KOLO_ALGO_DIRECT 2
+#define KOLO_ALGO_TREE 3             /* double binary tree */
+#define KOLO_ALGO_HALVING_DOUBLING 4 /* recursive halving-doubling (Rabenseifner) */
+#define KOLO_ALGO_HIERARCHICAL 5     /* inside each host, then across hosts */
+#define KOLO_ALGO_ONE_SHOT 6         /* one host: every rank reads all peers' buffers */
+#define KOLO_ALGO_TWO_SHOT 7         /* one host: reduce-scatter from shared buffers, then allgather */
 
 int kolo_version(void); /* MAJOR*10000 + MINOR*100 + PATCH */
 const char* kolo_result_string(kolo_result_t result);

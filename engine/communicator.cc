@@ -13,6 +13,7 @@
 #include "topology/host_identity.h"
 #include "topology/json_format.h"
 #include "topology/render.h"
+#include "transport/shm/shm_link.h"
 #include "transport/tcp/tcp_mesh.h"
 
 namespace kolo {
@@ -26,10 +27,32 @@ Result<std::string> listen_address(const StoreClient& client) {
   return client.local_ip();  // the interface that reaches the store reaches the peers too
 }
 
-Status check_transports() {
-  std::string allowed = env_string("KOLO_TRANSPORTS");
-  if (allowed.empty() || allowed.find("tcp") != std::string::npos) return Status();
-  return error(Code::kUnsupported, "KOLO_TRANSPORTS='", allowed, "' allows no transport built into kolo (available: tcp)");
+// KOLO_TRANSPORTS: a comma-separated subset of the transports built in.
+Status parse_transports(const std::string& text, bool* shm, bool* tcp) {
+  if (text.empty()) return Status();
+  *shm = *tcp = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string name = text.substr(start, end - start);
+    if (name == "shm") {
+      *shm = true;
+    } else if (name == "tcp") {
+      *tcp = true;
+    } else {
+      return error(Code::kInvalidArgument, "KOLO_TRANSPORTS='", text, "': '", name,
+                   "' is not a transport of kolo (shm, tcp)");
+    }
+    start = end + 1;
+  }
+  return Status();
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
+  return text.empty() ? "none" : text;
 }
 
 // The plan cache key: everything of the spec a schedule depends on (chunk size and
@@ -68,7 +91,6 @@ bool is_empty(const CollSpec& spec) {
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> store, CommIdentity id) {
-  KOLO_TRY(check_transports());
   std::unique_ptr<Communicator> comm(new Communicator(std::move(store), std::move(id)));
   KOLO_TRY(comm->read_environment());
   Deadline deadline(comm->timeout_seconds_);
@@ -79,7 +101,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   comm->recv_seq_.assign(comm->size(), 0);
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
-           comm->cross_size_, ", transport tcp");
+           comm->cross_size_, comm->local_ ? ", one-host collectives in shared memory" : "");
   return comm;
 }
 
@@ -94,6 +116,13 @@ Status Communicator::read_environment() {
   if (!algorithm.ok()) return algorithm.status();
   forced_algorithm_ = algorithm.value();
   timeout_seconds_ = env_timeout_seconds();
+  KOLO_TRY(parse_transports(env_string("KOLO_TRANSPORTS"), &allow_shm_, &allow_tcp_));
+  Result<long long> shm_chunk = env_int("KOLO_SHM_CHUNK_BYTES");
+  if (!shm_chunk.ok()) return shm_chunk.status();
+  if (shm_chunk.value() < 4096 || shm_chunk.value() > (1ll << 30)) {
+    return error(Code::kInvalidArgument, "KOLO_SHM_CHUNK_BYTES=", shm_chunk.value(), " is outside 4096 .. 2^30");
+  }
+  shm_chunk_bytes_ = static_cast<size_t>(shm_chunk.value());
   return Status();
 }
 
@@ -103,12 +132,19 @@ Communicator::~Communicator() {
 
 Status Communicator::exchange_hosts(const Deadline& deadline) {
   StoreClient& store = *store_->client;
-  KOLO_TRY(store.set(str_cat(id_.prefix, "/host/", id_.rank), host_identity(), deadline));
+  // "<shm allowed 0|1> <host>": the transport of a pair must be chosen alike at both ends.
+  KOLO_TRY(store.set(str_cat(id_.prefix, "/host/", id_.rank), str_cat(allow_shm_ ? 1 : 0, " ", host_identity()), deadline));
   std::vector<std::string> hosts(id_.size);
+  shm_allowed_.assign(id_.size, false);
   for (int r = 0; r < id_.size; ++r) {
     Result<std::string> host = store.get(str_cat(id_.prefix, "/host/", r), deadline);
     if (!host.ok()) return host.status().with_context(str_cat("waiting for rank ", r, " to join: "));
-    hosts[r] = host.take();
+    const std::string& text = host.value();
+    if (text.size() < 2 || (text[0] != '0' && text[0] != '1') || text[1] != ' ') {
+      return error(Code::kInternal, "rank ", r, " announced a malformed host entry");
+    }
+    shm_allowed_[r] = text[0] == '1';
+    hosts[r] = text.substr(2);
   }
   // local: ranks on my host, in rank order. cross: ranks with my local rank (Horovod's meaning).
   local_rank_ = 0;
@@ -161,14 +197,60 @@ Status Communicator::exchange_topology(const Deadline& deadline) {
   return Status();
 }
 
+// Same host and both ends allow it: shared memory; otherwise TCP.
 Status Communicator::connect(const Deadline& deadline) {
-  Result<std::string> ip = listen_address(*store_->client);
-  if (!ip.ok()) return ip.status();
-  MeshOptions options{id_.prefix, id_.rank, id_.size, store_->secret, ip.value()};
-  auto links = connect_tcp_mesh(*store_->client, options, deadline);
-  if (!links.ok()) return links.status();
-  fabric_ = std::make_unique<Fabric>(id_.rank, id_.size, links.take());
+  const int n = id_.size, me = id_.rank;
+  std::vector<int> shm_members, shm_peers, tcp_peers;
+  std::vector<bool> over_tcp(n, false);
+  for (int r = 0; r < n; ++r) {
+    const bool shared = host_of_rank_[r] == host_of_rank_[me] && shm_allowed_[r] && shm_allowed_[me];
+    if (shared) shm_members.push_back(r);
+    if (r == me) continue;
+    (shared ? shm_peers : tcp_peers).push_back(r);
+    over_tcp[r] = !shared;
+  }
+  if (!tcp_peers.empty() && !allow_tcp_) {
+    return error(Code::kUnsupported, "KOLO_TRANSPORTS='", env_string("KOLO_TRANSPORTS"), "' allows no transport to ranks ",
+                 rank_list(tcp_peers), " (another host, or shm not allowed there); add tcp");
+  }
+  std::vector<std::unique_ptr<Link>> links(n);
+  if (!tcp_peers.empty()) {
+    Result<std::string> ip = listen_address(*store_->client);
+    if (!ip.ok()) return ip.status();
+    MeshOptions options{id_.prefix, me, n, store_->secret, ip.value(), over_tcp};
+    auto tcp = connect_tcp_mesh(*store_->client, options, deadline);
+    if (!tcp.ok()) return tcp.status();
+    links = tcp.take();
+  }
+  if (shm_members.size() >= 2) {
+    KOLO_TRY(connect_shared_memory(shm_members, deadline));
+    for (int r : shm_peers) links[r] = std::make_unique<shm::ShmLink>(*domain_, me, r);
+  }
+  fabric_ = std::make_unique<Fabric>(me, n, std::move(links));
+  fabric_->set_shared_memory(domain_.get());
+  log_info(Subsys::kTransport, "rank ", me, ": shm to ranks ", rank_list(shm_peers), "; tcp to ranks ",
+           rank_list(tcp_peers));
   return Status();
+}
+
+Status Communicator::connect_shared_memory(const std::vector<int>& members, const Deadline& deadline) {
+  shm::DomainOptions options;
+  options.key_prefix = str_cat(id_.prefix, "/host", host_of_rank_[id_.rank]);  // one domain per host
+  options.members = members;
+  options.my_index = static_cast<int>(std::find(members.begin(), members.end(), id_.rank) - members.begin());
+  options.slot_bytes = shm_chunk_bytes_;
+  options.single_copy = env_string("KOLO_SHM_SINGLE_COPY") != "0";
+  auto domain = shm::Domain::create(*store_->client, options, deadline);
+  if (!domain.ok()) return domain.status();
+  domain_ = domain.take();
+  if (domain_->size() == id_.size) local_ = std::make_unique<LocalCollectives>(*domain_);
+  return Status();
+}
+
+bool Communicator::runs_locally(const CollCall& call) const {
+  if (!local_ || !LocalCollectives::supports(call.spec.kind)) return false;
+  const Algorithm forced = call.spec.algorithm != Algorithm::kAuto ? call.spec.algorithm : forced_algorithm_;
+  return forced == Algorithm::kAuto || forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot;
 }
 
 const Schedule& Communicator::schedule_for(const CollSpec& spec) {
@@ -195,6 +277,7 @@ Status Communicator::fail(Status status) {
   log_warn(Subsys::kExec, status.message());
   // Closing our links makes peers that wait on us fail now instead of at their deadline.
   fabric_->shutdown();
+  if (domain_) domain_->mark_failed();
   return status;
 }
 
@@ -206,6 +289,18 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
     return error(Code::kAborted, "communicator failed earlier and cannot be used (", failed_.message(), ")");
   }
   if (fabric_->aborted()) return fail(error(Code::kAborted, "communicator was aborted"));
+  if (calls.size() == 1 && runs_locally(calls[0]) && !is_empty(calls[0].spec)) {
+    CollCall call = calls[0];
+    if (call.spec.op == ReduceOp::kAvg) {
+      call.spec.op = ReduceOp::kSum;
+      call.postscale.divisor *= id_.size;
+    }
+    const Algorithm forced = call.spec.algorithm != Algorithm::kAuto ? call.spec.algorithm : forced_algorithm_;
+    const Algorithm algorithm = choose_local_algorithm(call.spec, id_.size, domain_->slot_bytes(), forced);
+    Status status = local_->run(call, algorithm, Deadline(timeout_seconds_));
+    if (!status.ok()) return fail(status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(call.spec.kind), ": ")));
+    return Status();
+  }
   Schedule combined;
   combined.calls = 0;
   std::vector<CallBinding> bindings;

@@ -11,11 +11,13 @@
 #include <vector>
 
 #include "engine/collective.h"
+#include "engine/local/local_collectives.h"
 #include "engine/schedule.h"
 #include "support/status.h"
 #include "topology/graph.h"
 #include "transport/bootstrap/store.h"
 #include "transport/fabric.h"
+#include "transport/shm/shm_domain.h"
 
 namespace kolo {
 
@@ -65,6 +67,9 @@ class Communicator {
   Communicator(std::shared_ptr<StoreSession> store, CommIdentity id) : store_(std::move(store)), id_(std::move(id)) {}
   Status read_environment();
   Status connect(const Deadline& deadline);
+  Status connect_shared_memory(const std::vector<int>& members, const Deadline& deadline);
+  // The one-host path: the whole communicator shares memory and the call has an algorithm there.
+  bool runs_locally(const CollCall& call) const;
   Status exchange_hosts(const Deadline& deadline);
   Status exchange_topology(const Deadline& deadline);
   const Schedule& schedule_for(const CollSpec& spec);
@@ -75,7 +80,10 @@ class Communicator {
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts
+  std::vector<bool> shm_allowed_;  // per rank: its KOLO_TRANSPORTS allows shm
   ClusterTopology topology_;
+  std::unique_ptr<shm::Domain> domain_;  // declared before fabric_: its links point into it
+  std::unique_ptr<LocalCollectives> local_;  // set when every rank is in domain_
   std::unique_ptr<Fabric> fabric_;
   std::mutex run_mutex_;  // one call at a time per communicator
   Status failed_;
@@ -88,6 +96,8 @@ class Communicator {
   size_t chunk_bytes_ = 1 << 20;
   Algorithm forced_algorithm_ = Algorithm::kAuto;
   double timeout_seconds_ = 300;
+  bool allow_shm_ = true, allow_tcp_ = true;  // KOLO_TRANSPORTS
+  size_t shm_chunk_bytes_ = 256 << 10;
 };
 
 }  // namespace kolo

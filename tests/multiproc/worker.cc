@@ -1,6 +1,7 @@
 // kolo_test_worker: one rank of a multi-process test, started by kolorun exactly as users
 // start their programs. Each scenario checks results on every rank and exits non-zero on
 // any failure, printing what was wrong.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -315,14 +316,72 @@ int scenario_fault(kolo_comm_t comm) {
   return 1;
 }
 
+// A rank killed with SIGKILL (no chance to clean up) in the middle of a 256 MB allreduce.
+int scenario_kill(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm);
+  const size_t count = size_t{64} << 20;  // 256 MB of float
+  std::vector<float> a(count, 1.0f), b(count);
+  if (r == 1) {
+    std::thread killer([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::fprintf(stderr, "rank 1: killing itself in the middle of an allreduce\n");
+      std::fflush(stderr);
+      ::kill(::getpid(), SIGKILL);
+    });
+    killer.detach();
+  }
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    kolo_result_t rc = kolo_allreduce(a.data(), b.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
+    if (rc != KOLO_SUCCESS) {
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("rank %d: allreduce failed as expected after %.2f s with %s: %s\n", r, seconds,
+                  kolo_result_string(rc), kolo_last_error());
+      return 0;
+    }
+  }
+  std::printf("rank %d: no error seen\n", r);
+  return 1;
+}
+
+// The ranks disagree on the count: every rank must get KOLO_ERR_MISMATCH (or, where the
+// disagreeing rank failed first, an error naming a failed peer), never a hang or wrong data.
+int scenario_mismatch(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm), n = kolo_comm_size(comm);
+  std::vector<float> a(1000, 1.0f), b(1000);
+  const size_t count = r == n - 1 ? 999 : 1000;
+  kolo_result_t rc = kolo_allreduce(a.data(), b.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
+  std::printf("rank %d: mismatched allreduce returned %s: %s\n", r, kolo_result_string(rc), kolo_last_error());
+  return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
+}
+
+// Test set-ups that need a different environment per rank (kolorun gives all ranks the
+// same): KOLO_TEST_TCP_RANKS=1,3 puts those ranks on KOLO_TRANSPORTS=tcp (mixed
+// transports); KOLO_TEST_HOSTS=k splits the ranks into k emulated hosts (KOLO_HOSTID).
+void per_rank_environment() {
+  const char* rank_text = std::getenv("KOLO_RANK");
+  const char* size_text = std::getenv("KOLO_SIZE");
+  if (rank_text == nullptr) return;
+  const int rank = std::atoi(rank_text), size = size_text != nullptr ? std::atoi(size_text) : 1;
+  if (const char* tcp = std::getenv("KOLO_TEST_TCP_RANKS")) {
+    std::string list = std::string(",") + tcp + ",";
+    if (list.find("," + std::to_string(rank) + ",") != std::string::npos) setenv("KOLO_TRANSPORTS", "tcp", 1);
+  }
+  if (const char* hosts = std::getenv("KOLO_TEST_HOSTS")) {
+    const int k = std::atoi(hosts);
+    if (k > 0 && size > 0) setenv("KOLO_HOSTID", ("emulated-host-" + std::to_string(rank * k / size)).c_str(), 1);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: kolo_test_worker collectives|quick|options|split|p2p|arguments|unique_id|fault|abort\n");
+    std::fprintf(stderr, "usage: kolo_test_worker collectives|quick|options|split|p2p|arguments|unique_id|fault|abort|kill|mismatch\n");
     return 2;
   }
   std::string scenario = argv[1];
+  per_rank_environment();
   kolo_comm_t comm = nullptr;
   must(kolo_init(&comm), "kolo_init");
   g_rank = kolo_comm_rank(comm);
@@ -336,11 +395,13 @@ int main(int argc, char** argv) {
   else if (scenario == "unique_id") scenario_unique_id(comm);
   else if (scenario == "fault") rc = scenario_fault(comm);
   else if (scenario == "abort") rc = scenario_abort(comm);
+  else if (scenario == "kill") rc = scenario_kill(comm);
+  else if (scenario == "mismatch") rc = scenario_mismatch(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
-  if (scenario != "fault") must(kolo_comm_destroy(comm), "destroy");
+  if (scenario != "fault" && scenario != "kill" && scenario != "mismatch") must(kolo_comm_destroy(comm), "destroy");
   if (g_rank == 0 || g_failures > 0) {
     std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
   }

@@ -25,9 +25,14 @@ Mac handshake_mac(const MeshOptions& options, int from, int to) {
   return hmac_sha256(options.secret, text.data(), text.size());
 }
 
+bool wanted(const MeshOptions& options, int rank) {
+  return rank != options.rank && (options.connect.empty() || options.connect[rank]);
+}
+
 Status accept_peers(int listen_fd, const MeshOptions& options, std::vector<std::unique_ptr<Link>>& links,
                     const Deadline& deadline) {
-  int expected = options.size - 1 - options.rank;
+  int expected = 0;
+  for (int r = options.rank + 1; r < options.size; ++r) expected += wanted(options, r);
   int accepted = 0;
   while (accepted < expected) {
     Result<Fd> fd = accept_tcp(listen_fd, deadline);
@@ -42,7 +47,7 @@ Status accept_peers(int listen_fd, const MeshOptions& options, std::vector<std::
     Mac mac{};
     if (s.ok()) std::memcpy(mac.data(), hs.mac, mac.size());
     bool valid = s.ok() && hs.magic == kHandshakeMagic && hs.to == options.rank && hs.from > options.rank &&
-                 hs.from < options.size && !links[hs.from] &&
+                 hs.from < options.size && wanted(options, hs.from) && !links[hs.from] &&
                  (options.secret.empty() || mac_equal(mac, handshake_mac(options, hs.from, hs.to)));
     if (!valid) {
       log_warn(Subsys::kTransport, "rank ", options.rank, " dropped a connection with a bad handshake (from=",
@@ -60,7 +65,9 @@ Status accept_peers(int listen_fd, const MeshOptions& options, std::vector<std::
 Result<std::vector<std::unique_ptr<Link>>> connect_tcp_mesh(StoreClient& store, const MeshOptions& options,
                                                            const Deadline& deadline) {
   std::vector<std::unique_ptr<Link>> links(options.size);
-  if (options.size == 1) return links;
+  int peers = 0;
+  for (int r = 0; r < options.size; ++r) peers += wanted(options, r);
+  if (peers == 0) return links;
   Result<Fd> listener = listen_tcp(options.listen_ip, 0);
   if (!listener.ok()) return listener.status().with_context("tcp transport: ");
   Result<uint16_t> port = local_port(listener.value().get());
@@ -69,6 +76,7 @@ Result<std::vector<std::unique_ptr<Link>>> connect_tcp_mesh(StoreClient& store, 
   KOLO_TRY(store.set(str_cat(options.prefix, "/tcp/", options.rank), self.to_string(), deadline));
 
   for (int peer = 0; peer < options.rank; ++peer) {
+    if (!wanted(options, peer)) continue;
     Result<std::string> address = store.get(str_cat(options.prefix, "/tcp/", peer), deadline);
     if (!address.ok()) return address.status();
     Result<HostPort> target = parse_host_port(address.value());
@@ -85,7 +93,7 @@ Result<std::vector<std::unique_ptr<Link>>> connect_tcp_mesh(StoreClient& store, 
     links[peer] = std::make_unique<TcpLink>(options.rank, peer, fd.take());
   }
   KOLO_TRY(accept_peers(listener.value().get(), options, links, deadline));
-  log_info(Subsys::kTransport, "rank ", options.rank, " connected to ", options.size - 1, " peers over tcp (",
+  log_info(Subsys::kTransport, "rank ", options.rank, " connected to ", peers, " peers over tcp (",
            self.to_string(), ")");
   return links;
 }

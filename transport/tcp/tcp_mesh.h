@@ -18,9 +18,10 @@ struct MeshOptions {
   int size = 1;
   std::string secret;     // raw bytes; authenticates the link handshake (empty = none)
   std::string listen_ip;  // address peers connect to
+  std::vector<bool> connect;  // per rank: join it over tcp (empty = every rank); symmetric
 };
 
-// Returns one link per peer (null at `rank`). Rank r connects to every lower rank and
+// Returns one link per peer (null at `rank` and at ranks not to connect). Rank r connects to every lower rank and
 // accepts every higher one; each connection opens with an authenticated handshake.
 Result<std::vector<std::unique_ptr<Link>>> connect_tcp_mesh(StoreClient& store, const MeshOptions& options,
                                                            const Deadline& deadline);

@@ -1,0 +1,52 @@
+// Collectives for a communicator whose ranks all live on one host: no messages, every rank
+// reads its peers' staging slots in shared memory directly (see chunk_pipeline.h).
+//   one-shot  (small): each rank reduces the whole chunk from every slot;
+//   two-shot  (large): each rank reduces 1/n of the chunk from every slot, then every
+//             rank copies all reduced slices out.
+// Broadcast, reduce, allgather(v), reduce_scatter, alltoall and barrier go the same way.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/collective.h"
+#include "support/clock.h"
+#include "support/status.h"
+#include "transport/shm/shm_domain.h"
+
+namespace kolo {
+
+class LocalCollectives {
+ public:
+  explicit LocalCollectives(shm::Domain& domain) : d_(domain) {}
+
+  static bool supports(CollKind kind) { return kind != CollKind::kSend && kind != CollKind::kRecv; }
+  // call.spec.op is not kAvg (the communicator turns it into a divisor); algorithm is
+  // kOneShot or kTwoShot for allreduce and reduce, ignored otherwise.
+  Status run(const CollCall& call, Algorithm algorithm, const Deadline& deadline);
+
+ private:
+  Status allreduce(const CollCall& call, bool one_shot, const Deadline& deadline);
+  Status reduce(const CollCall& call, bool one_shot, const Deadline& deadline);
+  Status broadcast(const CollCall& call, const Deadline& deadline);
+  Status allgather(const CollCall& call, const Deadline& deadline);
+  Status reduce_scatter(const CollCall& call, const Deadline& deadline);
+  Status alltoall(const CollCall& call, const Deadline& deadline);
+  Status barrier(const Deadline& deadline);
+  // Publishes what this rank is about to run, and checks that `peer` (or every peer) runs
+  // the same (kMismatch naming both otherwise).
+  void announce(const CollSpec& spec);
+  Status check_peer(int index) const;
+  Status check_peers(int only_index) const;
+
+  shm::Domain& d_;
+  uint64_t next_chunk_ = 0;
+  uint64_t op_sequence_ = 0;
+  uint64_t my_shape_ = 0;
+  uint64_t my_count_ = 0;
+};
+
+// The size table for one host (until the planner's cost model owns it): one-shot while the
+// data fits one slot and latency dominates, two-shot beyond.
+Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, size_t slot_bytes, Algorithm forced);
+
+}  // namespace kolo

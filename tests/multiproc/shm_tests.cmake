@@ -1,0 +1,25 @@
+# Shared memory (transport/shm, engine/local): the one-host algorithms forced both ways,
+# tiny staging slots (many chunks in flight), the schedule executor over shm links (with
+# and without single-copy), transports mixed in one communicator, every pair over tcp,
+# a mismatch, and a rank killed with SIGKILL.
+function(kolo_shm_test name np scenario)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} -E env ${ARGN} $<TARGET_FILE:kolorun> -np ${np} $<TARGET_FILE:kolo_test_worker> ${scenario})
+  set_tests_properties(${name} PROPERTIES LABELS multiproc TIMEOUT 600 ENVIRONMENT "KOLO_TIMEOUT=60")
+endfunction()
+
+kolo_shm_test(shm_one_shot_np3 3 quick KOLO_ALGO=one_shot)
+kolo_shm_test(shm_two_shot_np5 5 quick KOLO_ALGO=two_shot)
+kolo_shm_test(shm_small_slots_np4 4 quick KOLO_SHM_CHUNK_BYTES=4096)
+kolo_shm_test(shm_links_ring_np3 3 quick KOLO_ALGO=ring)
+kolo_shm_test(shm_links_ring_no_single_copy_np4 4 quick KOLO_ALGO=ring KOLO_SHM_SINGLE_COPY=0 KOLO_CHUNK_BYTES=300000)
+kolo_shm_test(shm_p2p_no_single_copy_np3 3 p2p KOLO_SHM_SINGLE_COPY=0)
+kolo_shm_test(mixed_transports_np3 3 quick KOLO_TEST_TCP_RANKS=1)
+kolo_shm_test(mixed_transports_np5 5 quick KOLO_TEST_TCP_RANKS=0,3)
+kolo_shm_test(mixed_hosts_direct_np5 5 quick KOLO_TEST_HOSTS=2 KOLO_ALGO=direct)
+kolo_shm_test(all_tcp_np3 3 quick KOLO_TRANSPORTS=tcp)
+kolo_shm_test(shm_mismatch_np3 3 mismatch)
+
+add_test(NAME fault_shm_rank_killed_mid_allreduce
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/shm_kill_test.sh $<TARGET_FILE:kolo_test_worker>)
+set_tests_properties(fault_shm_rank_killed_mid_allreduce PROPERTIES LABELS "multiproc;fault" TIMEOUT 180)

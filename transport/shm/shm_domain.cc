@@ -1,0 +1,290 @@
+#include "transport/shm/shm_domain.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <sstream>
+
+#include "support/log.h"
+
+namespace kolo::shm {
+namespace {
+
+// What process_vm_readv must find in a peer to prove that single-copy reads work.
+const volatile uint64_t kProbeValue = 0x6b6f6c6f2d636d61ull;
+
+constexpr int kFutexSleepMs = 10;       // bounds how late an abort or a death is noticed
+constexpr double kSpinSeconds = 30e-6;  // a peer on another core usually answers sooner
+constexpr int kYieldSpins = 8;          // more ranks than cores: give the core away instead
+constexpr double kHealthPeriod = 0.05;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, int timeout_ms) {
+  timespec timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &timeout, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void ring_bell(Bell& bell) {
+  bell.word.fetch_add(1, std::memory_order_seq_cst);
+  if (bell.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&bell.word);
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+std::string geometry_text(const SegmentGeometry& g) {
+  return str_cat(g.ranks, " ", g.slots, " ", g.slot_bytes, " ", g.ring_bytes);
+}
+
+Result<SegmentGeometry> parse_geometry(std::istringstream& in, int expected_ranks) {
+  SegmentGeometry g;
+  in >> g.ranks >> g.slots >> g.slot_bytes >> g.ring_bytes;
+  if (!in || static_cast<int>(g.ranks) != expected_ranks || g.slots < 3 || g.slots > 64 || g.slot_bytes < 4096 ||
+      g.slot_bytes > (size_t{1} << 30) || g.slot_bytes % 64 != 0 || g.ring_bytes < 4096 ||
+      (g.ring_bytes & (g.ring_bytes - 1)) != 0 || g.ring_bytes > (size_t{1} << 30)) {
+    return error(Code::kInternal, "the shared-memory offer of this host's first rank is malformed");
+  }
+  return g;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Domain>> Domain::create(StoreClient& store, const DomainOptions& options,
+                                               const Deadline& deadline) {
+  if (options.members.size() < 2 || options.members.size() > static_cast<size_t>(kMaxDomainRanks)) {
+    return error(Code::kInvalidArgument, "a shared-memory domain needs 2 to ", kMaxDomainRanks, " ranks, not ",
+                 options.members.size());
+  }
+  std::unique_ptr<Domain> domain(new Domain());
+  Status status = domain->attach(store, options, deadline);
+  if (!status.ok()) return status.with_context("shared memory: ");
+  return domain;
+}
+
+Status Domain::attach(StoreClient& store, const DomainOptions& options, const Deadline& deadline) {
+  members_ = options.members;
+  my_index_ = options.my_index;
+  const int n = size();
+  const std::string key = options.key_prefix + "/shm/";
+  KOLO_TRY(store.set(str_cat(key, "pid/", my_index_), std::to_string(::getpid()), deadline));
+  pids_.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    Result<std::string> text = store.get(str_cat(key, "pid/", i), deadline);
+    if (!text.ok()) return text.status();
+    char* end = nullptr;
+    long pid = std::strtol(text.value().c_str(), &end, 10);
+    if (end == text.value().c_str() || *end != '\0' || pid <= 0 || pid > INT_MAX) {
+      return error(Code::kInternal, "rank ", members_[i], " announced an invalid pid '", text.value(), "'");
+    }
+    pids_[i] = static_cast<pid_t>(pid);
+  }
+  Fd memfd;
+  if (my_index_ == 0) {
+    geometry_ = SegmentGeometry{static_cast<uint32_t>(n), options.slots, (options.slot_bytes + 63) & ~size_t{63},
+                                options.ring_bytes};
+    Result<Mapping> mapping = create_shared_memory(geometry_.total_bytes(), &memfd);
+    if (!mapping.ok()) return mapping.status();
+    mapping_ = mapping.take();
+    base_ = mapping_.data();
+    SegmentHeader& h = *new (base_) SegmentHeader();
+    h.ranks = geometry_.ranks;
+    h.slots = geometry_.slots;
+    h.slot_bytes = geometry_.slot_bytes;
+    h.ring_bytes = geometry_.ring_bytes;
+    h.total_bytes = geometry_.total_bytes();
+    for (int i = 0; i < n; ++i) new (&control(i)) RankControl();
+    for (int from = 0; from < n; ++from) {
+      for (int to = 0; to < n; ++to) new (&channel(from, to)) ChannelControl();
+    }
+    h.magic = kSegmentMagic;
+    Result<FdOffer> offer = FdOffer::open();
+    if (!offer.ok()) return offer.status();
+    KOLO_TRY(store.set(key + "offer", offer.value().name() + " " + geometry_text(geometry_), deadline));
+    std::vector<pid_t> peers(pids_.begin() + 1, pids_.end());
+    KOLO_TRY(offer.value().serve(memfd.get(), peers, deadline));
+  } else {
+    Result<std::string> text = store.get(key + "offer", deadline);
+    if (!text.ok()) return text.status();
+    std::istringstream in(text.value());
+    std::string name;
+    in >> name;
+    Result<SegmentGeometry> geometry = parse_geometry(in, n);
+    if (!geometry.ok()) return geometry.status();
+    geometry_ = geometry.value();
+    Result<Fd> fd = take_fd(name, deadline);
+    if (!fd.ok()) return fd.status();
+    memfd = fd.take();
+    Result<Mapping> mapping = map_shared_memory(memfd.get(), geometry_.total_bytes());
+    if (!mapping.ok()) return mapping.status();
+    mapping_ = mapping.take();
+    base_ = mapping_.data();
+    const SegmentHeader& h = header();
+    if (h.magic != kSegmentMagic || h.ranks != geometry_.ranks || h.total_bytes != geometry_.total_bytes()) {
+      return error(Code::kInternal, "the shared segment does not match its announced geometry");
+    }
+  }
+  RankControl& me = control(my_index_);
+  me.pid.store(::getpid(), std::memory_order_relaxed);
+  me.probe_address.store(reinterpret_cast<uint64_t>(&kProbeValue), std::memory_order_release);
+  pidfds_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    if (i != my_index_) pidfds_[i] = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pids_[i], 0)));
+  }
+  oversubscribed_ = n > usable_cpus();
+  KOLO_TRY(store.barrier(key + "mapped", n, deadline));
+  KOLO_TRY(probe_cma(options.single_copy));
+  KOLO_TRY(store.barrier(key + "probed", n, deadline));
+  return Status();
+}
+
+// Single-copy transfers need ptrace-level access to the peers (Yama's ptrace_scope,
+// containers): try once, and fall back to copying through the shared ring if it fails.
+Status Domain::probe_cma(bool wanted) {
+  bool readable = wanted;
+  for (int i = 0; i < size() && readable; ++i) {
+    if (i == my_index_) continue;
+    uint64_t value = 0;
+    iovec local{&value, sizeof(value)};
+    iovec remote{reinterpret_cast<void*>(control(i).probe_address.load(std::memory_order_acquire)), sizeof(value)};
+    readable = ::process_vm_readv(pids_[i], &local, 1, &remote, 1, 0) == sizeof(value) && value == kProbeValue;
+  }
+  control(my_index_).cma_readable.store(readable ? 1 : 0, std::memory_order_release);
+  log_info(Subsys::kTransport, "shm: single-copy reads from peers (process_vm_readv) ",
+           readable ? "work" : wanted ? "are not permitted; large messages go through the shared ring" : "are off (KOLO_SHM_SINGLE_COPY=0)");
+  return Status();
+}
+
+Domain::~Domain() = default;
+
+int Domain::index_of(int global_rank) const {
+  for (int i = 0; i < size(); ++i) {
+    if (members_[i] == global_rank) return i;
+  }
+  return -1;
+}
+
+void Domain::publish(Counter c, uint64_t value) {
+  RankControl& me = control(my_index_);
+  me.counters[c].store(value, std::memory_order_release);
+  ring_bell(me.bell);
+}
+
+void Domain::ring_inbox(int index) { ring_bell(control(index).inbox); }
+
+void Domain::sleep_on_inbox(uint32_t seen, int timeout_ms) {
+  Bell& inbox = control(my_index_).inbox;
+  inbox.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  futex_wait(&inbox.word, seen, timeout_ms);
+  inbox.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+template <class Ready>
+Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const char* what, int peer) {
+  if (ready()) return Status();
+  if (oversubscribed_) {
+    for (int i = 0; i < kYieldSpins; ++i) {
+      sched_yield();
+      if (ready()) return Status();
+    }
+  } else {
+    const double until = now_seconds() + kSpinSeconds;
+    for (int i = 1;; ++i) {
+      cpu_relax();
+      if (ready()) return Status();
+      if ((i & 63) == 0 && now_seconds() > until) break;
+    }
+  }
+  while (true) {
+    const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
+    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (ready()) {
+      bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      return Status();
+    }
+    futex_wait(&bell.word, seen, kFutexSleepMs);
+    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (ready()) return Status();
+    Status healthy = health();
+    if (!healthy.ok()) return healthy.with_context(str_cat(what, ": "));
+    if (deadline.expired()) {
+      return error(Code::kTimeout, what, ": rank ", members_[peer], " did not arrive in time (KOLO_TIMEOUT)");
+    }
+  }
+}
+
+Status Domain::wait_for(int index, Counter c, uint64_t at_least, const Deadline& deadline, const char* what) {
+  std::atomic<uint64_t>& counter = control(index).counters[c];
+  return wait_on(
+      control(index).bell, [&] { return counter.load(std::memory_order_acquire) >= at_least; }, deadline, what, index);
+}
+
+Status Domain::wait_for_all(Counter c, uint64_t at_least, const Deadline& deadline, const char* what) {
+  for (int i = 0; i < size(); ++i) {
+    if (i != my_index_) KOLO_TRY(wait_for(i, c, at_least, deadline, what));
+  }
+  return Status();
+}
+
+Status Domain::health(bool now) {
+  if (aborted_.load(std::memory_order_relaxed)) return error(Code::kAborted, "communicator aborted by kolo_comm_abort");
+  const SegmentHeader& h = header();
+  if (h.failed.load(std::memory_order_acquire) != 0) {
+    return error(Code::kRemote, "rank ", h.failed_rank.load(std::memory_order_relaxed), " on this host failed");
+  }
+  const double t = now_seconds();
+  if (!now && t < next_health_check_) return Status();
+  next_health_check_ = t + kHealthPeriod;
+  for (int i = 0; i < size(); ++i) {
+    if (i == my_index_) continue;
+    bool dead = false;
+    if (pidfds_[i].valid()) {
+      pollfd p{pidfds_[i].get(), POLLIN, 0};
+      dead = ::poll(&p, 1, 0) > 0;  // a pidfd turns readable when its process exits
+    } else {
+      dead = ::kill(pids_[i], 0) != 0 && errno == ESRCH;
+    }
+    if (dead) return error(Code::kRemote, "rank ", members_[i], " (pid ", pids_[i], ") on this host exited");
+  }
+  return Status();
+}
+
+void Domain::mark_failed() {
+  SegmentHeader& h = header();
+  int32_t expected = -1;
+  h.failed_rank.compare_exchange_strong(expected, members_[my_index_]);
+  h.failed.store(1, std::memory_order_release);
+  for (int i = 0; i < size(); ++i) {
+    ring_bell(control(i).bell);
+    ring_bell(control(i).inbox);
+  }
+}
+
+void Domain::abort() {
+  aborted_.store(true, std::memory_order_relaxed);
+  ring_bell(control(my_index_).inbox);
+}
+
+}  // namespace kolo::shm

@@ -1,0 +1,109 @@
+// A shared-memory domain: the ranks of one communicator that live on one host, sharing
+// one segment (shm_layout.h). It gives them staging slots, monotonic counters to publish
+// progress on, per-pair byte channels for the shm Link, and the one way to wait: spin
+// briefly, then sleep on a futex; every wait has a deadline and notices a peer that died
+// (pidfd), a peer that failed (the segment's failed flag) and kolo_comm_abort.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/clock.h"
+#include "support/status.h"
+#include "transport/bootstrap/store.h"
+#include "transport/shm/shm_layout.h"
+#include "transport/shm/shm_segment.h"
+#include "transport/socket.h"
+
+namespace kolo::shm {
+
+struct DomainOptions {
+  std::string key_prefix;    // store keys, unique per communicator
+  std::vector<int> members;  // the communicator ranks on this host, in local order
+  int my_index = 0;          // my position in members
+  uint32_t slots = 4;
+  size_t slot_bytes = 256 << 10;
+  size_t ring_bytes = 256 << 10;
+  bool single_copy = true;  // large Link messages with process_vm_readv where permitted
+};
+
+class Domain {
+ public:
+  static Result<std::unique_ptr<Domain>> create(StoreClient& store, const DomainOptions& options,
+                                                const Deadline& deadline);
+  ~Domain();
+
+  int size() const { return static_cast<int>(members_.size()); }
+  int index() const { return my_index_; }
+  int global_rank(int index) const { return members_[index]; }
+  // members_ position of a communicator rank, or -1 when it is on another host.
+  int index_of(int global_rank) const;
+
+  uint32_t slots() const { return geometry_.slots; }
+  size_t slot_bytes() const { return geometry_.slot_bytes; }
+  char* slot(int index, uint64_t chunk) const {
+    return base_ + geometry_.staging_offset() + geometry_.staging_bytes_per_rank() * index +
+           geometry_.slot_bytes * (chunk % geometry_.slots);
+  }
+  RankControl& control(int index) const {
+    return reinterpret_cast<RankControl*>(base_ + geometry_.control_offset())[index];
+  }
+  ChannelControl& channel(int from, int to) const {
+    return *reinterpret_cast<ChannelControl*>(channel_base(from, to));
+  }
+  char* ring(int from, int to) const { return channel_base(from, to) + sizeof(ChannelControl); }
+  size_t ring_bytes() const { return geometry_.ring_bytes; }
+  pid_t pid(int index) const { return pids_[index]; }
+  bool cma_readable() const { return control(my_index_).cma_readable.load(std::memory_order_acquire) != 0; }
+
+  // My counter c becomes value (monotonic); wakes whoever sleeps on me.
+  void publish(Counter c, uint64_t value);
+  uint64_t counter(int index, Counter c) const {
+    return control(index).counters[c].load(std::memory_order_acquire);
+  }
+  // Waits until rank `index`'s counter c reaches at_least; `what` names the wait in errors.
+  Status wait_for(int index, Counter c, uint64_t at_least, const Deadline& deadline, const char* what);
+  // The same for every other rank of the domain.
+  Status wait_for_all(Counter c, uint64_t at_least, const Deadline& deadline, const char* what);
+
+  // Inbox: rung when a channel towards a rank changes (the Link's progress).
+  void ring_inbox(int index);
+  uint32_t inbox_word() const { return control(my_index_).inbox.word.load(std::memory_order_acquire); }
+  void sleep_on_inbox(uint32_t seen, int timeout_ms);
+
+  // Problems with the peers: failed flag, abort, dead processes (checked at most every
+  // 50 ms unless `now`).
+  Status health(bool now = false);
+  // Marks the domain failed so that every peer's wait returns at once.
+  void mark_failed();
+  // From any thread: waits in this process return kAborted.
+  void abort();
+
+ private:
+  Domain() = default;
+  Status attach(StoreClient& store, const DomainOptions& options, const Deadline& deadline);
+  Status probe_cma(bool wanted);
+  char* channel_base(int from, int to) const {
+    return base_ + geometry_.channel_offset() + geometry_.channel_stride() * (static_cast<size_t>(from) * size() + to);
+  }
+  SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(base_); }
+  template <class Ready>
+  Status wait_on(Bell& bell, Ready ready, const Deadline& deadline, const char* what, int peer);
+
+  std::vector<int> members_;
+  int my_index_ = 0;
+  SegmentGeometry geometry_;
+  Mapping mapping_;
+  char* base_ = nullptr;
+  std::vector<pid_t> pids_;
+  std::vector<Fd> pidfds_;  // -1 entries: no pidfd on this kernel, kill(pid, 0) instead
+  bool oversubscribed_ = false;
+  std::atomic<bool> aborted_{false};
+  double next_health_check_ = 0;
+};
+
+}  // namespace kolo::shm

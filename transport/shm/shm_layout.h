@@ -1,0 +1,77 @@
+// The layout of a shared-memory domain's segment: one memfd mapping shared by the ranks of
+// one communicator on one host. Everything here is plain data in shared memory; only
+// atomics are used across processes.
+//
+//   SegmentHeader | RankControl[ranks] | staging[ranks][slots][slot_bytes]
+//                 | Channel[ranks][ranks] (from, to) each followed by ring_bytes of data
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace kolo::shm {
+
+constexpr uint64_t kSegmentMagic = 0x316d68736f6c6f6bull;  // "kolohsm1"
+constexpr int kMaxDomainRanks = 256;
+
+// Monotonic per-rank counters that the one-host collectives publish (see engine/local).
+enum Counter : int { kPosted = 0, kReduced = 1, kConsumed = 2, kCounterCount = 3 };
+
+// A futex word and the number of processes sleeping on it: a publisher only pays for the
+// wake-up system call when someone sleeps.
+struct alignas(64) Bell {
+  std::atomic<uint32_t> word{0};
+  std::atomic<uint32_t> sleepers{0};
+};
+
+// What a rank says about the collective it runs, so that peers can detect a mismatch.
+struct OpSignature {
+  std::atomic<uint64_t> sequence{0};  // 1-based op number; 0 = empty; written last
+  std::atomic<uint64_t> shape{0};     // kind, dtype, op, root packed
+  std::atomic<uint64_t> count{0};     // elements, or a hash of allgatherv's counts
+};
+constexpr int kSignatureRing = 16;
+
+struct alignas(64) RankControl {
+  Bell bell;                                      // rung on every counter update
+  alignas(64) std::atomic<uint64_t> counters[kCounterCount];
+  alignas(64) Bell inbox;                         // rung when a channel to this rank changes
+  alignas(64) std::atomic<int32_t> pid{0};
+  std::atomic<uint32_t> cma_readable{0};          // 1: this rank reads peers with process_vm_readv
+  std::atomic<uint64_t> probe_address{0};         // where peers find kProbeValue in this process
+  OpSignature signatures[kSignatureRing];
+};
+
+struct alignas(64) ChannelControl {
+  alignas(64) std::atomic<uint64_t> head{0};  // bytes written by the sender
+  alignas(64) std::atomic<uint64_t> tail{0};  // bytes consumed by the receiver
+};
+
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  uint32_t ranks;
+  uint32_t slots;
+  uint64_t slot_bytes;
+  uint64_t ring_bytes;
+  uint64_t total_bytes;
+  std::atomic<uint32_t> failed{0};      // any rank that fails sets it: the others stop at once
+  std::atomic<int32_t> failed_rank{-1};
+};
+
+struct SegmentGeometry {
+  uint32_t ranks = 0;
+  uint32_t slots = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t ring_bytes = 0;
+
+  static size_t align(size_t n) { return (n + 4095) & ~size_t{4095}; }
+  size_t control_offset() const { return align(sizeof(SegmentHeader)); }
+  size_t staging_offset() const { return control_offset() + align(sizeof(RankControl) * ranks); }
+  size_t staging_bytes_per_rank() const { return slot_bytes * slots; }
+  size_t channel_offset() const { return staging_offset() + staging_bytes_per_rank() * ranks; }
+  size_t channel_stride() const { return align(sizeof(ChannelControl) + ring_bytes); }
+  size_t total_bytes() const { return channel_offset() + channel_stride() * ranks * ranks; }
+};
+
+}  // namespace kolo::shm

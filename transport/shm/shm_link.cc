@@ -1,0 +1,250 @@
+#include "transport/shm/shm_link.h"
+
+#include <errno.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kolo::shm {
+namespace {
+// The peer shares our memory and our trust, but a corrupt length must not make us
+// allocate wildly.
+constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
+}  // namespace
+
+ShmLink::ShmLink(Domain& domain, int self, int peer)
+    : domain_(domain), self_(self), peer_(peer), peer_index_(domain.index_of(peer)),
+      out_(domain.channel(domain.index(), peer_index_)), out_ring_(domain.ring(domain.index(), peer_index_)),
+      in_(domain.channel(peer_index_, domain.index())), in_ring_(domain.ring(peer_index_, domain.index())),
+      single_copy_(domain.control(peer_index_).cma_readable.load(std::memory_order_acquire) != 0) {
+  out_head_ = out_.head.load(std::memory_order_acquire);
+  in_tail_ = in_.tail.load(std::memory_order_acquire);
+}
+
+ShmLink::~ShmLink() { close(); }
+
+Status ShmLink::post_send(uint64_t tag, const void* data, size_t bytes, TransferRequest* req) {
+  if (!failed_.ok()) return failed_;
+  req->done = false;
+  req->status = Status();
+  const bool rts = single_copy_ && bytes >= kSingleCopyBytes;
+  FrameHeader header{tag, bytes, rts ? reinterpret_cast<uint64_t>(data) : 0, rts ? kRequestToSend : kData, 0};
+  sends_.push_back(PendingSend{header, static_cast<const char*>(data), req});
+  return Status();
+}
+
+Status ShmLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) {
+  req->done = false;
+  req->status = Status();
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (it->tag != tag || !it->complete) continue;
+    const size_t sent = it->single_copy ? it->bytes : it->data.size();
+    if (sent != bytes) return size_mismatch(tag, sent, bytes);
+    if (it->single_copy) {
+      KOLO_TRY(read_remote(it->address, static_cast<char*>(data), bytes));
+      acknowledge(tag);
+    } else if (bytes > 0) {
+      std::memcpy(data, it->data.data(), bytes);
+    }
+    unexpected_.erase(it);
+    req->done = true;
+    return Status();
+  }
+  if (!failed_.ok()) return failed_;
+  recvs_.push_back(PendingRecv{tag, static_cast<char*>(data), bytes, req});
+  return Status();
+}
+
+Status ShmLink::progress() {
+  if (!failed_.ok()) return Status();  // its requests have already failed
+  bool moved = false;
+  KOLO_TRY(progress_recvs(&moved));
+  KOLO_TRY(progress_sends(&moved));
+  if (!moved && has_pending()) {
+    Status healthy = domain_.health();
+    if (!healthy.ok()) return fail(healthy);
+  }
+  return Status();
+}
+
+void ShmLink::write_ring(const char* in, size_t bytes) {
+  const size_t size = domain_.ring_bytes(), at = out_head_ & (size - 1);
+  const size_t first = std::min(bytes, size - at);
+  std::memcpy(out_ring_ + at, in, first);
+  std::memcpy(out_ring_, in + first, bytes - first);
+  out_head_ += bytes;
+}
+
+void ShmLink::read_ring(char* out, size_t bytes) {
+  const size_t size = domain_.ring_bytes(), at = in_tail_ & (size - 1);
+  const size_t first = std::min(bytes, size - at);
+  if (out != nullptr) {
+    std::memcpy(out, in_ring_ + at, first);
+    std::memcpy(out + first, in_ring_, bytes - first);
+  }
+  in_tail_ += bytes;
+}
+
+size_t ShmLink::readable() const { return in_.head.load(std::memory_order_acquire) - in_tail_; }
+
+void ShmLink::acknowledge(uint64_t tag) {
+  acks_.push_back(PendingSend{FrameHeader{tag, 0, 0, kAck, 0}, nullptr, nullptr});
+}
+
+Status ShmLink::progress_sends(bool* moved) {
+  const uint64_t start = out_head_;
+  while (true) {
+    // An acknowledgement may only go between frames, never inside a payload.
+    const bool mid_frame = !sends_.empty() && sends_.front().sent > 0;
+    std::deque<PendingSend>& queue = !mid_frame && !acks_.empty() ? acks_ : sends_;
+    if (queue.empty()) break;
+    PendingSend& s = queue.front();
+    const size_t space = domain_.ring_bytes() - (out_head_ - out_.tail.load(std::memory_order_acquire));
+    const size_t header_bytes = sizeof(FrameHeader);
+    const size_t total = header_bytes + (s.header.kind == kData ? s.header.bytes : 0);
+    if (s.sent == 0) {
+      if (space < header_bytes) break;
+      write_ring(reinterpret_cast<const char*>(&s.header), header_bytes);
+      s.sent = header_bytes;
+    } else {
+      const size_t n = std::min(space, total - s.sent);
+      if (n == 0) break;
+      write_ring(s.data + (s.sent - header_bytes), n);
+      s.sent += n;
+    }
+    if (s.sent < total) continue;
+    if (s.header.kind == kRequestToSend) {
+      awaiting_ack_.push_back(s);
+    } else if (s.req != nullptr) {
+      s.req->done = true;
+    }
+    queue.pop_front();
+  }
+  if (out_head_ != start) {
+    out_.head.store(out_head_, std::memory_order_release);
+    domain_.ring_inbox(peer_index_);
+    *moved = true;
+  }
+  return Status();
+}
+
+Status ShmLink::progress_recvs(bool* moved) {
+  const uint64_t start = in_tail_;
+  Status status;
+  while (status.ok()) {
+    const size_t available = readable();
+    if (!in_payload_) {
+      if (available < sizeof(FrameHeader)) break;
+      read_ring(reinterpret_cast<char*>(&in_header_), sizeof(FrameHeader));
+      status = on_header();
+      continue;
+    }
+    const size_t n = std::min(available, in_header_.bytes - in_got_);
+    if (n == 0 && in_got_ < in_header_.bytes) break;
+    read_ring(in_target_ + in_got_, n);
+    in_got_ += n;
+    if (in_got_ < in_header_.bytes) continue;
+    in_payload_ = false;
+    if (in_req_ != nullptr) {
+      in_req_->done = true;
+    } else {
+      unexpected_.back().complete = true;
+    }
+  }
+  if (in_tail_ != start) {
+    in_.tail.store(in_tail_, std::memory_order_release);
+    domain_.ring_inbox(peer_index_);  // the sender may wait for space
+    *moved = true;
+  }
+  return status.ok() ? status : fail(status);
+}
+
+Status ShmLink::on_header() {
+  const FrameHeader& h = in_header_;
+  if (h.kind == kAck) {
+    auto it = std::find_if(awaiting_ack_.begin(), awaiting_ack_.end(), [&](const PendingSend& s) { return s.header.tag == h.tag; });
+    if (it == awaiting_ack_.end()) return error(Code::kInternal, "rank ", peer_, " acknowledged tag ", h.tag, " that was not sent");
+    it->req->done = true;
+    awaiting_ack_.erase(it);
+    return Status();
+  }
+  if ((h.kind != kData && h.kind != kRequestToSend) || h.bytes > kMaxFrameBytes) {
+    return error(Code::kInternal, "corrupt frame from rank ", peer_, " (kind ", h.kind, ", ", h.bytes, " bytes)");
+  }
+  auto match = std::find_if(recvs_.begin(), recvs_.end(), [&](const PendingRecv& r) { return r.tag == h.tag; });
+  if (match != recvs_.end() && match->bytes != h.bytes) return size_mismatch(h.tag, h.bytes, match->bytes);
+  if (h.kind == kRequestToSend) {
+    if (match == recvs_.end()) {
+      unexpected_.push_back(Unexpected{h.tag, {}, h.address, h.bytes, true, true});
+      return Status();
+    }
+    KOLO_TRY(read_remote(h.address, match->data, h.bytes));
+    acknowledge(h.tag);
+    match->req->done = true;
+    recvs_.erase(match);
+    return Status();
+  }
+  in_payload_ = true;
+  in_got_ = 0;
+  if (match != recvs_.end()) {
+    in_target_ = match->data;
+    in_req_ = match->req;
+    recvs_.erase(match);
+  } else {
+    unexpected_.push_back(Unexpected{h.tag, std::vector<char>(h.bytes)});
+    in_target_ = unexpected_.back().data.data();
+    in_req_ = nullptr;
+  }
+  if (h.bytes == 0) {
+    in_payload_ = false;
+    if (in_req_ != nullptr) in_req_->done = true; else unexpected_.back().complete = true;
+  }
+  return Status();
+}
+
+Status ShmLink::read_remote(uint64_t address, char* data, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{data + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    ssize_t n = ::process_vm_readv(domain_.pid(peer_index_), &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      return error(Code::kRemote, "single-copy read of ", bytes, " B from rank ", peer_, " failed: ",
+                   n < 0 ? std::strerror(errno) : "no progress");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status();
+}
+
+Status ShmLink::size_mismatch(uint64_t tag, size_t sent, size_t expected) const {
+  return error(Code::kMismatch, "rank ", peer_, " sent ", sent, " bytes but rank ", self_, " expects ", expected,
+               " (tag ", tag, "): the ranks called different collectives or counts");
+}
+
+Status ShmLink::fail(Status status) {
+  if (failed_.ok()) failed_ = status;
+  auto fail_request = [&](TransferRequest* req) {
+    if (req != nullptr && !req->done) {
+      req->status = failed_;
+      req->done = true;
+    }
+  };
+  for (PendingSend& s : sends_) fail_request(s.req);
+  for (PendingSend& s : awaiting_ack_) fail_request(s.req);
+  for (PendingRecv& r : recvs_) fail_request(r.req);
+  if (in_payload_) fail_request(in_req_);
+  sends_.clear();
+  acks_.clear();
+  awaiting_ack_.clear();
+  recvs_.clear();
+  in_payload_ = false;
+  return failed_;
+}
+
+void ShmLink::close() {
+  if (failed_.ok()) (void)fail(error(Code::kAborted, "link to rank ", peer_, " closed"));
+}
+
+}  // namespace kolo::shm

@@ -1,0 +1,104 @@
+// A Link between two ranks of one host over a pair of byte rings in the domain's segment
+// (one per direction). Frames: a 32-byte header, then the payload, streamed as ring space
+// allows. Large messages, when the receiver may read our memory (process_vm_readv), send
+// only a request-to-send with the buffer's address: the receiver copies once, straight
+// into its own buffer, and acknowledges. Receives match sends in order per tag; frames
+// that arrive before their receive wait in an unexpected queue, as over TCP.
+#pragma once
+
+#include <deque>
+#include <list>
+#include <vector>
+
+#include "transport/link.h"
+#include "transport/shm/shm_domain.h"
+
+namespace kolo::shm {
+
+// Messages at least this large use a single copy when the kernel allows it.
+constexpr size_t kSingleCopyBytes = 64 << 10;
+
+class ShmLink final : public Link {
+ public:
+  // `self` and `peer` are communicator ranks; both must be in `domain`.
+  ShmLink(Domain& domain, int self, int peer);
+  ~ShmLink() override;
+
+  int peer() const override { return peer_; }
+  const char* kind() const override { return "shm"; }
+  Status post_send(uint64_t tag, const void* data, size_t bytes, TransferRequest* req) override;
+  Status post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) override;
+  Status progress() override;
+  int poll_fd() const override { return -1; }
+  short poll_events() const override { return 0; }
+  bool has_pending() const override { return !sends_.empty() || !recvs_.empty() || !awaiting_ack_.empty(); }
+  void close() override;
+  void interrupt() override { domain_.ring_inbox(domain_.index()); }
+
+ private:
+  enum FrameKind : uint32_t { kData = 1, kRequestToSend = 2, kAck = 3 };
+  struct FrameHeader {
+    uint64_t tag;
+    uint64_t bytes;
+    uint64_t address;  // kRequestToSend: the sender's buffer
+    uint32_t kind;
+    uint32_t reserved;
+  };
+  static_assert(sizeof(FrameHeader) == 32);
+  struct PendingSend {
+    FrameHeader header;
+    const char* data;
+    TransferRequest* req;  // null for an acknowledgement
+    size_t sent = 0;       // of header + inline payload
+  };
+  struct PendingRecv {
+    uint64_t tag;
+    char* data;
+    size_t bytes;
+    TransferRequest* req;
+  };
+  struct Unexpected {
+    uint64_t tag;
+    std::vector<char> data;   // kData
+    uint64_t address = 0;     // kRequestToSend: read from the sender when the receive comes
+    uint64_t bytes = 0;
+    bool single_copy = false;
+    bool complete = false;
+  };
+
+  Status progress_sends(bool* moved);
+  Status progress_recvs(bool* moved);
+  Status on_header();
+  Status read_remote(uint64_t address, char* data, size_t bytes);
+  void acknowledge(uint64_t tag);
+  Status fail(Status status);
+  Status size_mismatch(uint64_t tag, size_t sent, size_t expected) const;
+  size_t readable() const;
+  void read_ring(char* out, size_t bytes);
+  void write_ring(const char* in, size_t bytes);
+
+  Domain& domain_;
+  int self_, peer_;
+  int peer_index_;
+  ChannelControl& out_;
+  char* out_ring_;
+  ChannelControl& in_;
+  char* in_ring_;
+  uint64_t out_head_ = 0;  // our copy of out_.head
+  uint64_t in_tail_ = 0;   // our copy of in_.tail
+  bool single_copy_;       // the peer can read our memory
+  Status failed_;
+  std::deque<PendingSend> sends_;
+  std::deque<PendingSend> acks_;
+  std::list<PendingSend> awaiting_ack_;
+  std::list<PendingRecv> recvs_;
+  std::list<Unexpected> unexpected_;
+  // The incoming frame being read.
+  FrameHeader in_header_{};
+  bool in_payload_ = false;
+  char* in_target_ = nullptr;
+  size_t in_got_ = 0;
+  TransferRequest* in_req_ = nullptr;  // null: into the unexpected queue
+};
+
+}  // namespace kolo::shm

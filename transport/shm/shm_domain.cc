@@ -22,7 +22,7 @@ namespace {
 const volatile uint64_t kProbeValue = 0x6b6f6c6f2d636d61ull;
 
 constexpr int kFutexSleepMs = 10;       // bounds how late an abort or a death is noticed
-constexpr double kSpinSeconds = 30e-6;  // a peer on another core usually answers sooner
+constexpr double kSpinSeconds = 200e-6;  // a peer on another core usually answers sooner
 constexpr int kYieldSpins = 8;          // more ranks than cores: give the core away instead
 constexpr double kHealthPeriod = 0.05;
 

@@ -1,0 +1,126 @@
+// Gloo's allreduce (Debian's libgloo, TCP transport over loopback) measured and printed
+// the way kolo-perf prints, as a second reference beside Open MPI. float sum only.
+// Started by kolorun (KOLO_RANK, KOLO_SIZE); the ranks meet through a gloo FileStore in
+// the directory given with -d.
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+size_t parse_size(const char* text) {
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  double scale = *end == 'K' ? 1 << 10 : *end == 'M' ? 1 << 20 : *end == 'G' ? double(1 << 30) : 1;
+  return static_cast<size_t>(value * scale);
+}
+
+void allreduce(const std::shared_ptr<gloo::Context>& context, float* send, float* recv, size_t count) {
+  gloo::AllreduceOptions options(context);
+  options.setInput(send, count);
+  options.setOutput(recv, count);
+  options.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+  gloo::allreduce(options);
+}
+
+// Average time per call in microseconds over ranks.
+double time_allreduce(const std::shared_ptr<gloo::Context>& context, float* send, float* recv, size_t count,
+                      int iters, int warmup) {
+  for (int i = 0; i < warmup; ++i) allreduce(context, send, recv, count);
+  gloo::BarrierOptions barrier(context);
+  gloo::barrier(barrier);
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) allreduce(context, send, recv, count);
+  double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+  double sum = mine;
+  gloo::AllreduceOptions options(context);
+  options.setInput(&mine, 1);
+  options.setOutput(&sum, 1);
+  options.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<double>));
+  gloo::allreduce(options);
+  return sum / context->size;
+}
+
+long check(const std::vector<float>& recv, int size) {
+  long wrong = 0;
+  for (size_t i = 0; i < recv.size(); ++i) {
+    float expected = 0;
+    for (int r = 0; r < size; ++r) expected += static_cast<float>((i + 2 * r) % 5);
+    if (recv[i] != expected) ++wrong;
+  }
+  return wrong;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* rank_text = std::getenv("KOLO_RANK");
+  const char* size_text = std::getenv("KOLO_SIZE");
+  size_t min_bytes = 8, max_bytes = 256 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 1;
+  std::string dir;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "-b") min_bytes = parse_size(argv[i + 1]);
+    else if (flag == "-e") max_bytes = parse_size(argv[i + 1]);
+    else if (flag == "-f") factor = std::atof(argv[i + 1]);
+    else if (flag == "-n") iters = std::atoi(argv[i + 1]);
+    else if (flag == "-w") warmup = std::atoi(argv[i + 1]);
+    else if (flag == "-d") dir = argv[i + 1];
+  }
+  if (rank_text == nullptr || size_text == nullptr || dir.empty() || factor <= 1) {
+    std::fprintf(stderr, "usage: kolorun -np N gloo_allreduce_perf -d <shared empty dir> [-b min] [-e max] [-f factor] [-n iters] [-w warmup]\n");
+    return 2;
+  }
+  const int rank = std::atoi(rank_text), size = std::atoi(size_text);
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  gloo::rendezvous::FileStore file_store(dir);
+  gloo::rendezvous::PrefixStore store("gloo_allreduce_perf", file_store);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->connectFullMesh(store, device);
+  if (rank == 0) {
+    std::printf("# gloo_allreduce_perf (Gloo allreduce over tcp, float sum), %d ranks\n", size);
+    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
+                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  }
+  long total_wrong = 0;
+  const double bus_factor = size > 1 ? 2.0 * (size - 1) / size : 1.0;
+  for (size_t bytes = min_bytes; bytes <= max_bytes; bytes = static_cast<size_t>(bytes * factor)) {
+    const size_t count = bytes / sizeof(float);
+    std::vector<float> send(count), recv(count);
+    for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i + 2 * rank) % 5);
+    double out_us = time_allreduce(context, send.data(), recv.data(), count, iters, warmup);
+    allreduce(context, send.data(), recv.data(), count);
+    long wrong_out = check(recv, size);
+    recv = send;
+    double in_us = time_allreduce(context, recv.data(), recv.data(), count, iters, warmup);
+    recv = send;
+    allreduce(context, recv.data(), recv.data(), count);
+    long wrong_in = check(recv, size);
+    total_wrong += wrong_out + wrong_in;  // rank 0's count: each rank checks its own result
+    if (rank == 0) {
+      double algbw_out = out_us > 0 ? bytes / out_us / 1e3 : 0, algbw_in = in_us > 0 ? bytes / in_us / 1e3 : 0;
+      std::printf(" %12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6ld  %7.2f  %6.2f  %6.2f  %6ld\n", bytes, count,
+                  "float", "sum", -1, out_us, algbw_out, algbw_out * bus_factor, wrong_out, in_us, algbw_in,
+                  algbw_in * bus_factor, wrong_in);
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0) std::printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
+  return total_wrong == 0 ? 0 : 1;
+}

@@ -97,7 +97,7 @@ class Communicator {
   Algorithm forced_algorithm_ = Algorithm::kAuto;
   double timeout_seconds_ = 300;
   bool allow_shm_ = true, allow_tcp_ = true;  // KOLO_TRANSPORTS
-  size_t shm_chunk_bytes_ = 256 << 10;
+  size_t shm_chunk_bytes_ = 1 << 20;
 };
 
 }  // namespace kolo

@@ -23,7 +23,8 @@ const volatile uint64_t kProbeValue = 0x6b6f6c6f2d636d61ull;
 
 constexpr int kFutexSleepMs = 10;       // bounds how late an abort or a death is noticed
 constexpr double kSpinSeconds = 200e-6;  // a peer on another core usually answers sooner
-constexpr int kYieldSpins = 8;          // more ranks than cores: give the core away instead
+constexpr int kYieldSpins = 8;
+constexpr int kPauseSpins = 2000;   // about 2-10 microseconds, before yielding          // more ranks than cores: give the core away instead
 constexpr double kHealthPeriod = 0.05;
 
 inline void cpu_relax() {
@@ -210,11 +211,17 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
       if (ready()) return Status();
     }
   } else {
+    // Pause-spin first (a peer on another core answers within a microsecond or two), then
+    // yield while spinning: on a busy machine the peer may be waiting for our core.
     const double until = now_seconds() + kSpinSeconds;
     for (int i = 1;; ++i) {
-      cpu_relax();
+      if (i < kPauseSpins) {
+        cpu_relax();
+      } else {
+        sched_yield();
+      }
       if (ready()) return Status();
-      if ((i & 63) == 0 && now_seconds() > until) break;
+      if ((i & 15) == 0 && now_seconds() > until) break;
     }
   }
   while (true) {

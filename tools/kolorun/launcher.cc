@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -238,6 +239,20 @@ Status Job::start(Rank& rank) {
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   pid_t parent = ::getpid();
+  cpu_set_t allowed, bind;
+  CPU_ZERO(&bind);
+  bool pin = false;
+  if (spec_.bind_to_core && !remote && ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
+      rank.where.local_size <= CPU_COUNT(&allowed)) {
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &allowed)) continue;
+      if (seen++ == rank.where.local_rank) {
+        CPU_SET(cpu, &bind);
+        pin = true;
+        break;
+      }
+    }
+  }
 
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -252,6 +267,7 @@ Status Job::start(Rank& rank) {
     if (::getppid() != parent) ::_exit(kExitCannotRun);
     ::sigaction(SIGPIPE, &default_action, nullptr);
     ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);
+    if (pin) ::sched_setaffinity(0, sizeof(bind), &bind);
     if (::dup2(stdin_source, STDIN_FILENO) < 0 || ::dup2(out[1], STDOUT_FILENO) < 0 ||
         ::dup2(err[1], STDERR_FILENO) < 0) {
       int saved = errno;

@@ -21,6 +21,9 @@ struct JobSpec {
   std::string addr;        // KOLO_ADDR: host:port of the store
   std::string secret_hex;  // KOLO_SECRET: never on a command line
   bool prefix = true;
+  // Pin each rank on this machine to one CPU (local rank i -> the i-th allowed CPU), as
+  // mpirun does; only when there are no more local ranks than CPUs.
+  bool bind_to_core = false;
   double timeout_s = 0;    // wall-clock limit for the job; 0 = none
   std::string ssh = "ssh";
   std::string cwd;         // remote ranks cd here first

@@ -38,6 +38,8 @@ const char kUsage[] =
     "                         (without hosts, every rank runs on this machine)\n"
     "  -x NAME=VALUE, -x NAME set (or pass on kolorun's value of) a variable for every rank\n"
     "  --no-prefix            relay the ranks' output as is, without '[rank] '\n"
+    "  --bind-to core|none    pin each rank on this machine to one CPU (default: core when\n"
+    "                         the ranks here are no more than its CPUs, as mpirun does)\n"
     "  --timeout SECONDS      stop the whole job after this long (exit status 124)\n"
     "  --ssh COMMAND          command that starts remote ranks, e.g. 'ssh -p 2222'\n"
     "                         (default: ssh; kolorun adds -o BatchMode=yes HOST CMD)\n"
@@ -56,6 +58,7 @@ struct Options {
   std::string hostfile;
   std::vector<std::pair<std::string, std::string>> exports;
   bool prefix = true;
+  bool bind_to_core = true;
   double timeout_s = 0;
   std::string ssh = "ssh";
   std::string store_host;
@@ -113,7 +116,7 @@ Result<Options> parse_args(int argc, char** argv) {
     };
     bool takes_value = arg == "-np" || arg == "--np" || arg == "-n" || arg == "-H" || arg == "--host" ||
                        arg == "-host" || arg == "--hostfile" || arg == "-hostfile" || arg == "-x" ||
-                       arg == "--timeout" || arg == "--ssh" || arg == "--store-host";
+                       arg == "--timeout" || arg == "--ssh" || arg == "--store-host" || arg == "--bind-to";
     if (!takes_value && inline_value) return error(Code::kInvalidArgument, "option '", arg, "' takes no value");
     if (arg == "--help" || arg == "-h") {
       options.help = true;
@@ -127,7 +130,12 @@ Result<Options> parse_args(int argc, char** argv) {
       Result<std::string> got = value();
       if (!got.ok()) return got.status();
       const std::string& text = got.value();
-      if (arg == "-np" || arg == "--np" || arg == "-n") {
+      if (arg == "--bind-to") {
+        if (text != "core" && text != "none") {
+          return error(Code::kInvalidArgument, "--bind-to '", text, "' is not core or none");
+        }
+        options.bind_to_core = text == "core";
+      } else if (arg == "-np" || arg == "--np" || arg == "-n") {
         char* end = nullptr;
         errno = 0;
         long np = std::strtol(text.c_str(), &end, 10);
@@ -221,6 +229,7 @@ int kolorun_main(int argc, char** argv) {
   job.argv = options.argv;
   job.ranks = placed.take();
   job.prefix = options.prefix;
+  job.bind_to_core = options.bind_to_core;
   job.timeout_s = options.timeout_s;
   job.ssh = options.ssh;
   // Remote ranks see only what is forwarded: kolorun's KOLO_* (minus the per-rank ones

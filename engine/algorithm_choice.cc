@@ -1,71 +1,96 @@
-// Which algorithm runs for which collective and size: one table, until the planner's cost
-// model replaces it. Direct wins while per-message latency dominates; ring once bandwidth
-// does (it moves 2(p-1)/p of the data per rank instead of (p-1)).
+// Which algorithm runs: a forced one (KOLO_ALGO, or the call's option) where it has a
+// schedule for the collective, else the planner's choice (engine/planner/selector.h):
+// every applicable algorithm's schedule is timed with the cost model and the fastest
+// wins. build_schedule then dispatches to the algorithm's generator.
 #include "engine/algorithms.h"
+#include "engine/planner/selector.h"
+#include "support/log.h"
 
 namespace kolo {
-namespace {
-
-struct Threshold {
-  CollKind kind;
-  size_t direct_up_to_bytes;  // per-rank message size at or below which direct is used
-};
-
-constexpr Threshold kTable[] = {
-    {CollKind::kAllreduce, 32 << 10},
-    {CollKind::kReduce, 32 << 10},
-    {CollKind::kReduceScatter, 8 << 10},
-    {CollKind::kAllgather, 32 << 10},
-    {CollKind::kAllgatherv, 32 << 10},
-    {CollKind::kBroadcast, 256 << 10},
-};
-
-Algorithm forced_algorithm(const CollSpec& spec, const PlanContext& ctx) {
-  return spec.algorithm != Algorithm::kAuto ? spec.algorithm : ctx.forced;
-}
-
-bool has_ring(CollKind kind) {
-  switch (kind) {
-    case CollKind::kAllreduce: case CollKind::kReduce: case CollKind::kReduceScatter:
-    case CollKind::kAllgather: case CollKind::kAllgatherv: case CollKind::kBroadcast:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
 
 Algorithm choose_algorithm(const CollSpec& spec, const PlanContext& ctx) {
-  if (!has_ring(spec.kind)) return Algorithm::kDirect;
-  Algorithm forced = forced_algorithm(spec, ctx);
-  if (forced != Algorithm::kAuto) return forced;
-  size_t bytes = spec.bytes();
-  if (spec.kind == CollKind::kAllgatherv) {
-    bytes = 0;
-    for (size_t c : spec.counts) bytes = std::max(bytes, c * dtype_size(spec.dtype));
+  Algorithm forced = spec.algorithm != Algorithm::kAuto ? spec.algorithm : ctx.forced;
+  if (forced != Algorithm::kAuto) {
+    if (algorithm_applies(forced, spec, ctx)) return forced;
+    // Planning is deterministic, so every rank falls back the same way.
+    if (spec.kind != CollKind::kBarrier && spec.kind != CollKind::kSend && spec.kind != CollKind::kRecv) {
+      log_info(Subsys::kPlan, algorithm_name(forced), " has no schedule for ", coll_name(spec.kind), " on ", ctx.size,
+               " ranks; choosing automatically");
+    }
   }
-  for (const Threshold& t : kTable) {
-    if (t.kind == spec.kind) return bytes <= t.direct_up_to_bytes && ctx.size <= 16 ? Algorithm::kDirect : Algorithm::kRing;
-  }
-  return Algorithm::kRing;
+  // Alltoall, barrier, send and recv have one schedule each.
+  if (!algorithm_applies(Algorithm::kRing, spec, ctx)) return Algorithm::kDirect;
+  if (ctx.size == 1) return Algorithm::kRing;  // every algorithm is one copy
+  return select_algorithm(predict_all(spec, ctx, CostModel(ctx)));
 }
 
-Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx) {
-  const bool ring = choose_algorithm(spec, ctx) == Algorithm::kRing;
+namespace {
+
+Schedule by_kind(const CollSpec& spec, const PlanContext& ctx, Schedule (*allreduce)(const CollSpec&, const PlanContext&),
+                 Schedule (*fallback)(const CollSpec&, const PlanContext&)) {
+  return spec.kind == CollKind::kAllreduce ? allreduce(spec, ctx) : fallback(spec, ctx);
+}
+
+Schedule direct_for(const CollSpec& spec, const PlanContext& ctx) {
   switch (spec.kind) {
-    case CollKind::kAllreduce: return ring ? ring_allreduce(spec, ctx) : direct_allreduce(spec, ctx);
-    case CollKind::kReduce: return ring ? ring_reduce(spec, ctx) : direct_reduce(spec, ctx);
-    case CollKind::kReduceScatter: return ring ? ring_reduce_scatter(spec, ctx) : direct_reduce_scatter(spec, ctx);
+    case CollKind::kAllreduce: return direct_allreduce(spec, ctx);
+    case CollKind::kReduce: return direct_reduce(spec, ctx);
+    case CollKind::kReduceScatter: return direct_reduce_scatter(spec, ctx);
     case CollKind::kAllgather:
-    case CollKind::kAllgatherv: return ring ? ring_allgather(spec, ctx) : direct_allgather(spec, ctx);
-    case CollKind::kBroadcast: return ring ? ring_broadcast(spec, ctx) : direct_broadcast(spec, ctx);
+    case CollKind::kAllgatherv: return direct_allgather(spec, ctx);
+    case CollKind::kBroadcast: return direct_broadcast(spec, ctx);
     case CollKind::kAlltoall: return direct_alltoall(spec, ctx);
     case CollKind::kBarrier: return dissemination_barrier(spec, ctx);
     case CollKind::kSend:
     case CollKind::kRecv: return point_to_point(spec, ctx);
   }
   return Schedule{};
+}
+
+Schedule ring_for(const CollSpec& spec, const PlanContext& ctx) {
+  switch (spec.kind) {
+    case CollKind::kAllreduce: return ring_allreduce(spec, ctx);
+    case CollKind::kReduce: return ring_reduce(spec, ctx);
+    case CollKind::kReduceScatter: return ring_reduce_scatter(spec, ctx);
+    case CollKind::kAllgather:
+    case CollKind::kAllgatherv: return ring_allgather(spec, ctx);
+    case CollKind::kBroadcast: return ring_broadcast(spec, ctx);
+    default: return direct_for(spec, ctx);
+  }
+}
+
+Schedule tree_for(const CollSpec& spec, const PlanContext& ctx) {
+  switch (spec.kind) {
+    case CollKind::kAllreduce: return tree_allreduce(spec, ctx);
+    case CollKind::kReduce: return tree_reduce(spec, ctx);
+    case CollKind::kBroadcast: return tree_broadcast(spec, ctx);
+    default: return direct_for(spec, ctx);
+  }
+}
+
+Schedule halving_doubling_for(const CollSpec& spec, const PlanContext& ctx) {
+  switch (spec.kind) {
+    case CollKind::kAllreduce: return halving_doubling_allreduce(spec, ctx);
+    case CollKind::kReduceScatter: return halving_doubling_reduce_scatter(spec, ctx);
+    case CollKind::kAllgather: return halving_doubling_allgather(spec, ctx);
+    default: return direct_for(spec, ctx);
+  }
+}
+
+}  // namespace
+
+Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx) {
+  switch (choose_algorithm(spec, ctx)) {
+    case Algorithm::kAuto:
+    case Algorithm::kDirect: return direct_for(spec, ctx);
+    case Algorithm::kRing: return ring_for(spec, ctx);
+    case Algorithm::kTree: return tree_for(spec, ctx);
+    case Algorithm::kHalvingDoubling: return halving_doubling_for(spec, ctx);
+    case Algorithm::kHierarchical: return by_kind(spec, ctx, hierarchical_allreduce, direct_for);
+    case Algorithm::kOneShot: return by_kind(spec, ctx, one_shot_allreduce, direct_for);
+    case Algorithm::kTwoShot: return by_kind(spec, ctx, two_shot_allreduce, direct_for);
+  }
+  return direct_for(spec, ctx);
 }
 
 Result<Algorithm> parse_algorithm_name(const std::string& name) {

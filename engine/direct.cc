@@ -31,14 +31,18 @@ int reduce_in_order(ScheduleBuilder& b, Slice dst, const std::vector<Slice>& par
 // Gathers every peer's `bytes` into scratch slots (one per rank) and reduces them with
 // `own` into `dst`. Own data that lives in dst is first copied aside when more than one
 // reduce group is needed (a later group would read it after dst was overwritten).
-void exchange_and_reduce(ScheduleBuilder& b, const PlanContext& ctx, Slice own, int own_ready,
-                         const std::vector<Slice>& to_peer, Slice dst, std::vector<int> extra_deps) {
+// Returns the final reduce; `sends`, when given, gets the send to each peer.
+int exchange_and_reduce(ScheduleBuilder& b, const PlanContext& ctx, Slice own, int own_ready,
+                        const std::vector<Slice>& to_peer, Slice dst, std::vector<int> extra_deps,
+                        std::vector<int>* sends = nullptr) {
   const size_t bytes = dst.bytes;
   const size_t slots = b.scratch(bytes * ctx.size);
   std::vector<int> deps = std::move(extra_deps);
+  if (sends != nullptr) sends->assign(ctx.size, -1);
   for (int q = 0; q < ctx.size; ++q) {
     if (q == ctx.rank) continue;
     deps.push_back(b.send(q, 0, to_peer[q], {own_ready}));
+    if (sends != nullptr) (*sends)[q] = deps.back();
   }
   std::vector<Slice> parts(ctx.size);
   for (int q = 0; q < ctx.size; ++q) {
@@ -56,7 +60,7 @@ void exchange_and_reduce(ScheduleBuilder& b, const PlanContext& ctx, Slice own, 
     deps.push_back(b.recv(q, 0, slot));
   }
   deps.push_back(own_ready);
-  reduce_in_order(b, dst, parts, deps);
+  return reduce_in_order(b, dst, parts, deps);
 }
 
 }  // namespace
@@ -76,6 +80,39 @@ Schedule direct_allreduce(const CollSpec& spec, const PlanContext& ctx) {
     own = {kBufOutput, 0, bytes};
   }
   exchange_and_reduce(b, ctx, own, ready, std::vector<Slice>(ctx.size, own), {kBufOutput, 0, bytes}, {});
+  return sched;
+}
+
+Schedule one_shot_allreduce(const CollSpec& spec, const PlanContext& ctx) {
+  Schedule sched = direct_allreduce(spec, ctx);
+  sched.algorithm = "one_shot";
+  return sched;
+}
+
+// Two-shot: rank r reduces part r of the data from every rank's copy, then sends the
+// reduced part to every peer. Each rank moves 2(p-1)/p of the data in two rounds.
+Schedule two_shot_allreduce(const CollSpec& spec, const PlanContext& ctx) {
+  const size_t elem = dtype_size(spec.dtype);
+  if (ctx.size == 1) return single_rank_copy("two_shot", spec.dtype, spec.bytes(), ScaleUse::kBoth);
+  Schedule sched;
+  sched.algorithm = "two_shot";
+  ScheduleBuilder b(sched, spec.dtype, spec.op);
+  const auto [source, ready] = contribution_source(b, spec.bytes(), spec.in_place, spec.prescaled);
+  auto part = [&](int buffer, int q) {
+    auto [off, n] = split_part(spec.count, ctx.size, q);
+    return Slice{buffer, off * elem, n * elem};
+  };
+  std::vector<Slice> to_peer;
+  for (int q = 0; q < ctx.size; ++q) to_peer.push_back(part(source, q));
+  std::vector<int> sends;
+  const int reduced =
+      exchange_and_reduce(b, ctx, part(source, ctx.rank), ready, to_peer, part(kBufOutput, ctx.rank), {}, &sends);
+  for (int q = 0; q < ctx.size; ++q) {
+    if (q == ctx.rank) continue;
+    b.send(q, 1, part(kBufOutput, ctx.rank), {reduced});
+    // When the source is the output, part q must have left before q's result lands there.
+    b.recv(q, 1, part(kBufOutput, q), {source == kBufOutput ? sends[q] : -1});
+  }
   return sched;
 }
 

@@ -56,4 +56,41 @@ std::string schedule_to_string(const Schedule& schedule) {
   return out.str();
 }
 
+std::string schedule_to_json(const Schedule& schedule) {
+  static const char* kKinds[] = {"send", "recv", "reduce", "copy"};
+  static const char* kScales[] = {"none", "pre", "post", "both"};
+  std::ostringstream out;
+  auto slice = [&](const Slice& s) {
+    out << "{\"buffer\": \"" << buffer_name(s.buffer) << "\", \"offset\": " << s.offset << ", \"bytes\": " << s.bytes << "}";
+  };
+  // Algorithm names are plain identifiers ("ring", "ring+direct"): no escaping needed.
+  out << "{\"algorithm\": \"" << schedule.algorithm << "\", \"scratch_bytes\": " << schedule.scratch_bytes
+      << ", \"calls\": " << schedule.calls << ", \"steps\": [";
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const Step& st = schedule.steps[i];
+    out << (i ? ",\n  " : "\n  ") << "{\"kind\": \"" << kKinds[static_cast<int>(st.kind)] << "\", \"call\": " << st.call;
+    if (st.kind == StepKind::kSend || st.kind == StepKind::kRecv) out << ", \"peer\": " << st.peer << ", \"tag\": " << st.tag;
+    if (st.kind != StepKind::kRecv) {
+      out << ", \"srcs\": [";
+      for (size_t k = 0; k < st.srcs.size(); ++k) {
+        if (k) out << ", ";
+        slice(st.srcs[k]);
+      }
+      out << "]";
+    }
+    if (st.kind != StepKind::kSend) {
+      out << ", \"dst\": ";
+      slice(st.dst);
+    }
+    if (st.kind == StepKind::kReduce || st.kind == StepKind::kCopy) {
+      out << ", \"count\": " << st.count << ", \"scale\": \"" << kScales[static_cast<int>(st.scale)] << "\"";
+    }
+    out << ", \"deps\": [";
+    for (size_t k = 0; k < st.deps.size(); ++k) out << (k ? ", " : "") << st.deps[k];
+    out << "]}";
+  }
+  out << "\n]}\n";
+  return out.str();
+}
+
 }  // namespace kolo

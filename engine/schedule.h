@@ -60,4 +60,8 @@ void append_schedule(Schedule& head, const Schedule& tail);
 // Human-readable listing, one step per line (for KOLO_DEBUG=TRACE and tests).
 std::string schedule_to_string(const Schedule& schedule);
 
+// The same as JSON: {"algorithm", "scratch_bytes", "steps": [{"kind", "peer", "tag",
+// "srcs": [{"buffer", "offset", "bytes"}], "dst", "count", "scale", "deps"}]} (kolo-plan).
+std::string schedule_to_json(const Schedule& schedule);
+
 }  // namespace kolo

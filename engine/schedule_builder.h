@@ -77,6 +77,14 @@ inline Schedule single_rank_copy(const char* algorithm, DType dtype, size_t byte
   return sched;
 }
 
+// Where an allreduce-like algorithm reads this rank's contribution: with a pre-scale, the
+// scaled input is made once in the output (and read from there); in place, the output;
+// else the input. Returns the buffer and the step that makes it ready (-1: none).
+inline std::pair<int, int> contribution_source(ScheduleBuilder& b, size_t bytes, bool in_place, bool prescaled) {
+  if (!prescaled) return {in_place ? kBufOutput : kBufInput, -1};
+  return {kBufOutput, b.copy({kBufOutput, 0, bytes}, {kBufInput, 0, bytes}, ScaleUse::kPre)};
+}
+
 // Element range [offset, offset + count) of part `index` when `total` is split into
 // `parts` near-equal parts (the first total % parts parts get one more).
 inline std::pair<size_t, size_t> split_part(size_t total, size_t parts, size_t index) {

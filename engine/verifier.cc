@@ -548,9 +548,17 @@ Status verify_schedules(const CollSpec& spec, const std::vector<Schedule>& sched
 }
 
 Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes) {
+  return verify_collective(spec, PlanContext{0, ranks, chunk_bytes});
+}
+
+Status verify_collective(const CollSpec& spec, const PlanContext& ctx) {
   std::vector<Schedule> schedules;
-  schedules.reserve(ranks);
-  for (int r = 0; r < ranks; ++r) schedules.push_back(build_schedule(spec_for_rank(spec, r), PlanContext{r, ranks, chunk_bytes}));
+  schedules.reserve(ctx.size);
+  for (int r = 0; r < ctx.size; ++r) {
+    PlanContext c = ctx;
+    c.rank = r;
+    schedules.push_back(build_schedule(spec_for_rank(spec, r), c));
+  }
   return verify_schedules(spec, schedules);
 }
 

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "engine/algorithms.h"
 #include "engine/collective.h"
 #include "engine/schedule.h"
 #include "support/status.h"
@@ -24,6 +25,8 @@ namespace kolo {
 
 // Builds every rank's schedule with build_schedule and verifies them.
 Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes);
+// The same on a communicator described by `ctx` (topology, rank -> host; ctx.rank ignored).
+Status verify_collective(const CollSpec& spec, const PlanContext& ctx);
 
 // Verifies given schedules (one per rank; schedules.size() is the rank count). The spec
 // is the call as every rank sees it; for allgatherv, rank r's count is spec.counts[r].

@@ -1,0 +1,129 @@
+// The cost model and the selector: predictions against the published DGX H100 figures
+// (docs/planner.md), the selector's guarantee (never 10 % or more slower than the best
+// prediction), forcing and fallback, and the simulator's deadlock detection.
+#include <gtest/gtest.h>
+
+#include "engine/planner/selector.h"
+#include "engine/planner/simulate.h"
+#include "topology_test_util.h"
+
+namespace kolo {
+namespace {
+
+struct Machine {
+  ClusterTopology cluster;
+  std::vector<int> host_of;
+  PlanContext ctx;
+  Machine(const char* fixture, int hosts, int per_host, bool device) {
+    for (int h = 0; h < hosts; ++h) cluster.hosts.push_back(topo_test::load_fixture(fixture));
+    for (int r = 0; r < hosts * per_host; ++r) host_of.push_back(r / per_host);
+    ctx = PlanContext{0, hosts * per_host, 1 << 20};
+    ctx.topology = &cluster;
+    ctx.host_of_rank = &host_of;
+    ctx.device_memory = device;
+  }
+};
+
+CollSpec allreduce_bytes(size_t bytes) {
+  CollSpec spec;
+  spec.count = bytes / 4;
+  return spec;
+}
+
+double ring_busbw(Machine& m, size_t bytes) {
+  Result<double> us = predict_us(allreduce_bytes(bytes), m.ctx, Algorithm::kRing, CostModel(m.ctx));
+  EXPECT_TRUE(us.ok()) << us.status().message();
+  const int p = m.ctx.size;
+  return us.ok() ? static_cast<double>(bytes) / (us.value() * 1e3) * 2.0 * (p - 1) / p : 0;
+}
+
+TEST(PlannerModel, DgxH100RingAllreduceMatchesPublishedBusbw) {
+  Machine one("dgx_h100.json", 1, 8, true);
+  EXPECT_NEAR(ring_busbw(one, size_t{1} << 30), 370, 0.15 * 370);  // NVIDIA/nccl #1455
+  Machine two("dgx_h100.json", 2, 8, true);
+  EXPECT_NEAR(ring_busbw(two, size_t{1} << 30), 340, 0.15 * 330);  // NVIDIA/nccl #1221
+}
+
+TEST(PlannerModel, SelectorNeverPicksTenPercentSlowerThanItsBest) {
+  int checked = 0;
+  for (auto [fixture, hosts, per_host, device] :
+       {std::tuple{"dgx_h100.json", 1, 8, true}, {"dgx_h100.json", 2, 4, true}, {"pcie_8gpu.json", 1, 8, true},
+        {"r750xa.json", 3, 4, true}, {"cpu_vm.json", 1, 4, false}, {"cpu_vm.json", 2, 2, false}}) {
+    Machine m(fixture, hosts, per_host, device);
+    CostModel model(m.ctx);
+    for (CollKind kind : {CollKind::kAllreduce, CollKind::kAllgather, CollKind::kReduceScatter, CollKind::kBroadcast,
+                          CollKind::kReduce}) {
+      for (size_t bytes = 256; bytes <= (size_t{64} << 20); bytes *= 8) {
+        CollSpec spec = allreduce_bytes(bytes);
+        spec.kind = kind;
+        std::vector<Candidate> all = predict_all(spec, m.ctx, model);
+        ASSERT_GE(all.size(), 2u) << fixture << " " << coll_name(kind);
+        double best = all[0].us, chosen_us = -1;
+        Algorithm chosen = choose_algorithm(spec, m.ctx);
+        for (const Candidate& c : all) {
+          best = std::min(best, c.us);
+          if (c.algorithm == chosen) chosen_us = c.us;
+        }
+        ASSERT_GT(chosen_us, 0) << algorithm_name(chosen) << " was not a candidate";
+        EXPECT_LT(chosen_us, 1.1 * best) << fixture << " " << coll_name(kind) << " " << bytes << " B: "
+                                         << algorithm_name(chosen);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(PlannerModel, LatencyAlgorithmsForSmallBandwidthAlgorithmsForLarge) {
+  Machine m("dgx_h100.json", 2, 8, true);
+  const Algorithm small = choose_algorithm(allreduce_bytes(1024), m.ctx);
+  EXPECT_TRUE(small == Algorithm::kDirect || small == Algorithm::kTwoShot || small == Algorithm::kHalvingDoubling)
+      << algorithm_name(small);
+  const Algorithm large = choose_algorithm(allreduce_bytes(size_t{1} << 30), m.ctx);
+  EXPECT_TRUE(large == Algorithm::kRing || large == Algorithm::kHierarchical) << algorithm_name(large);
+}
+
+TEST(PlannerModel, ForcedAlgorithmWinsWhereItAppliesElseFallsBack) {
+  Machine m("dgx_h100.json", 1, 8, true);
+  m.ctx.forced = Algorithm::kTree;
+  EXPECT_EQ(choose_algorithm(allreduce_bytes(1 << 20), m.ctx), Algorithm::kTree);
+  m.ctx.forced = Algorithm::kHierarchical;  // one host: no hierarchy
+  EXPECT_NE(choose_algorithm(allreduce_bytes(1 << 20), m.ctx), Algorithm::kHierarchical);
+  CollSpec gather = allreduce_bytes(1 << 20);
+  gather.kind = CollKind::kAllgatherv;
+  gather.counts.assign(8, 10);
+  gather.displs = {0, 10, 20, 30, 40, 50, 60, 70};
+  m.ctx.forced = Algorithm::kHalvingDoubling;  // no allgatherv
+  Algorithm a = choose_algorithm(gather, m.ctx);
+  EXPECT_TRUE(a == Algorithm::kRing || a == Algorithm::kDirect);
+}
+
+TEST(PlannerModel, SimulatorReportsDeadlock) {
+  CollSpec spec = allreduce_bytes(4096);
+  PlanContext ctx{0, 3, 1 << 20};
+  std::vector<Schedule> s = schedules_for_all(spec, ctx, Algorithm::kRing);
+  ASSERT_TRUE(simulate_us(s, CostModel(ctx)).ok());
+  for (Step& step : s[1].steps) {
+    if (step.kind == StepKind::kRecv) { step.tag += 1000; break; }
+  }
+  Result<double> broken = simulate_us(s, CostModel(ctx));
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("deadlock"), std::string::npos) << broken.status().message();
+}
+
+TEST(PlannerModel, MoreBytesNeverPredictFaster) {
+  Machine m("cpu_vm.json", 1, 4, false);
+  CostModel model(m.ctx);
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kDirect, Algorithm::kTree, Algorithm::kHalvingDoubling}) {
+    double prev = 0;
+    for (size_t bytes = 64; bytes <= (size_t{16} << 20); bytes *= 4) {
+      Result<double> us = predict_us(allreduce_bytes(bytes), m.ctx, a, model);
+      ASSERT_TRUE(us.ok());
+      EXPECT_GE(us.value(), prev * 0.98) << algorithm_name(a) << " at " << bytes;
+      prev = us.value();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kolo

@@ -1,0 +1,251 @@
+// kolo-plan: what the planner would do on a machine. For a topology (this host, a file,
+// a fixture or KOLO_TOPO_FILE) repeated over --hosts hosts, prints per size the chosen
+// algorithm and every algorithm's predicted time and bus bandwidth; --dump prints one
+// rank's schedule as text or JSON; --png plots predicted busbw against size.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "engine/planner/local_model.h"
+#include "engine/planner/selector.h"
+#include "engine/planner/simulate.h"
+#include "png_plot.h"
+#include "support/env.h"
+#include "topology/discover.h"
+
+namespace {
+
+using namespace kolo;
+
+const char* kUsage =
+    "usage: kolo-plan [--file PATH | --fixture NAME] [--hosts N] [--ranks-per-host N] [--memory host|device]\n"
+    "                 [--coll NAME] [--min-bytes N] [--max-bytes N] [--chunk BYTES] [--png PATH]\n"
+    "                 [--dump ALGO --bytes N [--rank R] [--json]]\n"
+    "  --file PATH        kolo JSON or NCCL XML topology of one host (KOLO_TOPO_FILE does the same;\n"
+    "                     default: discover this host)\n"
+    "  --fixture NAME     a file from topology/fixtures (dgx_h100, dgx_a100, pcie_8gpu, r750xa, cpu_vm)\n"
+    "  --hosts N          hosts of that topology (default 1)\n"
+    "  --ranks-per-host N ranks per host (default: its GPUs with device memory, else 2)\n"
+    "  --memory host|device  buffers in host or GPU memory (default: device when the host has GPUs)\n"
+    "  --coll NAME        allreduce (default), reduce_scatter, allgather, broadcast, reduce, alltoall\n"
+    "  --min-bytes/--max-bytes N  sizes, doubling (default 1024 .. 1073741824)\n"
+    "  --chunk BYTES      pipeline chunk (default KOLO_CHUNK_BYTES)\n"
+    "  --png PATH         plot predicted busbw against size, one line per algorithm\n"
+    "  --dump ALGO        print rank R's schedule of ALGO at --bytes (text; --json for JSON)\n";
+
+struct Options {
+  std::string file, fixture, coll = "allreduce", png, dump, memory;
+  int hosts = 1, per_host = 0, rank = 0;
+  size_t min_bytes = 1024, max_bytes = size_t{1} << 30, bytes = 1 << 20, chunk = 0;
+  bool json = false;
+};
+
+Result<CollKind> parse_coll(const std::string& name) {
+  for (CollKind k : {CollKind::kAllreduce, CollKind::kReduceScatter, CollKind::kAllgather, CollKind::kBroadcast,
+                     CollKind::kReduce, CollKind::kAlltoall}) {
+    if (name == coll_name(k)) return k;
+  }
+  return error(Code::kInvalidArgument, "unknown collective '", name, "'");
+}
+
+// Bus bandwidth factor (nccl-tests doc/PERFORMANCE.md).
+double bus_factor(CollKind kind, int p) {
+  switch (kind) {
+    case CollKind::kAllreduce: return 2.0 * (p - 1) / p;
+    case CollKind::kAllgather: case CollKind::kReduceScatter: case CollKind::kAlltoall: return (p - 1.0) / p;
+    default: return 1.0;
+  }
+}
+
+std::string size_label(size_t bytes) {
+  const char* units[] = {"B", "K", "M", "G", "T"};
+  int u = 0;
+  double v = static_cast<double>(bytes);
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v == static_cast<int>(v) ? "%.0f%s" : "%.1f%s", v, units[u]);
+  return buf;
+}
+
+// The spec of a collective moving `bytes` (per rank for allgather/reduce_scatter/alltoall
+// as nccl-tests counts: the size is the whole buffer).
+CollSpec spec_for(CollKind kind, size_t bytes, int p) {
+  CollSpec spec;
+  spec.kind = kind;
+  size_t elems = std::max<size_t>(1, bytes / 4);
+  if (kind == CollKind::kAllgather || kind == CollKind::kReduceScatter || kind == CollKind::kAlltoall) {
+    elems = std::max<size_t>(1, elems / p);
+  }
+  spec.count = elems;
+  return spec;
+}
+
+size_t parse_size(const char* text) {
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (end == text || v == 0) {
+    std::cerr << "kolo-plan: '" << text << "' is not a positive number\n";
+    std::exit(2);
+  }
+  return static_cast<size_t>(v);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::cerr << "kolo-plan: " << arg << " needs a value\n" << kUsage;
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--file") o.file = value();
+    else if (arg == "--fixture") o.fixture = value();
+    else if (arg == "--hosts") o.hosts = static_cast<int>(parse_size(value()));
+    else if (arg == "--ranks-per-host") o.per_host = static_cast<int>(parse_size(value()));
+    else if (arg == "--memory") o.memory = value();
+    else if (arg == "--coll") o.coll = value();
+    else if (arg == "--min-bytes") o.min_bytes = parse_size(value());
+    else if (arg == "--max-bytes") o.max_bytes = parse_size(value());
+    else if (arg == "--chunk") o.chunk = parse_size(value());
+    else if (arg == "--png") o.png = value();
+    else if (arg == "--dump") o.dump = value();
+    else if (arg == "--bytes") o.bytes = parse_size(value());
+    else if (arg == "--rank") o.rank = std::atoi(value());
+    else if (arg == "--json") o.json = true;
+    else if (arg == "-h" || arg == "--help") { std::cout << kUsage; std::exit(0); }
+    else { std::cerr << "kolo-plan: unknown argument '" << arg << "'\n" << kUsage; std::exit(2); }
+  }
+  if (o.hosts < 1 || o.hosts > 4096 || o.per_host < 0 || o.per_host > 1024 || o.min_bytes > o.max_bytes ||
+      (o.memory != "" && o.memory != "host" && o.memory != "device")) {
+    std::cerr << "kolo-plan: bad --hosts, --ranks-per-host, --memory or size range\n" << kUsage;
+    std::exit(2);
+  }
+  return o;
+}
+
+Result<HostTopology> load(const Options& o) {
+  std::string path = o.file;
+  if (!o.fixture.empty()) {
+    path = o.fixture;
+    if (!std::filesystem::exists(path)) {
+      std::string name = o.fixture.find('.') == std::string::npos ? o.fixture + ".json" : o.fixture;
+      path = std::string(KOLO_SOURCE_DIR) + "/topology/fixtures/" + name;
+    }
+  }
+  if (path.empty()) path = env_string("KOLO_TOPO_FILE");
+  return path.empty() ? host_topology() : load_topology_file(path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  Result<HostTopology> host = load(o);
+  if (!host.ok()) {
+    std::cerr << "kolo-plan: " << host.status().message() << "\n";
+    return 1;
+  }
+  Result<CollKind> kind = parse_coll(o.coll);
+  if (!kind.ok()) {
+    std::cerr << "kolo-plan: " << kind.status().message() << "\n" << kUsage;
+    return 2;
+  }
+  const int gpus = static_cast<int>(host.value().of_kind(NodeKind::kGpu).size());
+  const bool device = o.memory.empty() ? gpus > 0 : o.memory == "device";
+  const int per_host = o.per_host > 0 ? o.per_host : (device && gpus > 0 ? gpus : 2);
+  ClusterTopology cluster;
+  for (int h = 0; h < o.hosts; ++h) cluster.hosts.push_back(host.value());
+  const int p = per_host * o.hosts;
+  std::vector<int> host_of(p);
+  for (int r = 0; r < p; ++r) host_of[r] = r / per_host;
+  PlanContext ctx{0, p, o.chunk};
+  if (ctx.chunk_bytes == 0) {
+    Result<long long> chunk = env_int("KOLO_CHUNK_BYTES");
+    ctx.chunk_bytes = chunk.ok() && chunk.value() >= 1024 ? static_cast<size_t>(chunk.value()) : size_t{1} << 20;
+  }
+  ctx.topology = &cluster;
+  ctx.host_of_rank = &host_of;
+  ctx.device_memory = device;
+  CostModel model(ctx);
+
+  if (!o.dump.empty()) {
+    Result<Algorithm> algo = parse_algorithm_name(o.dump);
+    if (!algo.ok() || o.rank < 0 || o.rank >= p) {
+      std::cerr << "kolo-plan: --dump needs an algorithm name and --rank in 0.." << p - 1 << "\n";
+      return 2;
+    }
+    CollSpec spec = spec_for(kind.value(), o.bytes, p);
+    spec.algorithm = algo.value();
+    ctx.rank = o.rank;
+    Schedule s = build_schedule(spec, ctx);
+    std::cout << (o.json ? schedule_to_json(s) : schedule_to_string(s));
+    return 0;
+  }
+
+  std::printf("# kolo-plan: %s %s, %s\n", host.value().host.c_str(), coll_name(kind.value()), model.describe().c_str());
+  std::printf("# time in us, busbw in GB/s; chunk %zu B\n", ctx.chunk_bytes);
+  const bool local = o.hosts == 1 && !device && kind.value() == CollKind::kAllreduce;
+  std::vector<std::string> names;
+  std::vector<double> xs;
+  std::vector<std::string> ticks;
+  std::vector<std::vector<double>> busbw;
+  auto column = [&](const std::string& name) {
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return i;
+    names.push_back(name);
+    busbw.emplace_back();
+    return names.size() - 1;
+  };
+  int cores = 0;
+  for (int c : host.value().of_kind(NodeKind::kCpu)) cores += host.value().node(c).cores;
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+    CollSpec spec = spec_for(kind.value(), bytes, p);
+    std::vector<Candidate> all = predict_all(spec, ctx, model);
+    Algorithm chosen = select_algorithm(all);
+    std::printf("%8s  chosen %-16s", size_label(bytes).c_str(), algorithm_name(chosen));
+    xs.push_back(static_cast<double>(bytes));
+    int log2 = 0;
+    while ((size_t{1} << log2) < bytes) ++log2;
+    ticks.push_back(log2 % 3 == 0 ? size_label(bytes) : "");
+    auto add = [&](const std::string& name, double us) {
+      double bw = static_cast<double>(bytes) / (us * 1e3) * bus_factor(kind.value(), p);
+      std::printf("  %s %.1f/%.2f", name.c_str(), us, bw);
+      std::vector<double>& col = busbw[column(name)];
+      col.resize(xs.size() - 1, -1);
+      col.push_back(bw);
+    };
+    for (const Candidate& c : all) add(algorithm_name(c.algorithm), c.us);
+    if (local) {
+      add("shm_one_shot", predict_local_allreduce_us(LocalAlgorithm::kOneShot, bytes, p, cores));
+      add("shm_two_shot", predict_local_allreduce_us(LocalAlgorithm::kTwoShot, bytes, p, cores));
+    }
+    std::printf("\n");
+    if (bytes > o.max_bytes / 2) break;
+  }
+  if (!o.png.empty()) {
+    plot::Chart chart;
+    chart.title = str_cat("PREDICTED ", coll_name(kind.value()), " BUSBW - ", host.value().host, " X", o.hosts, " (", p,
+                          " RANKS)");
+    chart.x_label = "SIZE (BYTES)";
+    chart.y_label = "BUSBW GB/S";
+    chart.x = xs;
+    chart.x_ticks = ticks;
+    for (size_t i = 0; i < names.size(); ++i) {
+      busbw[i].resize(xs.size(), -1);
+      chart.series.push_back({names[i], busbw[i]});
+    }
+    std::string why;
+    if (!plot::write_png(chart, o.png, &why)) {
+      std::cerr << "kolo-plan: " << why << "\n";
+      return 1;
+    }
+    std::fprintf(stderr, "kolo-plan: wrote %s\n", o.png.c_str());
+  }
+  return 0;
+}

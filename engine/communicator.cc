@@ -281,26 +281,40 @@ Status Communicator::fail(Status status) {
   return status;
 }
 
-Status Communicator::run(const CollCall& call) { return run_group({call}); }
-
-Status Communicator::run_group(const std::vector<CollCall>& calls) {
-  std::lock_guard<std::mutex> lock(run_mutex_);
+Status Communicator::usable() {
   if (!failed_.ok()) {
     return error(Code::kAborted, "communicator failed earlier and cannot be used (", failed_.message(), ")");
   }
   if (fabric_->aborted()) return fail(error(Code::kAborted, "communicator was aborted"));
-  if (calls.size() == 1 && runs_locally(calls[0]) && !is_empty(calls[0].spec)) {
-    CollCall call = calls[0];
-    if (call.spec.op == ReduceOp::kAvg) {
-      call.spec.op = ReduceOp::kSum;
-      call.postscale.divisor *= id_.size;
-    }
-    const Algorithm forced = call.spec.algorithm != Algorithm::kAuto ? call.spec.algorithm : forced_algorithm_;
-    const Algorithm algorithm = choose_local_algorithm(call.spec, id_.size, domain_->slot_bytes(), forced);
-    Status status = local_->run(call, algorithm, Deadline(timeout_seconds_));
-    if (!status.ok()) return fail(status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(call.spec.kind), ": ")));
-    return Status();
+  return Status();
+}
+
+// The one-host path: no schedule, no plan cache, no allocation (an 8-byte allreduce here
+// takes about a microsecond, so every step on the way counts).
+Status Communicator::run_local(const CollCall& original) {
+  CollCall call = original;
+  if (call.spec.op == ReduceOp::kAvg) {
+    call.spec.op = ReduceOp::kSum;
+    call.postscale.divisor *= id_.size;
   }
+  const Algorithm forced = call.spec.algorithm != Algorithm::kAuto ? call.spec.algorithm : forced_algorithm_;
+  const Algorithm algorithm = choose_local_algorithm(call.spec, id_.size, domain_->slot_bytes(), forced);
+  Status status = local_->run(call, algorithm, Deadline(timeout_seconds_));
+  if (!status.ok()) return fail(status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(call.spec.kind), ": ")));
+  return Status();
+}
+
+Status Communicator::run(const CollCall& call) {
+  if (!runs_locally(call) || is_empty(call.spec)) return run_group({call});
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  KOLO_TRY(usable());
+  return run_local(call);
+}
+
+Status Communicator::run_group(const std::vector<CollCall>& calls) {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  KOLO_TRY(usable());
+  if (calls.size() == 1 && runs_locally(calls[0]) && !is_empty(calls[0].spec)) return run_local(calls[0]);
   Schedule combined;
   combined.calls = 0;
   std::vector<CallBinding> bindings;

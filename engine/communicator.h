@@ -70,6 +70,8 @@ class Communicator {
   Status connect_shared_memory(const std::vector<int>& members, const Deadline& deadline);
   // The one-host path: the whole communicator shares memory and the call has an algorithm there.
   bool runs_locally(const CollCall& call) const;
+  Status run_local(const CollCall& call);
+  Status usable();  // the first error again once the communicator has failed
   Status exchange_hosts(const Deadline& deadline);
   Status exchange_topology(const Deadline& deadline);
   const Schedule& schedule_for(const CollSpec& spec);

@@ -16,16 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "peer_bench_common.h"
+
 namespace {
+
+using peer_bench::parse_size;
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
-size_t parse_size(const char* text) {
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  double scale = *end == 'K' ? 1 << 10 : *end == 'M' ? 1 << 20 : *end == 'G' ? double(1 << 30) : 1;
-  return static_cast<size_t>(value * scale);
-}
 
 void allreduce(const std::shared_ptr<gloo::Context>& context, float* send, float* recv, size_t count) {
   gloo::AllreduceOptions options(context);
@@ -53,15 +51,6 @@ double time_allreduce(const std::shared_ptr<gloo::Context>& context, float* send
   return sum / context->size;
 }
 
-long check(const std::vector<float>& recv, int size) {
-  long wrong = 0;
-  for (size_t i = 0; i < recv.size(); ++i) {
-    float expected = 0;
-    for (int r = 0; r < size; ++r) expected += static_cast<float>((i + 2 * r) % 5);
-    if (recv[i] != expected) ++wrong;
-  }
-  return wrong;
-}
 
 }  // namespace
 
@@ -103,15 +92,15 @@ int main(int argc, char** argv) {
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes = static_cast<size_t>(bytes * factor)) {
     const size_t count = bytes / sizeof(float);
     std::vector<float> send(count), recv(count);
-    for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i + 2 * rank) % 5);
+    for (size_t i = 0; i < count; ++i) send[i] = peer_bench::input_value(i, rank);
     double out_us = time_allreduce(context, send.data(), recv.data(), count, iters, warmup);
     allreduce(context, send.data(), recv.data(), count);
-    long wrong_out = check(recv, size);
+    long wrong_out = peer_bench::count_wrong(recv, size);
     recv = send;
     double in_us = time_allreduce(context, recv.data(), recv.data(), count, iters, warmup);
     recv = send;
     allreduce(context, recv.data(), recv.data(), count);
-    long wrong_in = check(recv, size);
+    long wrong_in = peer_bench::count_wrong(recv, size);
     total_wrong += wrong_out + wrong_in;  // rank 0's count: each rank checks its own result
     if (rank == 0) {
       double algbw_out = out_us > 0 ? bytes / out_us / 1e3 : 0, algbw_in = in_us > 0 ? bytes / in_us / 1e3 : 0;

@@ -8,14 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "peer_bench_common.h"
+
 namespace {
 
-size_t parse_size(const char* text) {
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  double scale = *end == 'K' ? 1 << 10 : *end == 'M' ? 1 << 20 : *end == 'G' ? double(1 << 30) : 1;
-  return static_cast<size_t>(value * scale);
-}
+using peer_bench::parse_size;
+
 
 // Average time per call in microseconds, averaged over ranks.
 double time_allreduce(const float* send, float* recv, size_t count, int iters, int warmup) {
@@ -30,15 +28,6 @@ double time_allreduce(const float* send, float* recv, size_t count, int iters, i
   return sum / size;
 }
 
-long check(const std::vector<float>& recv, size_t count, int size) {
-  long wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    float expected = 0;
-    for (int r = 0; r < size; ++r) expected += static_cast<float>((i + 2 * r) % 5);
-    if (recv[i] != expected) ++wrong;
-  }
-  return wrong;
-}
 
 }  // namespace
 
@@ -67,15 +56,15 @@ int main(int argc, char** argv) {
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes = static_cast<size_t>(bytes * factor)) {
     size_t count = bytes / sizeof(float);
     std::vector<float> send(count), recv(count);
-    for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i + 2 * rank) % 5);
+    for (size_t i = 0; i < count; ++i) send[i] = peer_bench::input_value(i, rank);
     double out_us = time_allreduce(send.data(), recv.data(), count, iters, warmup);
     MPI_Allreduce(send.data(), recv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    long wrong_out = check(recv, count, size);
+    long wrong_out = peer_bench::count_wrong(recv, size);
     recv = send;
     double in_us = time_allreduce(static_cast<const float*>(MPI_IN_PLACE), recv.data(), count, iters, warmup);
     recv = send;
     MPI_Allreduce(MPI_IN_PLACE, recv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    long wrong_in = check(recv, count, size);
+    long wrong_in = peer_bench::count_wrong(recv, size);
     long wrong[2] = {wrong_out, wrong_in}, all[2] = {0, 0};
     MPI_Allreduce(wrong, all, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     total_wrong += all[0] + all[1];

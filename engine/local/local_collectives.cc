@@ -107,8 +107,8 @@ Status LocalCollectives::run(const CollCall& call, Algorithm algorithm, const De
   const bool one_shot = algorithm == Algorithm::kOneShot;
   Status status;
   switch (call.spec.kind) {
-    case CollKind::kAllreduce: status = allreduce(call, one_shot, deadline); break;
-    case CollKind::kReduce: status = reduce(call, one_shot, deadline); break;
+    case CollKind::kAllreduce: status = reduction(call, one_shot, -1, deadline); break;
+    case CollKind::kReduce: status = reduction(call, one_shot, d_.index_of(call.spec.root), deadline); break;
     case CollKind::kBroadcast: status = broadcast(call, deadline); break;
     case CollKind::kAllgather:
     case CollKind::kAllgatherv: status = allgather(call, deadline); break;
@@ -122,11 +122,14 @@ Status LocalCollectives::run(const CollCall& call, Algorithm algorithm, const De
   return status;
 }
 
-Status LocalCollectives::allreduce(const CollCall& call, bool one_shot, const Deadline& deadline) {
+// Allreduce (root < 0) and reduce (to root): the same chunks, slots and slices; reduce
+// only differs in who reduces the whole chunk (one-shot) or copies the slices out (two-shot).
+Status LocalCollectives::reduction(const CollCall& call, bool one_shot, int root, const Deadline& deadline) {
   const CollSpec& s = call.spec;
   const size_t esize = dtype_size(s.dtype), chunk_elems = d_.slot_bytes() / esize;
   const uint64_t chunks = ceil_div(s.count, chunk_elems);
   const int n = d_.size(), me = d_.index();
+  const bool mine = root < 0 || root == me;  // this rank's output gets the result
   const char* in = static_cast<const char*>(call.send);
   char* out = static_cast<char*>(call.recv);
   ChunkPipeline p(d_, next_chunk_, deadline);
@@ -137,10 +140,12 @@ Status LocalCollectives::allreduce(const CollCall& call, bool one_shot, const De
   };
   if (one_shot) {
     auto first = [&](uint64_t i) -> Status {
+      if (!mine) return Status();
       if (i == 0) KOLO_TRY(check_peers(-1));
       return reduce_slots(p, n, i, 0, elems(i), s.dtype, s.op, call.postscale, out + i * chunk_elems * esize);
     };
-    return p.run(Shape{chunks, false, true, -1}, fill, first, no_second);
+    // Ranks that get no result only lend their slots: they wait for nobody.
+    return p.run(Shape{chunks, false, true, mine ? -1 : me}, fill, first, no_second);
   }
   auto first = [&](uint64_t i) -> Status {
     if (i == 0) KOLO_TRY(check_peers(-1));
@@ -154,44 +159,7 @@ Status LocalCollectives::allreduce(const CollCall& call, bool one_shot, const De
     }
     return Status();
   };
-  return p.run(Shape{chunks, true, true, -1}, fill, first, second);
-}
-
-Status LocalCollectives::reduce(const CollCall& call, bool one_shot, const Deadline& deadline) {
-  const CollSpec& s = call.spec;
-  const size_t esize = dtype_size(s.dtype), chunk_elems = d_.slot_bytes() / esize;
-  const uint64_t chunks = ceil_div(s.count, chunk_elems);
-  const int n = d_.size(), me = d_.index(), root = d_.index_of(s.root);
-  const char* in = static_cast<const char*>(call.send);
-  char* out = static_cast<char*>(call.recv);
-  ChunkPipeline p(d_, next_chunk_, deadline);
-  next_chunk_ += chunks;
-  auto elems = [&](uint64_t i) { return std::min<size_t>(chunk_elems, s.count - i * chunk_elems); };
-  auto fill = [&](uint64_t i, char* slot) {
-    return scale_copy(slot, in + i * chunk_elems * esize, elems(i), s.dtype, call.prescale);
-  };
-  if (one_shot) {
-    auto first = [&](uint64_t i) -> Status {
-      if (me != root) return Status();
-      if (i == 0) KOLO_TRY(check_peers(-1));
-      return reduce_slots(p, n, i, 0, elems(i), s.dtype, s.op, call.postscale, out + i * chunk_elems * esize);
-    };
-    // Only the root waits for data; the others just lend their slots.
-    return p.run(Shape{chunks, false, true, me == root ? -1 : me}, fill, first, no_second);
-  }
-  auto first = [&](uint64_t i) -> Status {
-    if (i == 0) KOLO_TRY(check_peers(-1));
-    auto [offset, count] = slice_of(elems(i), n, me, esize);
-    return reduce_slots(p, n, i, offset, count, s.dtype, s.op, call.postscale, p.my_slot(i) + offset * esize);
-  };
-  auto second = [&](uint64_t i) -> Status {
-    for (int q = 0; q < n; ++q) {
-      auto [offset, count] = slice_of(elems(i), n, q, esize);
-      std::memcpy(out + (i * chunk_elems + offset) * esize, p.slot(q, i) + offset * esize, count * esize);
-    }
-    return Status();
-  };
-  return p.run(Shape{chunks, true, me == root, -1}, fill, first, second);
+  return p.run(Shape{chunks, true, mine, -1}, fill, first, second);
 }
 
 Status LocalCollectives::broadcast(const CollCall& call, const Deadline& deadline) {
@@ -316,16 +284,6 @@ Status LocalCollectives::barrier(const Deadline& deadline) {
   auto fill = [](uint64_t, char*) { return Status(); };
   auto first = [&](uint64_t) { return check_peers(-1); };
   return p.run(Shape{1, false, true, -1}, fill, first, no_second);
-}
-
-Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, size_t slot_bytes, Algorithm forced) {
-  if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
-  if (spec.kind != CollKind::kAllreduce && spec.kind != CollKind::kReduce) return Algorithm::kOneShot;
-  // One-shot reads every slot on every rank (n reads per element), two-shot one slice of
-  // each plus the reduced slices: one-shot wins while the second synchronisation costs
-  // more than the extra reads, which for two ranks is always (same bytes read).
-  if (ranks == 2) return Algorithm::kOneShot;
-  return spec.bytes() <= (64u << 10) ? Algorithm::kOneShot : Algorithm::kTwoShot;
 }
 
 }  // namespace kolo

@@ -25,8 +25,7 @@ class LocalCollectives {
   Status run(const CollCall& call, Algorithm algorithm, const Deadline& deadline);
 
  private:
-  Status allreduce(const CollCall& call, bool one_shot, const Deadline& deadline);
-  Status reduce(const CollCall& call, bool one_shot, const Deadline& deadline);
+  Status reduction(const CollCall& call, bool one_shot, int root, const Deadline& deadline);
   Status broadcast(const CollCall& call, const Deadline& deadline);
   Status allgather(const CollCall& call, const Deadline& deadline);
   Status reduce_scatter(const CollCall& call, const Deadline& deadline);
@@ -45,8 +44,10 @@ class LocalCollectives {
   uint64_t my_count_ = 0;
 };
 
-// The size table for one host (until the planner's cost model owns it): one-shot while the
-// data fits one slot and latency dominates, two-shot beyond.
+// Which of one-shot and two-shot runs an allreduce or reduce (local_choice.cc): a forced
+// kOneShot/kTwoShot as given, else the faster by the planner's one-host model
+// (engine/planner/local_model.h). Cheap enough for every call: no allocation, the
+// crossover is computed once per shape.
 Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, size_t slot_bytes, Algorithm forced);
 
 }  // namespace kolo

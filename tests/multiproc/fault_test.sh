@@ -8,27 +8,14 @@ kolorun=$1 worker=$2
 out=$(mktemp -d)
 fail() { echo "FAIL: $*"; cat "$out"/* 2>/dev/null; rm -rf "$out"; exit 1; }
 
-export KOLO_TIMEOUT=30 KOLO_SIZE=4 KOLO_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
-export KOLO_ADDR=127.0.0.1:$(( 20000 + RANDOM % 20000 ))
-start=$(date +%s)
-pids=()
-for r in 0 1 2 3; do
-  KOLO_RANK=$r timeout 90 "$worker" fault >"$out/rank$r.log" 2>&1 &
-  pids+=($!)
-done
-codes=()
-for r in 0 1 2 3; do wait "${pids[$r]}"; codes+=($?); done
-elapsed=$(( $(date +%s) - start ))
-cat "$out"/rank*.log
+source "$(dirname "$0")/ranks_lib.sh"
+export KOLO_TIMEOUT=30
+run_ranks "$worker" fault 4 90 "$out"
 [ "${codes[1]}" -eq 7 ] || fail "rank 1 should have exited with 7, got ${codes[1]}"
-for r in 0 2 3; do
-  [ "${codes[$r]}" -eq 0 ] || fail "rank $r exit ${codes[$r]} (124 = hung)"
-  grep -q "rank $r: allreduce failed as expected" "$out/rank$r.log" || fail "rank $r did not report the error"
-done
+check_survivors 4 "$out"
 [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s, not within KOLO_TIMEOUT"
 echo "without kolorun: every surviving rank got an error in ${elapsed}s"
 
-unset KOLO_SIZE KOLO_SECRET KOLO_ADDR
 start=$(date +%s)
 timeout 90 "$kolorun" -np 4 "$worker" fault >"$out/kolorun.log" 2>&1
 rc=$?

@@ -25,6 +25,21 @@ sockaddr_un abstract_address(const std::string& name, socklen_t* length) {
   return address;
 }
 
+// One byte of payload and room for one descriptor: the message that carries the memfd.
+struct FdMessage {
+  char byte = 'k';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+  }
+  FdMessage(const FdMessage&) = delete;
+};
+
 Status wait_fd(int fd, short events, const Deadline& deadline, const char* what) {
   while (true) {
     pollfd p{fd, events, 0};
@@ -98,20 +113,13 @@ Status FdOffer::serve(int fd, const std::vector<pid_t>& expected, const Deadline
     if (::getsockopt(client.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_length) != 0) continue;
     auto it = std::find(waiting.begin(), waiting.end(), cred.pid);
     if (cred.uid != ::getuid() || it == waiting.end()) continue;  // not one of ours: no memory for it
-    char byte = 'k';
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    FdMessage message;
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&message.msg);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
     cmsg->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-    if (::sendmsg(client.get(), &msg, MSG_NOSIGNAL) != 1) {
+    if (::sendmsg(client.get(), &message.msg, MSG_NOSIGNAL) != 1) {
       return error(Code::kSystem, "handing shared memory to pid ", cred.pid, ": ", std::strerror(errno));
     }
     waiting.erase(it);
@@ -130,16 +138,9 @@ Result<Fd> take_fd(const std::string& offer_name, const Deadline& deadline) {
                  std::strerror(errno), " (ranks in different network namespaces? set KOLO_TRANSPORTS=tcp)");
   }
   KOLO_TRY(wait_fd(sock.get(), POLLIN, deadline, "receiving shared memory"));
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n = ::recvmsg(sock.get(), &msg, MSG_CMSG_CLOEXEC);
-  cmsghdr* cmsg = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  FdMessage message;
+  ssize_t n = ::recvmsg(sock.get(), &message.msg, MSG_CMSG_CLOEXEC);
+  cmsghdr* cmsg = n == 1 ? CMSG_FIRSTHDR(&message.msg) : nullptr;
   if (cmsg == nullptr || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS ||
       cmsg->cmsg_len != CMSG_LEN(sizeof(int))) {
     return error(Code::kSystem, "the shared-memory offer sent no descriptor");

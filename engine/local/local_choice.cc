@@ -1,0 +1,55 @@
+// The executor's choice between one-shot and two-shot on one host, taken from the
+// planner's one-host model (engine/planner/local_model.h) instead of a size table.
+//
+// It runs on every call, 8-byte allreduces of about a microsecond included, so it must not
+// evaluate the model each time: per shape (collective, ranks, slot size) the model's
+// crossover size is computed once, by bisection, and a call compares its size with it.
+// The last shape is kept per thread (a program runs the same communicator again and
+// again); a different shape recomputes, ~100 model evaluations, a few microseconds.
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "engine/local/local_collectives.h"
+#include "engine/planner/local_model.h"
+
+namespace kolo {
+namespace {
+
+// The cores this process may run on, as the shared-memory domain counts them to decide
+// whether it is oversubscribed (transport/shm/shm_domain.cc); read once.
+int usable_cores() {
+  static const int cores = [] {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<int>(n) : 1;
+  }();
+  return cores;
+}
+
+struct Crossover {
+  CollKind kind = CollKind::kBarrier;  // no shape yet
+  int ranks = 0;
+  size_t slot_bytes = 0;
+  size_t two_shot_from = SIZE_MAX;
+};
+
+}  // namespace
+
+Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, size_t slot_bytes, Algorithm forced) {
+  if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
+  // The other collectives have one pipeline; LocalCollectives ignores the algorithm.
+  if (spec.kind != CollKind::kAllreduce && spec.kind != CollKind::kReduce) return Algorithm::kOneShot;
+  thread_local Crossover last;
+  if (last.kind != spec.kind || last.ranks != ranks || last.slot_bytes != slot_bytes) {
+    last.two_shot_from = local_two_shot_threshold(spec.kind, ranks, slot_bytes, usable_cores());
+    last.kind = spec.kind;
+    last.ranks = ranks;
+    last.slot_bytes = slot_bytes;
+  }
+  return spec.bytes() >= last.two_shot_from ? Algorithm::kTwoShot : Algorithm::kOneShot;
+}
+
+}  // namespace kolo

@@ -1,0 +1,29 @@
+# Sourced by the fault tests: starts ranks as plain processes (rank 0 hosts the store, as
+# under mpirun or a scheduler), waits for all, and leaves codes[r] and elapsed (seconds).
+#   run_ranks WORKER SCENARIO NP OUTER_TIMEOUT LOG_DIR
+run_ranks() {
+  local worker=$1 scenario=$2 np=$3 limit=$4 logs=$5 r start
+  export KOLO_SIZE=$np KOLO_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+  export KOLO_ADDR=127.0.0.1:$(( 20000 + RANDOM % 20000 ))
+  start=$(date +%s)
+  local pids=()
+  for r in $(seq 0 $((np - 1))); do
+    KOLO_RANK=$r timeout "$limit" "$worker" "$scenario" >"$logs/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  codes=()
+  for r in $(seq 0 $((np - 1))); do wait "${pids[$r]}"; codes+=($?); done
+  elapsed=$(( $(date +%s) - start ))
+  cat "$logs"/rank*.log
+  unset KOLO_SIZE KOLO_SECRET KOLO_ADDR
+}
+
+# Every rank but 1 must exit 0 having reported the expected failure.
+check_survivors() {
+  local np=$1 logs=$2 r
+  for r in $(seq 0 $((np - 1))); do
+    [ "$r" -eq 1 ] && continue
+    [ "${codes[$r]}" -eq 0 ] || fail "rank $r exit ${codes[$r]} (124 = hung)"
+    grep -q "rank $r: allreduce failed as expected" "$logs/rank$r.log" || fail "rank $r did not report the error"
+  done
+}

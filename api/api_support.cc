@@ -92,7 +92,15 @@ Status check_rank(const char* name, int value, int size) {
 
 Status check_host_memory(const char* name, const void* buffer) {
 #ifdef KOLO_HAVE_CUDA
-  if (buffer == nullptr) return Status();
+  // Without a CUDA device no pointer can be device memory: ask the runtime once, not on
+  // every call (two queries would cost more than a whole 8-byte allreduce on one host).
+  static const bool have_device = [] {
+    int devices = 0;
+    const bool ok = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+    cudaGetLastError();
+    return ok;
+  }();
+  if (buffer == nullptr || !have_device) return Status();
   cudaPointerAttributes attributes{};
   cudaError_t rc = cudaPointerGetAttributes(&attributes, buffer);
   if (rc != cudaSuccess) {

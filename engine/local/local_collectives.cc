@@ -75,16 +75,41 @@ void LocalCollectives::announce(const CollSpec& spec) {
     for (size_t v : spec.counts) my_count_ = (my_count_ ^ v) * 1099511628211ull;
     for (size_t v : spec.displs) my_count_ = (my_count_ ^ v) * 1099511628211ull;
   }
-  shm::OpSignature& sig = d_.control(d_.index()).signatures[op_sequence_ % shm::kSignatureRing];
-  sig.shape.store(my_shape_, std::memory_order_relaxed);
-  sig.count.store(my_count_, std::memory_order_relaxed);
-  sig.sequence.store(op_sequence_ + 1, std::memory_order_release);
+  shm::RankControl& me = d_.control(d_.index());
+  // `current` is rewritten while peers may read it: a seqlock (sequence 0 while it changes).
+  me.current.sequence.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (shm::OpSignature* sig : {&me.signatures[op_sequence_ % shm::kSignatureRing], &me.current}) {
+    sig->shape.store(my_shape_, std::memory_order_relaxed);
+    sig->count.store(my_count_, std::memory_order_relaxed);
+    sig->sequence.store(op_sequence_ + 1, std::memory_order_release);
+  }
 }
 
+namespace {
+struct SignatureView {
+  uint64_t sequence, shape, count;
+};
+
+// False when the owner was rewriting it (the peer ran on to its next op meanwhile).
+bool read_signature(const shm::OpSignature& sig, SignatureView* view) {
+  view->sequence = sig.sequence.load(std::memory_order_acquire);
+  view->shape = sig.shape.load(std::memory_order_relaxed);
+  view->count = sig.count.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return view->sequence != 0 && sig.sequence.load(std::memory_order_relaxed) == view->sequence;
+}
+}  // namespace
+
 Status LocalCollectives::check_peer(int index) const {
-  const shm::OpSignature& sig = d_.control(index).signatures[op_sequence_ % shm::kSignatureRing];
-  const uint64_t sequence = sig.sequence.load(std::memory_order_acquire);
-  const uint64_t shape = sig.shape.load(std::memory_order_relaxed), count = sig.count.load(std::memory_order_relaxed);
+  // The peer's current op is ours unless it has run ahead; then its ring has ours (a peer
+  // is never 16 ops ahead: the slots hold it back).
+  const shm::RankControl& peer = d_.control(index);
+  SignatureView view{};
+  if (!read_signature(peer.current, &view) || view.sequence != op_sequence_ + 1) {
+    read_signature(peer.signatures[op_sequence_ % shm::kSignatureRing], &view);
+  }
+  const uint64_t sequence = view.sequence, shape = view.shape, count = view.count;
   if (sequence == op_sequence_ + 1 && shape == my_shape_ && count == my_count_) return Status();
   if (sequence != op_sequence_ + 1) {
     return error(Code::kMismatch, "rank ", d_.global_rank(index), " is at collective #", sequence, " while rank ",

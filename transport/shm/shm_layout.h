@@ -35,13 +35,17 @@ constexpr int kSignatureRing = 16;
 
 struct alignas(64) RankControl {
   Bell bell;                                      // rung on every counter update
+  // One cache line: the counters and the signature of the op being run, so a peer that
+  // sees our post reads what we run without another cache miss.
   alignas(64) std::atomic<uint64_t> counters[kCounterCount];
+  OpSignature current;
   alignas(64) Bell inbox;                         // rung when a channel to this rank changes
   alignas(64) std::atomic<int32_t> pid{0};
   std::atomic<uint32_t> cma_readable{0};          // 1: this rank reads peers with process_vm_readv
   std::atomic<uint64_t> probe_address{0};         // where peers find kProbeValue in this process
-  OpSignature signatures[kSignatureRing];
+  OpSignature signatures[kSignatureRing];  // the last ops, for a peer that is behind
 };
+static_assert(sizeof(std::atomic<uint64_t>) * kCounterCount + sizeof(OpSignature) <= 64);
 
 struct alignas(64) ChannelControl {
   alignas(64) std::atomic<uint64_t> head{0};  // bytes written by the sender

@@ -23,3 +23,15 @@ kolo_shm_test(shm_mismatch_np3 3 mismatch)
 add_test(NAME fault_shm_rank_killed_mid_allreduce
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/shm_kill_test.sh $<TARGET_FILE:kolo_test_worker>)
 set_tests_properties(fault_shm_rank_killed_mid_allreduce PROPERTIES LABELS "multiproc;fault" TIMEOUT 180)
+
+# Bad KOLO_TRANSPORTS values are refused at kolo_init with a message that names them.
+add_test(NAME transports_unknown_name_refused
+         COMMAND ${CMAKE_COMMAND} -E env KOLO_TRANSPORTS=shm,carrier-pigeon
+                 $<TARGET_FILE:kolorun> -np 2 $<TARGET_FILE:kolo_test_worker> quick)
+set_tests_properties(transports_unknown_name_refused PROPERTIES LABELS multiproc TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "'carrier-pigeon' is not a transport of kolo")
+add_test(NAME transports_shm_only_across_hosts_refused
+         COMMAND ${CMAKE_COMMAND} -E env KOLO_TRANSPORTS=shm KOLO_TEST_HOSTS=2
+                 $<TARGET_FILE:kolorun> -np 4 $<TARGET_FILE:kolo_test_worker> quick)
+set_tests_properties(transports_shm_only_across_hosts_refused PROPERTIES LABELS multiproc TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "allows no transport to ranks 2,3")

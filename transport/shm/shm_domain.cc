@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <sstream>
@@ -155,6 +156,7 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
     if (i != my_index_) pidfds_[i] = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pids_[i], 0)));
   }
   oversubscribed_ = n > usable_cpus();
+  seen_.assign(n, std::array<uint64_t, kCounterCount>{});
   KOLO_TRY(store.barrier(key + "mapped", n, deadline));
   KOLO_TRY(probe_cma(options.single_copy));
   KOLO_TRY(store.barrier(key + "probed", n, deadline));
@@ -243,9 +245,18 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
 }
 
 Status Domain::wait_for(int index, Counter c, uint64_t at_least, const Deadline& deadline, const char* what) {
-  std::atomic<uint64_t>& counter = control(index).counters[c];
-  return wait_on(
-      control(index).bell, [&] { return counter.load(std::memory_order_acquire) >= at_least; }, deadline, what, index);
+  std::array<uint64_t, kCounterCount>& seen = seen_[index];
+  if (seen[c] >= at_least) return Status();
+  std::atomic<uint64_t>* counters = control(index).counters;
+  auto ready = [&] {
+    const uint64_t value = counters[c].load(std::memory_order_acquire);
+    if (value < at_least) return false;
+    // The line is in our cache now: note the other counters too.
+    for (int k = 0; k < kCounterCount; ++k) seen[k] = std::max(seen[k], counters[k].load(std::memory_order_acquire));
+    seen[c] = value;
+    return true;
+  };
+  return wait_on(control(index).bell, ready, deadline, what, index);
 }
 
 Status Domain::wait_for_all(Counter c, uint64_t at_least, const Deadline& deadline, const char* what) {

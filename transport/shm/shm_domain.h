@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -104,6 +105,9 @@ class Domain {
   bool oversubscribed_ = false;
   std::atomic<bool> aborted_{false};
   double next_health_check_ = 0;
+  // The last counter values seen per peer: a wait already satisfied by what we saw costs no
+  // load of the peer's cache line (counters only grow).
+  std::vector<std::array<uint64_t, kCounterCount>> seen_;
 };
 
 }  // namespace kolo::shm

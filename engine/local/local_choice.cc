@@ -9,8 +9,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <cstdint>
-
 #include "engine/local/local_collectives.h"
 #include "engine/planner/local_model.h"
 
@@ -33,7 +31,7 @@ struct Crossover {
   CollKind kind = CollKind::kBarrier;  // no shape yet
   int ranks = 0;
   size_t slot_bytes = 0;
-  size_t two_shot_from = SIZE_MAX;
+  LocalChoiceTable table;
 };
 
 }  // namespace
@@ -44,12 +42,12 @@ Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, size_t slot_by
   if (spec.kind != CollKind::kAllreduce && spec.kind != CollKind::kReduce) return Algorithm::kOneShot;
   thread_local Crossover last;
   if (last.kind != spec.kind || last.ranks != ranks || last.slot_bytes != slot_bytes) {
-    last.two_shot_from = local_two_shot_threshold(spec.kind, ranks, slot_bytes, usable_cores());
+    last.table = local_choice_table(spec.kind, ranks, slot_bytes, usable_cores());
     last.kind = spec.kind;
     last.ranks = ranks;
     last.slot_bytes = slot_bytes;
   }
-  return spec.bytes() >= last.two_shot_from ? Algorithm::kTwoShot : Algorithm::kOneShot;
+  return last.table.choose(spec.bytes()) == LocalAlgorithm::kTwoShot ? Algorithm::kTwoShot : Algorithm::kOneShot;
 }
 
 }  // namespace kolo

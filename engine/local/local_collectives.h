@@ -47,7 +47,7 @@ class LocalCollectives {
 // Which of one-shot and two-shot runs an allreduce or reduce (local_choice.cc): a forced
 // kOneShot/kTwoShot as given, else the faster by the planner's one-host model
 // (engine/planner/local_model.h). Cheap enough for every call: no allocation, the
-// crossover is computed once per shape.
+// sizes where the model's choice flips are computed once per shape.
 Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, size_t slot_bytes, Algorithm forced);
 
 }  // namespace kolo

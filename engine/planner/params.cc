@@ -17,12 +17,18 @@ const PlannerParams& planner_params() {
     p.host_reduce_gbs = 4.0;
     p.host_cores_default = 2;
     p.host_wakeup_us = 20.0;  // 1 KB direct/ring at 3 and 4 ranks on 2 cores
-    // Shared-memory one-host path (engine/local/), DESIGN.md's measured chunked two-shot
-    // figures until the lead's calibration replaces them.
-    p.shm_sync_us = 1.5;
-    p.shm_copy_gbs = 9.0;
-    p.shm_reduce_gbs = 4.0;
-    p.shm_chunk_bytes = 256 << 10;
+    // Shared-memory one-host path (engine/local/, formulas in local_model.cc): fitted to the
+    // best of 6 kolo-perf allreduce runs (float32, out of place) for 2-4 ranks x one-shot
+    // and two-shot x 1 KB, 1 MB, 64 MB on the 2-core development VM (AMD EPYC, 2 MB L2
+    // per core, 32 MB L3), tools/kolo_plan/calibrate.sh; docs/planner.md has the table.
+    p.shm_call_us = 0.33;     // 2 ranks, 1 KB: one-shot 0.6 us, two-shot 0.9 us
+    p.shm_sync_us = 0.23;     // ... so one wait for a peer on another core ~0.25 us
+    p.shm_wakeup_us = 1.57;   // 3-4 ranks, 1 KB: 2.3-7.4 us, ~1.6 us per wait per extra rank
+    p.shm_copy_gbs = 34.5;    // 1 MB (cached) one-shot vs two-shot at 2 ranks: copy ~30 us/MiB,
+    p.shm_reduce_gbs = 25.2;  //   a 2-input reduce ~42 us/MiB of output
+    p.shm_cache_bytes = 32 << 20;  // the L3
+    p.shm_dram_gbs = 51.2;    // 64 MB at 2 ranks: +20 us per MiB of input or output
+    p.shm_chunk_bytes = 1 << 20;   // KOLO_SHM_CHUNK_BYTES default (communicator.h)
     // GPUs. NVLink: NCCL's per-hop NVLink latency (tuning.cc, Simple protocol 3.4 us is
     // the per-step figure, LL 0.6); ~380 of 450 GB/s one-way measured peer-to-peer on
     // H100 (NVIDIA/nccl #1264) gives the efficiency.

@@ -29,12 +29,18 @@ struct PlannerParams {
   // executor spins, yields, then sleeps in poll()), one at a time.
   double host_wakeup_us = 0;
 
-  // The lead's shared-memory one-host path (engine/local/): per-chunk synchronisation and
-  // the copy/reduce rates it achieves.
-  double shm_sync_us = 0;
-  double shm_copy_gbs = 0;
-  double shm_reduce_gbs = 0;
-  double shm_chunk_bytes = 0;
+  // The shared-memory one-host path (engine/local/, formulas in local_model.h): a fixed
+  // cost per call, a cost per wait (per chunk, one for one-shot and two for two-shot),
+  // the copy/reduce rates one core achieves while its peers do the same, and how much
+  // slower both get once the working set leaves the last-level cache.
+  double shm_call_us = 0;      // announce, check the peers' signatures, return
+  double shm_sync_us = 0;      // one wait for the peers, ranks <= cores (cache-line hand-off)
+  double shm_wakeup_us = 0;    // one wait per rank beyond the cores (scheduler round trip)
+  double shm_copy_gbs = 0;     // bytes written per second by one core's copy
+  double shm_reduce_gbs = 0;   // output bytes per second of a 2-input reduce, one core
+  double shm_cache_bytes = 0;  // working set (all ranks) beyond which buffers stream from DRAM
+  double shm_dram_gbs = 0;     // extra cost, as a rate, of each input/output byte from DRAM
+  double shm_chunk_bytes = 0;  // the default slot (KOLO_SHM_CHUNK_BYTES)
 
   // Device (GPU) memory.
   LinkParams nvlink;

@@ -190,7 +190,16 @@ int main(int argc, char** argv) {
 
   std::printf("# kolo-plan: %s %s, %s\n", host.value().host.c_str(), coll_name(kind.value()), model.describe().c_str());
   std::printf("# time in us, busbw in GB/s; chunk %zu B\n", ctx.chunk_bytes);
-  const bool local = o.hosts == 1 && !device && kind.value() == CollKind::kAllreduce;
+  // One host with host memory: the communicator runs single collectives through the
+  // shared-memory path (engine/local/), not a schedule; its one-shot and two-shot come
+  // first and "chosen" is what the executor picks. The schedules run only when the
+  // shared-memory transport is off (KOLO_TRANSPORTS=tcp): their choice follows "tcp".
+  const bool local = o.hosts == 1 && !device;
+  const bool local_choice = kind.value() == CollKind::kAllreduce || kind.value() == CollKind::kReduce;
+  size_t slot_bytes = static_cast<size_t>(planner_params().shm_chunk_bytes);
+  Result<long long> shm_chunk = env_int("KOLO_SHM_CHUNK_BYTES");
+  if (shm_chunk.ok() && shm_chunk.value() >= 4096) slot_bytes = static_cast<size_t>(shm_chunk.value());
+  if (local) std::printf("# one host: shared-memory path, slot %zu B; schedules only with KOLO_TRANSPORTS=tcp\n", slot_bytes);
   std::vector<std::string> names;
   std::vector<double> xs;
   std::vector<std::string> ticks;
@@ -204,11 +213,19 @@ int main(int argc, char** argv) {
   };
   int cores = 0;
   for (int c : host.value().of_kind(NodeKind::kCpu)) cores += host.value().node(c).cores;
+  if (cores <= 0) cores = planner_params().host_cores_default;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
     CollSpec spec = spec_for(kind.value(), bytes, p);
     std::vector<Candidate> all = predict_all(spec, ctx, model);
     Algorithm chosen = select_algorithm(all);
-    std::printf("%8s  chosen %-16s", size_label(bytes).c_str(), algorithm_name(chosen));
+    if (local) {
+      const bool two = local_choice && faster_local_algorithm(kind.value(), bytes, p, slot_bytes, cores) ==
+                                           LocalAlgorithm::kTwoShot;
+      std::printf("%8s  chosen %-16s tcp %-16s", size_label(bytes).c_str(),
+                  !local_choice ? "shm" : two ? "shm_two_shot" : "shm_one_shot", algorithm_name(chosen));
+    } else {
+      std::printf("%8s  chosen %-16s", size_label(bytes).c_str(), algorithm_name(chosen));
+    }
     xs.push_back(static_cast<double>(bytes));
     int log2 = 0;
     while ((size_t{1} << log2) < bytes) ++log2;
@@ -220,11 +237,13 @@ int main(int argc, char** argv) {
       col.resize(xs.size() - 1, -1);
       col.push_back(bw);
     };
-    for (const Candidate& c : all) add(algorithm_name(c.algorithm), c.us);
-    if (local) {
-      add("shm_one_shot", predict_local_allreduce_us(LocalAlgorithm::kOneShot, bytes, p, cores));
-      add("shm_two_shot", predict_local_allreduce_us(LocalAlgorithm::kTwoShot, bytes, p, cores));
+    if (local && local_choice) {
+      add("shm_one_shot", predict_local_us(kind.value(), LocalAlgorithm::kOneShot, bytes, p, slot_bytes, cores));
+      add("shm_two_shot", predict_local_us(kind.value(), LocalAlgorithm::kTwoShot, bytes, p, slot_bytes, cores));
+    } else if (local) {
+      add("shm", predict_local_us(kind.value(), LocalAlgorithm::kOneShot, bytes, p, slot_bytes, cores));
     }
+    for (const Candidate& c : all) add(algorithm_name(c.algorithm), c.us);
     std::printf("\n");
     if (bytes > o.max_bytes / 2) break;
   }

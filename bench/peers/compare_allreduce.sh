@@ -15,7 +15,7 @@ kolorun="$build/tools/kolorun/kolorun"
 # Copy bandwidth (memcpy of 64 MiB; read + write bytes), one process and two at once.
 copy_rate() {
   "$build/bench/kernels/kolo_kernels_bench" --benchmark_filter='BM_Memcpy/16777216$' --benchmark_min_time=0.3 \
-    --benchmark_format=csv 2>/dev/null | awk -F, '/BM_Memcpy/ { printf "%.1f", $7 / 1e9 }'
+    --benchmark_format=csv 2>/dev/null | awk -F, '/BM_Memcpy/ { printf "%.1f", $6 / 1e9 }'
 }
 if [ -x "$build/bench/kernels/kolo_kernels_bench" ]; then
   one=$(copy_rate)

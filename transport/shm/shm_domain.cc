@@ -191,8 +191,14 @@ int Domain::index_of(int global_rank) const {
 
 void Domain::publish(Counter c, uint64_t value) {
   RankControl& me = control(my_index_);
-  me.counters[c].store(value, std::memory_order_release);
-  ring_bell(me.bell);
+  // No futex word change unless someone sleeps: a sleeper re-checks the counter after it
+  // counts itself in `sleepers`, and with both sides seq_cst one of them sees the other.
+  // (The busy path then touches only the counters' line, which the peers read anyway.)
+  me.counters[c].store(value, std::memory_order_seq_cst);
+  if (me.bell.sleepers.load(std::memory_order_seq_cst) != 0) {
+    me.bell.word.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(&me.bell.word);
+  }
 }
 
 void Domain::ring_inbox(int index) { ring_bell(control(index).inbox); }
@@ -215,7 +221,7 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
   } else {
     // Pause-spin first (a peer on another core answers within a microsecond or two), then
     // yield while spinning: on a busy machine the peer may be waiting for our core.
-    const double until = now_seconds() + kSpinSeconds;
+    double until = 0;  // read the clock only once the wait is not short
     for (int i = 1;; ++i) {
       if (i < kPauseSpins) {
         cpu_relax();
@@ -223,7 +229,13 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
         sched_yield();
       }
       if (ready()) return Status();
-      if ((i & 15) == 0 && now_seconds() > until) break;
+      if ((i & 63) == 0) {
+        if (until == 0) {
+          until = now_seconds() + kSpinSeconds;
+        } else if (now_seconds() > until) {
+          break;
+        }
+      }
     }
   }
   while (true) {

@@ -9,8 +9,15 @@
 #include "kolo/kolo.h"
 #include "support/status.h"
 
+namespace kolo::runtime {
+class Runtime;
+}  // namespace kolo::runtime
+
 struct kolo_comm {
   std::unique_ptr<kolo::Communicator> impl;
+  // The Horovod-style runtime, started by the first kolo_enqueue_* or kolo_join (see
+  // api/runtime_api.cc). Declared after impl so that it is stopped first.
+  std::shared_ptr<kolo::runtime::Runtime> runtime = nullptr;
 };
 
 namespace kolo {

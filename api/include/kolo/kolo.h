@@ -116,6 +116,75 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
                                 kolo_op_t op, const kolo_coll_options* options, kolo_comm_t comm,
                                 void* stream);
 
+/* ---- The Horovod-style runtime: named asynchronous operations (engine/runtime/) ----
+ * Each rank hands over tensors by name, in any order; a background thread per
+ * communicator agrees with the other ranks on which names are ready everywhere, fuses
+ * ready allreduces (KOLO_FUSION_THRESHOLD) and runs them in the same order on every rank.
+ * The first kolo_enqueue_* or kolo_join on a communicator starts its runtime, which every
+ * rank of the communicator must do. Buffers must stay valid until the request completes.
+ * Host buffers only. A name may be reused once its request has completed. */
+typedef struct kolo_request* kolo_request_t;
+/* Called once on the runtime's thread when the operation completes, before kolo_wait
+ * returns; it must not block on the runtime (no kolo_wait inside). */
+typedef void (*kolo_completion_fn)(kolo_request_t request, kolo_result_t result, void* user_data);
+/* Allocates an output whose size depends on other ranks (allgather, alltoall) once it is
+ * known: total_count elements, rank_counts[q] rows (allgather) or elements (alltoall)
+ * from rank q. Returns NULL to fail the operation on this rank. */
+typedef void* (*kolo_output_alloc_fn)(void* user_data, size_t total_count, const size_t* rank_counts, int nranks);
+typedef struct {
+  double prescale;             /* allreduce: inputs are multiplied by this (during the copy in) */
+  double postscale;            /* allreduce: the result is multiplied by this (during the copy out) */
+  kolo_dtype_t wire_dtype;     /* KOLO_DTYPE_COUNT; compression is not built yet */
+  kolo_completion_fn callback; /* optional */
+  void* callback_data;
+  kolo_output_alloc_fn alloc;  /* required by allgather and alltoall */
+  void* alloc_data;
+} kolo_enqueue_options;
+#define KOLO_ENQUEUE_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, NULL, NULL, NULL, NULL}
+
+/* options may be NULL (= KOLO_ENQUEUE_OPTIONS_INIT). On success *request is set; free it
+ * with kolo_request_free after it completes. */
+kolo_result_t kolo_enqueue_allreduce(const char* name, const void* send, void* recv, size_t count,
+                                     kolo_dtype_t dtype, kolo_op_t op, const kolo_enqueue_options* options,
+                                     kolo_comm_t comm, kolo_request_t* request);
+/* Several tensors under one name, always fused into one collective. */
+kolo_result_t kolo_enqueue_allreduce_group(const char* name, int ntensors, const void* const* sends,
+                                           void* const* recvs, const size_t* counts, kolo_dtype_t dtype,
+                                           kolo_op_t op, const kolo_enqueue_options* options, kolo_comm_t comm,
+                                           kolo_request_t* request);
+/* rows may differ per rank; row_count (elements per row) may not. The output (all ranks'
+ * rows, in rank order) comes from options->alloc. */
+kolo_result_t kolo_enqueue_allgather(const char* name, const void* send, size_t rows, size_t row_count,
+                                     kolo_dtype_t dtype, const kolo_enqueue_options* options, kolo_comm_t comm,
+                                     kolo_request_t* request);
+/* In place: buf is the root's input and every other rank's output. */
+kolo_result_t kolo_enqueue_broadcast(const char* name, void* buf, size_t count, kolo_dtype_t dtype, int root,
+                                     const kolo_enqueue_options* options, kolo_comm_t comm, kolo_request_t* request);
+/* send_counts[q]: elements sent to rank q (blocks in rank order). The output (blocks from
+ * each rank, in rank order) comes from options->alloc. */
+kolo_result_t kolo_enqueue_alltoall(const char* name, const void* send, const size_t* send_counts,
+                                    kolo_dtype_t dtype, const kolo_enqueue_options* options, kolo_comm_t comm,
+                                    kolo_request_t* request);
+/* send holds size * recvcount elements; recv gets this rank's reduced block. */
+kolo_result_t kolo_enqueue_reduce_scatter(const char* name, const void* send, void* recv, size_t recvcount,
+                                          kolo_dtype_t dtype, kolo_op_t op, const kolo_enqueue_options* options,
+                                          kolo_comm_t comm, kolo_request_t* request);
+/* KOLO_IN_PROGRESS while running; then the operation's result (kolo_last_error() says why
+ * it failed, e.g. KOLO_ERR_MISMATCH naming the tensor, ranks and values). */
+kolo_result_t kolo_test(kolo_request_t request);
+/* Blocks until the operation completes (at most KOLO_TIMEOUT: then KOLO_ERR_TIMEOUT). */
+kolo_result_t kolo_wait(kolo_request_t request);
+/* KOLO_ERR_INVALID_USAGE while the request is in progress. */
+kolo_result_t kolo_request_free(kolo_request_t request);
+/* This rank has no more data: it contributes zeros to the other ranks' allreduces until
+ * every rank has joined. Returns when all have; *last_rank (may be NULL) = the rank that
+ * joined last. */
+kolo_result_t kolo_join(kolo_comm_t comm, int* last_rank);
+/* Start (or restart, truncating) and stop the runtime's Chrome trace-event timeline on
+ * this rank (KOLO_TIMELINE starts it on rank 0). */
+kolo_result_t kolo_timeline_start(kolo_comm_t comm, const char* path);
+kolo_result_t kolo_timeline_stop(kolo_comm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

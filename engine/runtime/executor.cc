@@ -1,0 +1,246 @@
+#include "engine/runtime/executor.h"
+
+#include <cstring>
+
+#include "engine/algorithms.h"
+#include "kernels/host_kernels.h"
+#include "support/clock.h"
+#include "support/env.h"
+
+namespace kolo::runtime {
+namespace {
+
+CollCall make_call(CollKind kind, const Signature& sig, size_t count, const void* send, void* recv) {
+  CollCall call;
+  call.spec.kind = kind;
+  call.spec.dtype = sig.dtype;
+  call.spec.op = sig.op;
+  call.spec.count = count;
+  call.spec.in_place = send == recv;
+  call.send = send;
+  call.recv = recv;
+  return call;
+}
+
+// Timeline phases are static strings: the timeline keeps the pointer, not a copy.
+const char* phase_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllgather: return "ALLGATHER";
+    case OpKind::kBroadcast: return "BROADCAST";
+    case OpKind::kAlltoall: return "ALLTOALL";
+    case OpKind::kReduceScatter: return "REDUCE_SCATTER";
+    default: return "ALLREDUCE";
+  }
+}
+
+}  // namespace
+
+Executor::Executor(Communicator& comm) : comm_(comm) {
+  for (int r = 0; r < comm.size(); ++r) host_of_rank_.push_back(comm.host_of(r));
+  Result<Algorithm> forced = parse_algorithm_name(env_string("KOLO_ALGO"));
+  if (forced.ok()) forced_ = forced.value();
+}
+
+Status Executor::collective(const CollCall& call) { return collective_group({call}); }
+
+Status Executor::collective_group(const std::vector<CollCall>& calls) {
+  Status s = comm_.run_group(calls);
+  if (!s.ok() && comm_error_.ok()) comm_error_ = s;
+  return s;
+}
+
+const char* Executor::algorithm(const CollSpec& spec) const {
+  // Asking the planner costs a model evaluation: only for the timeline.
+  if (timeline_ == nullptr) return "";
+  if (spec.kind == CollKind::kSend) return "send/recv group";
+  PlanContext ctx;
+  ctx.rank = comm_.rank();
+  ctx.size = comm_.size();
+  ctx.forced = spec.algorithm != Algorithm::kAuto ? spec.algorithm : forced_;
+  ctx.topology = &comm_.topology();
+  ctx.host_of_rank = &host_of_rank_;
+  return algorithm_name(choose_algorithm(spec, ctx));
+}
+
+void Executor::record(const Request& request, const char* phase, double start, double end, const std::string& args) {
+  if (timeline_ != nullptr) timeline_->span(request.name, phase, start, end, args);
+}
+
+Status Executor::allreduce(const std::vector<Request*>& members, double negotiated_at) {
+  const Signature& sig = members.front()->sig;
+  const size_t elem = dtype_size(sig.dtype);
+  size_t tensors = 0;
+  for (const Request* r : members) tensors += r->sig.counts.size();
+  const double start = now_seconds();
+  for (const Request* r : members) {
+    record(*r, "NEGOTIATE", r->enqueued_at, negotiated_at);
+    record(*r, "QUEUE", negotiated_at, start);
+  }
+  // Which tensors go through the fusion buffer: the small ones, whose per-call cost the
+  // packing saves. A large tensor (or a lone one) is reduced in place as its own call of
+  // the same group: copying it in and out would cost more memory traffic than the
+  // allreduce itself on a host, while its per-call start-up is small next to its bytes.
+  std::vector<CollCall> calls;
+  std::vector<std::pair<const Request*, size_t>> packed;  // (request, tensor index)
+  size_t packed_count = 0;
+  for (const Request* r : members) {
+    for (size_t t = 0; t < r->sig.counts.size(); ++t) {
+      const size_t count = r->sig.counts[t];
+      const bool real = r->sends[t] != nullptr && r->recvs[t] != nullptr;
+      if (real && (tensors == 1 || count * elem >= kInPlaceBytes)) {
+        CollCall call = make_call(CollKind::kAllreduce, sig, count, r->sends[t], r->recvs[t]);
+        call.prescale.factor = sig.prescale;
+        call.postscale.factor = sig.postscale;
+        calls.push_back(call);
+      } else {
+        packed.emplace_back(r, t);
+        packed_count += count;
+      }
+    }
+  }
+  if (fusion_.size() < packed_count * elem) fusion_.resize(packed_count * elem);
+  const Scale prescale{sig.prescale, 1};
+  // AVG divides in the copy out: the collective sums, and the integer case truncates once.
+  const Scale postscale{sig.postscale, sig.op == ReduceOp::kAvg ? comm_.size() : 1};
+  size_t offset = 0;
+  const double t0 = now_seconds();
+  for (const auto& [r, t] : packed) {
+    const size_t count = r->sig.counts[t];
+    char* at = fusion_.data() + offset * elem;
+    if (r->sends[t] == nullptr) std::memset(at, 0, count * elem);
+    else KOLO_TRY(scale_copy(at, r->sends[t], count, sig.dtype, prescale));
+    offset += count;
+  }
+  if (packed_count > 0) {
+    CollCall call = make_call(CollKind::kAllreduce, sig, packed_count, fusion_.data(), fusion_.data());
+    if (sig.op == ReduceOp::kAvg) call.spec.op = ReduceOp::kSum;
+    calls.push_back(call);
+  }
+  const double t1 = now_seconds();
+  // One call at a time: a group of many large in-place calls hung in the engine's
+  // run_group (an engine issue to chase); separate calls cost one start-up each.
+  for (const CollCall& call : calls) KOLO_TRY(collective(call));
+  const double t2 = now_seconds();
+  offset = 0;
+  for (const auto& [r, t] : packed) {
+    const size_t count = r->sig.counts[t];
+    if (r->recvs[t] != nullptr) {
+      KOLO_TRY(scale_copy(r->recvs[t], fusion_.data() + offset * elem, count, sig.dtype, postscale));
+    }
+    offset += count;
+  }
+  const double t3 = now_seconds();
+  if (timeline_ == nullptr) return Status();
+  size_t bytes = 0;
+  for (const CollCall& c : calls) bytes += c.spec.bytes();
+  const std::string args = str_cat("\"algorithm\": \"", algorithm(calls.back().spec), "\", \"fused_tensors\": ", tensors,
+                                   ", \"packed_tensors\": ", packed.size(), ", \"bytes\": ", bytes);
+  for (const Request* r : members) {
+    bool in_buffer = false;
+    for (const auto& p : packed) in_buffer |= p.first == r;
+    if (in_buffer) record(*r, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
+    record(*r, "ALLREDUCE", t1, t2, args);
+    if (in_buffer) record(*r, "MEMCPY_OUT", t2, t3);
+  }
+  return Status();
+}
+
+void* Executor::output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure) {
+  void* out = request.alloc ? request.alloc(count, rank_counts) : nullptr;
+  if (out != nullptr || count == 0) return out;
+  *failure = error(Code::kSystem, "tensor '", request.name, "': the output allocator returned NULL for ", count,
+                   " elements");
+  scratch_.resize(count * dtype_size(request.sig.dtype));
+  return scratch_.data();
+}
+
+Status Executor::allgather(const Response& resp, Request& request, CollSpec* spec) {
+  const size_t row = resp.sig.counts.empty() ? 0 : resp.sig.counts[0];
+  CollCall call = make_call(CollKind::kAllgatherv, resp.sig, request.local[0] * row, request.sends[0], nullptr);
+  std::vector<size_t> rows;
+  size_t total = 0;
+  for (const auto& local : resp.locals) {
+    const size_t n = local.empty() ? 0 : local[0];
+    rows.push_back(n);
+    call.spec.counts.push_back(n * row);
+    call.spec.displs.push_back(total);
+    total += n * row;
+  }
+  Status failure;
+  call.recv = output(request, total, rows, &failure);
+  call.spec.in_place = false;
+  *spec = call.spec;
+  KOLO_TRY(collective(call));
+  return failure;
+}
+
+// Per-peer splits: a group of sends and receives (the communicator runs them together, so
+// no pair can deadlock) and a local copy of this rank's own block.
+Status Executor::alltoall(const Response& resp, Request& request) {
+  const int size = comm_.size(), me = comm_.rank();
+  const size_t elem = dtype_size(resp.sig.dtype);
+  std::vector<size_t> recv_counts(size);
+  size_t total = 0;
+  for (int q = 0; q < size; ++q) total += recv_counts[q] = resp.locals[q][me];
+  Status failure;
+  char* out = static_cast<char*>(output(request, total, recv_counts, &failure));
+  const char* in = static_cast<const char*>(request.sends[0]);
+  std::vector<CollCall> calls;
+  size_t send_at = 0, recv_at = 0;
+  for (int q = 0; q < size; ++q) {
+    const size_t send_n = resp.locals[me][q], recv_n = recv_counts[q];
+    if (q == me) {
+      if (send_n > 0) std::memcpy(out + recv_at * elem, in + send_at * elem, send_n * elem);
+    } else {
+      CollCall send = make_call(CollKind::kSend, resp.sig, send_n, in + send_at * elem, nullptr);
+      send.spec.peer = q;
+      CollCall recv = make_call(CollKind::kRecv, resp.sig, recv_n, nullptr, out + recv_at * elem);
+      recv.spec.peer = q;
+      calls.push_back(send);
+      calls.push_back(recv);
+    }
+    send_at += send_n;
+    recv_at += recv_n;
+  }
+  KOLO_TRY(collective_group(calls));
+  return failure;
+}
+
+Status Executor::run(const Response& resp, Request& request, double negotiated_at) {
+  const double start = now_seconds();
+  record(request, "NEGOTIATE", request.enqueued_at, negotiated_at);
+  record(request, "QUEUE", negotiated_at, start);
+  Status status;
+  CollSpec spec;
+  switch (resp.sig.kind) {
+    case OpKind::kBroadcast: {
+      CollCall call = make_call(CollKind::kBroadcast, resp.sig, resp.sig.counts[0], request.recvs[0], request.recvs[0]);
+      call.spec.root = static_cast<int>(resp.sig.root);
+      spec = call.spec;
+      status = collective(call);
+      break;
+    }
+    case OpKind::kReduceScatter: {
+      CollCall call = make_call(CollKind::kReduceScatter, resp.sig, resp.sig.counts[0], request.sends[0], request.recvs[0]);
+      const char* own = static_cast<const char*>(request.sends[0]) +
+                        comm_.rank() * resp.sig.counts[0] * dtype_size(resp.sig.dtype);
+      call.spec.in_place = request.recvs[0] == own;
+      spec = call.spec;
+      status = collective(call);
+      break;
+    }
+    case OpKind::kAllgather:
+      status = allgather(resp, request, &spec);
+      break;
+    case OpKind::kAlltoall:
+      spec.kind = CollKind::kSend;
+      status = alltoall(resp, request);
+      break;
+    default:
+      return error(Code::kInternal, "tensor '", request.name, "': ", op_kind_name(resp.sig.kind), " is not run here");
+  }
+  record(request, phase_name(resp.sig.kind), start, now_seconds(), str_cat("\"algorithm\": \"", algorithm(spec), "\""));
+  return status;
+}
+
+}  // namespace kolo::runtime

@@ -1,0 +1,54 @@
+// Runs what negotiation agreed: fused allreduces (small tensors packed into the fusion
+// buffer, all of a group's tensors run as one collective group), and the other
+// named operations one by one, on the runtime's own communicator. Copies into and out of
+// the fusion buffer go through the kernels' scale_copy, so prescale, postscale and AVG's
+// division happen during the copies instead of in extra passes over the data.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/communicator.h"
+#include "engine/runtime/message.h"
+#include "engine/runtime/timeline.h"
+
+namespace kolo::runtime {
+
+class Executor {
+ public:
+  // Tensors of at least this size are reduced in place within their group's collective
+  // instead of through the fusion buffer (see allreduce()).
+  static constexpr size_t kInPlaceBytes = size_t{1} << 20;
+
+  explicit Executor(Communicator& comm);
+
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  // members: the allreduce requests of one fusion group (from plan_fusion), in order.
+  Status allreduce(const std::vector<Request*>& members, double negotiated_at);
+  Status run(const Response& resp, Request& request, double negotiated_at);
+  size_t fusion_buffer_bytes() const { return fusion_.size(); }
+  // Not ok once a collective failed: the communicator is dead and the runtime must stop.
+  const Status& comm_error() const { return comm_error_; }
+
+ private:
+  Status collective(const CollCall& call);
+  Status collective_group(const std::vector<CollCall>& calls);
+  Status allgather(const Response& resp, Request& request, CollSpec* spec);
+  Status alltoall(const Response& resp, Request& request);
+  // The output buffer from the request's allocator; a scratch buffer (and an error for
+  // this rank only) when it fails, because the collective must still run on every rank.
+  void* output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure);
+  void record(const Request& request, const char* phase, double start, double end, const std::string& args = "");
+  // The algorithm the planner picks for spec, for the timeline ("" without one).
+  const char* algorithm(const CollSpec& spec) const;
+
+  Communicator& comm_;
+  Timeline* timeline_ = nullptr;
+  std::vector<char> fusion_;   // grows to the largest fused group
+  std::vector<char> scratch_;  // a joined rank's zeros, a failed allocation's output
+  std::vector<int> host_of_rank_;
+  Algorithm forced_ = Algorithm::kAuto;
+  Status comm_error_;
+};
+
+}  // namespace kolo::runtime

@@ -19,6 +19,12 @@ kolo_shm_test(mixed_transports_np5 5 quick KOLO_TEST_TCP_RANKS=0,3)
 kolo_shm_test(mixed_hosts_direct_np5 5 quick KOLO_TEST_HOSTS=2 KOLO_ALGO=direct)
 kolo_shm_test(all_tcp_np3 3 quick KOLO_TRANSPORTS=tcp)
 kolo_shm_test(shm_mismatch_np3 3 mismatch)
+# A group of 64 in-place allreduces of mixed sizes: one combined schedule over the links
+# (a receive done by single copy must get its acknowledgement out before the rank stops).
+kolo_shm_test(shm_group_np2 2 group)
+kolo_shm_test(shm_group_np4 4 group)
+kolo_shm_test(shm_group_no_single_copy_np3 3 group KOLO_SHM_SINGLE_COPY=0)
+kolo_shm_test(tcp_group_np3 3 group KOLO_TRANSPORTS=tcp)
 
 add_test(NAME fault_shm_rank_killed_mid_allreduce
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/shm_kill_test.sh $<TARGET_FILE:kolo_test_worker>)

@@ -345,6 +345,34 @@ int scenario_mismatch(kolo_comm_t comm) {
   return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
 }
 
+// Many in-place allreduces of mixed sizes (direct and ring) in one group run as one
+// combined schedule, as a framework's gradient bucket would.
+int scenario_group(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm), n = kolo_comm_size(comm);
+  const size_t calls = 64;
+  std::vector<std::vector<float>> data(calls);
+  for (size_t c = 0; c < calls; ++c) {
+    data[c].resize((size_t{1} << (c % 12 * 2)) + c);  // 1 .. 4M elements, odd counts too
+    for (size_t i = 0; i < data[c].size(); ++i) data[c][i] = static_cast<float>((i + c + r) % 7);
+  }
+  must(kolo_group_start(), "group_start");
+  for (size_t c = 0; c < calls; ++c) {
+    must(kolo_allreduce(data[c].data(), data[c].data(), data[c].size(), KOLO_FLOAT32, KOLO_SUM, comm, nullptr),
+         "allreduce");
+  }
+  must(kolo_group_end(), "group_end");
+  for (size_t c = 0; c < calls; ++c) {
+    size_t wrong = 0;
+    for (size_t i = 0; i < data[c].size(); ++i) {
+      float expected = 0;
+      for (int q = 0; q < n; ++q) expected += static_cast<float>((i + c + q) % 7);
+      wrong += data[c][i] != expected;
+    }
+    expect(wrong == 0, "group allreduce " + std::to_string(c) + ": " + std::to_string(wrong) + " wrong");
+  }
+  return 0;
+}
+
 // Test set-ups that need a different environment per rank (kolorun gives all ranks the
 // same): KOLO_TEST_TCP_RANKS=1,3 puts those ranks on KOLO_TRANSPORTS=tcp (mixed
 // transports); KOLO_TEST_HOSTS=k splits the ranks into k emulated hosts (KOLO_HOSTID).
@@ -386,6 +414,7 @@ int main(int argc, char** argv) {
   else if (scenario == "fault") rc = scenario_fault(comm);
   else if (scenario == "abort") rc = scenario_abort(comm);
   else if (scenario == "kill") rc = scenario_kill(comm);
+  else if (scenario == "group") rc = scenario_group(comm);
   else if (scenario == "mismatch") rc = scenario_mismatch(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());

@@ -292,7 +292,7 @@ Status Domain::health(bool now) {
     bool dead = false;
     if (pidfds_[i].valid()) {
       pollfd p{pidfds_[i].get(), POLLIN, 0};
-      dead = ::poll(&p, 1, 0) > 0;  // a pidfd turns readable when its process exits
+      dead = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;  // readable once the process exits
     } else {
       dead = ::kill(pids_[i], 0) != 0 && errno == ESRCH;
     }

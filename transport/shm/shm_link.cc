@@ -43,12 +43,12 @@ Status ShmLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferReques
     if (sent != bytes) return size_mismatch(tag, sent, bytes);
     if (it->single_copy) {
       KOLO_TRY(read_remote(it->address, static_cast<char*>(data), bytes));
-      acknowledge(tag);
-    } else if (bytes > 0) {
-      std::memcpy(data, it->data.data(), bytes);
+      acknowledge(tag, req);  // done once the acknowledgement is out
+    } else {
+      if (bytes > 0) std::memcpy(data, it->data.data(), bytes);
+      req->done = true;
     }
     unexpected_.erase(it);
-    req->done = true;
     return Status();
   }
   if (!failed_.ok()) return failed_;
@@ -88,8 +88,8 @@ void ShmLink::read_ring(char* out, size_t bytes) {
 
 size_t ShmLink::readable() const { return in_.head.load(std::memory_order_acquire) - in_tail_; }
 
-void ShmLink::acknowledge(uint64_t tag) {
-  acks_.push_back(PendingSend{FrameHeader{tag, 0, 0, kAck, 0}, nullptr, nullptr});
+void ShmLink::acknowledge(uint64_t tag, TransferRequest* recv) {
+  acks_.push_back(PendingSend{FrameHeader{tag, 0, 0, kAck, 0}, nullptr, recv});
 }
 
 Status ShmLink::progress_sends(bool* moved) {
@@ -150,6 +150,7 @@ Status ShmLink::progress_recvs(bool* moved) {
       in_req_->done = true;
     } else {
       unexpected_.back().complete = true;
+      status = deliver_unexpected();
     }
   }
   if (in_tail_ != start) {
@@ -180,8 +181,7 @@ Status ShmLink::on_header() {
       return Status();
     }
     KOLO_TRY(read_remote(h.address, match->data, h.bytes));
-    acknowledge(h.tag);
-    match->req->done = true;
+    acknowledge(h.tag, match->req);
     recvs_.erase(match);
     return Status();
   }
@@ -200,6 +200,19 @@ Status ShmLink::on_header() {
     in_payload_ = false;
     if (in_req_ != nullptr) in_req_->done = true; else unexpected_.back().complete = true;
   }
+  return Status();  // (a complete empty frame has no receive posted: on_header looked)
+}
+
+// A frame that was still arriving when its receive was posted: hand it over now.
+Status ShmLink::deliver_unexpected() {
+  Unexpected& frame = unexpected_.back();
+  auto match = std::find_if(recvs_.begin(), recvs_.end(), [&](const PendingRecv& r) { return r.tag == frame.tag; });
+  if (match == recvs_.end()) return Status();
+  if (match->bytes != frame.data.size()) return size_mismatch(frame.tag, frame.data.size(), match->bytes);
+  if (!frame.data.empty()) std::memcpy(match->data, frame.data.data(), frame.data.size());
+  match->req->done = true;
+  recvs_.erase(match);
+  unexpected_.pop_back();
   return Status();
 }
 
@@ -232,6 +245,7 @@ Status ShmLink::fail(Status status) {
     }
   };
   for (PendingSend& s : sends_) fail_request(s.req);
+  for (PendingSend& s : acks_) fail_request(s.req);
   for (PendingSend& s : awaiting_ack_) fail_request(s.req);
   for (PendingRecv& r : recvs_) fail_request(r.req);
   if (in_payload_) fail_request(in_req_);

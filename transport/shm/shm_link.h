@@ -31,7 +31,9 @@ class ShmLink final : public Link {
   Status progress() override;
   int poll_fd() const override { return -1; }
   short poll_events() const override { return 0; }
-  bool has_pending() const override { return !sends_.empty() || !recvs_.empty() || !awaiting_ack_.empty(); }
+  bool has_pending() const override {
+    return !sends_.empty() || !recvs_.empty() || !awaiting_ack_.empty() || !acks_.empty();
+  }
   void close() override;
   void interrupt() override { domain_.ring_inbox(domain_.index()); }
 
@@ -48,7 +50,7 @@ class ShmLink final : public Link {
   struct PendingSend {
     FrameHeader header;
     const char* data;
-    TransferRequest* req;  // null for an acknowledgement
+    TransferRequest* req;  // for an acknowledgement: the receive it completes
     size_t sent = 0;       // of header + inline payload
   };
   struct PendingRecv {
@@ -69,8 +71,12 @@ class ShmLink final : public Link {
   Status progress_sends(bool* moved);
   Status progress_recvs(bool* moved);
   Status on_header();
+  Status deliver_unexpected();
   Status read_remote(uint64_t address, char* data, size_t bytes);
-  void acknowledge(uint64_t tag);
+  // The receive completes only once its acknowledgement is in the ring: a rank whose last
+  // step was this receive must not stop progressing (or exit) with the ack unsent, or
+  // the sender would wait for it forever.
+  void acknowledge(uint64_t tag, TransferRequest* recv);
   Status fail(Status status);
   Status size_mismatch(uint64_t tag, size_t sent, size_t expected) const;
   size_t readable() const;

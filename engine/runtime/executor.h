@@ -17,8 +17,10 @@ namespace kolo::runtime {
 class Executor {
  public:
   // Tensors of at least this size are reduced in place within their group's collective
-  // instead of through the fusion buffer (see allreduce()).
-  static constexpr size_t kInPlaceBytes = size_t{1} << 20;
+  // instead of through the fusion buffer (see allreduce()). On one host an allreduce costs
+  // about a copy, so packing pays only where the per-call start-up (~1 us) dominates:
+  // ResNet-50's step measured 1.14-1.17x one allreduce with 64 KB, 1.30-1.43x with 1 MB.
+  static constexpr size_t kInPlaceBytes = size_t{64} << 10;
 
   explicit Executor(Communicator& comm);
 

@@ -27,18 +27,22 @@ std::unordered_set<const kolo_comm*>& live_comms() {
 
 const char* last_error_text() { return t_last_error.c_str(); }
 
-kolo_result_t api_call(const char* function, const std::function<Status()>& body) {
-  Status status;
-  try {
-    status = body();
-  } catch (const std::bad_alloc&) {
-    status = error(Code::kSystem, "out of memory");
-  } catch (const std::exception& e) {
-    status = error(Code::kInternal, "unexpected exception: ", e.what());
-  }
+kolo_result_t api_result(const char* function, const Status& status) {
   if (status.ok()) return KOLO_SUCCESS;
   t_last_error = str_cat(function, ": ", status.message());
   return static_cast<kolo_result_t>(status.code());
+}
+
+kolo_result_t api_exception(const char* function) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return api_result(function, error(Code::kSystem, "out of memory"));
+  } catch (const std::exception& e) {
+    return api_result(function, error(Code::kInternal, "unexpected exception: ", e.what()));
+  } catch (...) {
+    return api_result(function, error(Code::kInternal, "unexpected exception"));
+  }
 }
 
 void register_comm(kolo_comm* comm) {

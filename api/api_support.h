@@ -22,9 +22,23 @@ struct kolo_comm {
 
 namespace kolo {
 
-// Runs body; turns its Status (or an exception) into a kolo_result_t and the thread's
-// last error "<function>: <message>".
-kolo_result_t api_call(const char* function, const std::function<Status()>& body);
+// The result for a C entry point: success, or the status's code with its message kept
+// for kolo_last_error (prefixed with the function's name).
+kolo_result_t api_result(const char* function, const Status& status);
+// The same for an exception that escaped (none may cross the C API).
+kolo_result_t api_exception(const char* function);
+
+// Runs body and turns its Status (or an exception) into the C result. A template, not a
+// std::function: the captures of an entry point's lambda would cost an allocation per call.
+template <class Body>
+kolo_result_t api_call(const char* function, Body&& body) {
+  try {
+    Status status = body();
+    return status.ok() ? KOLO_SUCCESS : api_result(function, status);
+  } catch (...) {
+    return api_exception(function);
+  }
+}
 
 void register_comm(kolo_comm* comm);
 void unregister_comm(kolo_comm* comm);

@@ -249,58 +249,67 @@ Status LocalCollectives::allgather(const CollCall& call, const Deadline& deadlin
   return p.run(Shape{chunks, false, true, -1}, fill, first, no_second);
 }
 
+namespace {
+// reduce_scatter and alltoall: the buffers hold one block of `count` elements per rank, and
+// chunk i is elems(i) elements of every block; in the slot, block q's piece sits at
+// in_slot(q, i).
+struct BlockChunks {
+  BlockChunks(size_t slot_bytes, int ranks, DType dtype, size_t block_count)
+      : esize(dtype_size(dtype)), chunk_elems(slot_bytes / (esize * ranks)), count(block_count),
+        chunks(ceil_div(block_count, chunk_elems)) {}
+  size_t elems(uint64_t i) const { return std::min<size_t>(chunk_elems, count - i * chunk_elems); }
+  size_t in_buffer(int block, uint64_t i) const { return (block * count + i * chunk_elems) * esize; }
+  size_t in_slot(int block, uint64_t i) const { return block * elems(i) * esize; }
+  size_t esize, chunk_elems, count;
+  uint64_t chunks;
+};
+}  // namespace
+
 Status LocalCollectives::reduce_scatter(const CollCall& call, const Deadline& deadline) {
   const CollSpec& s = call.spec;
   const int n = d_.size(), me = d_.index();
-  const size_t esize = dtype_size(s.dtype), chunk_elems = d_.slot_bytes() / (esize * n);
-  const uint64_t chunks = ceil_div(s.count, chunk_elems);
+  const BlockChunks b(d_.slot_bytes(), n, s.dtype, s.count);
   const char* in = static_cast<const char*>(call.send);
   char* out = static_cast<char*>(call.recv);
   ChunkPipeline p(d_, next_chunk_, deadline);
-  next_chunk_ += chunks;
-  auto elems = [&](uint64_t i) { return std::min<size_t>(chunk_elems, s.count - i * chunk_elems); };
-  // The slot holds chunk i of every rank's block, block q at q * elems(i).
+  next_chunk_ += b.chunks;
   auto fill = [&](uint64_t i, char* slot) -> Status {
     for (int q = 0; q < n; ++q) {
-      KOLO_TRY(scale_copy(slot + q * elems(i) * esize, in + (q * s.count + i * chunk_elems) * esize, elems(i),
-                          s.dtype, call.prescale));
+      KOLO_TRY(scale_copy(slot + b.in_slot(q, i), in + b.in_buffer(q, i), b.elems(i), s.dtype, call.prescale));
     }
     return Status();
   };
   auto first = [&](uint64_t i) -> Status {
     if (i == 0) KOLO_TRY(check_peers(-1));
-    return reduce_slots(p, n, i, me * elems(i), elems(i), s.dtype, s.op, call.postscale,
-                        out + i * chunk_elems * esize);
+    return reduce_slots(p, n, i, me * b.elems(i), b.elems(i), s.dtype, s.op, call.postscale,
+                        out + i * b.chunk_elems * b.esize);
   };
-  return p.run(Shape{chunks, false, true, -1}, fill, first, no_second);
+  return p.run(Shape{b.chunks, false, true, -1}, fill, first, no_second);
 }
 
 Status LocalCollectives::alltoall(const CollCall& call, const Deadline& deadline) {
   const CollSpec& s = call.spec;
   const int n = d_.size(), me = d_.index();
-  const size_t esize = dtype_size(s.dtype), chunk_elems = d_.slot_bytes() / (esize * n);
-  const uint64_t chunks = ceil_div(s.count, chunk_elems);
+  const BlockChunks b(d_.slot_bytes(), n, s.dtype, s.count);
   const char* in = static_cast<const char*>(call.send);
   char* out = static_cast<char*>(call.recv);
   ChunkPipeline p(d_, next_chunk_, deadline);
-  next_chunk_ += chunks;
-  auto elems = [&](uint64_t i) { return std::min<size_t>(chunk_elems, s.count - i * chunk_elems); };
-  auto at = [&](int block, uint64_t i) { return (block * s.count + i * chunk_elems) * esize; };
+  next_chunk_ += b.chunks;
   auto fill = [&](uint64_t i, char* slot) -> Status {
     for (int q = 0; q < n; ++q) {
-      if (q != me) std::memcpy(slot + q * elems(i) * esize, in + at(q, i), elems(i) * esize);
+      if (q != me) std::memcpy(slot + b.in_slot(q, i), in + b.in_buffer(q, i), b.elems(i) * b.esize);
     }
-    if (out != in) std::memcpy(out + at(me, i), in + at(me, i), elems(i) * esize);
+    if (out != in) std::memcpy(out + b.in_buffer(me, i), in + b.in_buffer(me, i), b.elems(i) * b.esize);
     return Status();
   };
   auto first = [&](uint64_t i) -> Status {
     if (i == 0) KOLO_TRY(check_peers(-1));
     for (int q = 0; q < n; ++q) {
-      if (q != me) std::memcpy(out + at(q, i), p.slot(q, i) + me * elems(i) * esize, elems(i) * esize);
+      if (q != me) std::memcpy(out + b.in_buffer(q, i), p.slot(q, i) + b.in_slot(me, i), b.elems(i) * b.esize);
     }
     return Status();
   };
-  return p.run(Shape{chunks, false, true, -1}, fill, first, no_second);
+  return p.run(Shape{b.chunks, false, true, -1}, fill, first, no_second);
 }
 
 Status LocalCollectives::barrier(const Deadline& deadline) {

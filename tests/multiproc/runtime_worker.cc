@@ -18,6 +18,7 @@
 #include "api/api_support.h"
 #include "engine/runtime/runtime.h"
 #include "kolo/kolo.h"
+#include "worker_checks.h"
 #include "perf_data.h"
 
 using kolo_perf::as_dtype;
@@ -27,23 +28,11 @@ using kolo_perf::store_value;
 
 namespace {
 
-int g_failures = 0;
-int g_checks = 0;
-int g_rank = 0;
-
-void expect(bool ok, const std::string& what) {
-  ++g_checks;
-  if (ok) return;
-  ++g_failures;
-  std::fprintf(stderr, "FAIL rank %d: %s\n", g_rank, what.c_str());
-}
-
-void must(kolo_result_t rc, const std::string& what) {
-  if (rc == KOLO_SUCCESS) return;
-  std::fprintf(stderr, "FAIL rank %d: %s returned %s: %s\n", g_rank, what.c_str(), kolo_result_string(rc),
-               kolo_last_error());
-  std::exit(1);
-}
+using worker_checks::expect;
+using worker_checks::g_checks;
+using worker_checks::g_failures;
+using worker_checks::g_rank;
+using worker_checks::must;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

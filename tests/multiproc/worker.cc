@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "worker_checks.h"
 #include "perf_collectives.h"
 #include "perf_data.h"
 
@@ -21,23 +22,11 @@ using namespace kolo_perf;
 
 namespace {
 
-int g_failures = 0;
-int g_checks = 0;
-int g_rank = 0;
-
-void expect(bool ok, const std::string& what) {
-  ++g_checks;
-  if (ok) return;
-  ++g_failures;
-  std::fprintf(stderr, "FAIL rank %d: %s\n", g_rank, what.c_str());
-}
-
-void must(kolo_result_t rc, const std::string& what) {
-  if (rc == KOLO_SUCCESS) return;
-  std::fprintf(stderr, "FAIL rank %d: %s returned %s: %s\n", g_rank, what.c_str(), kolo_result_string(rc),
-               kolo_last_error());
-  std::exit(1);
-}
+using worker_checks::expect;
+using worker_checks::g_checks;
+using worker_checks::g_failures;
+using worker_checks::g_rank;
+using worker_checks::must;
 
 std::string describe(const char* coll, const Case& c, size_t count, bool in_place) {
   return std::string(coll) + " " + dtype_label(c.dtype) + " " + op_label(c.op) + " count " + std::to_string(count) +

@@ -11,27 +11,17 @@
 #include <string>
 
 #include "kolo/kolo.h"
+#include "one_rank_comm.h"
 
 namespace {
 
-class ApiArgs : public ::testing::Test {
+class ApiArgs : public OneRankComm {
  protected:
-  void SetUp() override {
-    for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                          "SLURM_PROCID", "SLURM_NTASKS"}) {
-      unsetenv(v);
-    }
-    ASSERT_EQ(kolo_init(&comm_), KOLO_SUCCESS) << kolo_last_error();
-  }
-  void TearDown() override {
-    if (comm_ != nullptr) kolo_comm_destroy(comm_);
-  }
   // The result is `code` and the last error mentions every fragment.
   static void expect_error(kolo_result_t got, kolo_result_t code, std::initializer_list<const char*> fragments) {
     EXPECT_EQ(got, code) << kolo_last_error();
     for (const char* f : fragments) EXPECT_NE(std::strstr(kolo_last_error(), f), nullptr) << kolo_last_error();
   }
-  kolo_comm_t comm_ = nullptr;
   float a_[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   float b_[8] = {};
 };

@@ -10,6 +10,7 @@
 #include "engine/runtime/fusion.h"
 #include "engine/runtime/response_cache.h"
 #include "kolo/kolo.h"
+#include "one_rank_comm.h"
 
 namespace kolo::runtime {
 namespace {
@@ -103,20 +104,7 @@ TEST(RuntimeMessages, RoundTripAndMalformedInput) {
   EXPECT_FALSE(decode(bad.data(), bad.size(), 1, junk).ok());
 }
 
-class RuntimeApi : public ::testing::Test {
- protected:
-  void SetUp() override {
-    for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                          "SLURM_PROCID", "SLURM_NTASKS"}) {
-      unsetenv(v);
-    }
-    ASSERT_EQ(kolo_init(&comm_), KOLO_SUCCESS) << kolo_last_error();
-  }
-  void TearDown() override {
-    if (comm_ != nullptr) kolo_comm_destroy(comm_);
-  }
-  kolo_comm_t comm_ = nullptr;
-};
+class RuntimeApi : public OneRankComm {};
 
 TEST_F(RuntimeApi, OneRankEnqueueWaitAndNameInFlight) {
   float a[4] = {1, 2, 3, 4}, b[4] = {};

@@ -248,7 +248,7 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
     futex_wait(&bell.word, seen, kFutexSleepMs);
     bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (ready()) return Status();
-    Status healthy = health();
+    Status healthy = health(peer);
     if (!healthy.ok()) return healthy.with_context(str_cat(what, ": "));
     if (deadline.expired()) {
       return error(Code::kTimeout, what, ": rank ", members_[peer], " did not arrive in time (KOLO_TIMEOUT)");
@@ -278,26 +278,23 @@ Status Domain::wait_for_all(Counter c, uint64_t at_least, const Deadline& deadli
   return Status();
 }
 
-Status Domain::health(bool now) {
+Status Domain::health(int index) {
   if (aborted_.load(std::memory_order_relaxed)) return error(Code::kAborted, "communicator aborted by kolo_comm_abort");
   const SegmentHeader& h = header();
   if (h.failed.load(std::memory_order_acquire) != 0) {
     return error(Code::kRemote, "rank ", h.failed_rank.load(std::memory_order_relaxed), " on this host failed");
   }
   const double t = now_seconds();
-  if (!now && t < next_health_check_) return Status();
+  if (t < next_health_check_ || index == my_index_) return Status();
   next_health_check_ = t + kHealthPeriod;
-  for (int i = 0; i < size(); ++i) {
-    if (i == my_index_) continue;
-    bool dead = false;
-    if (pidfds_[i].valid()) {
-      pollfd p{pidfds_[i].get(), POLLIN, 0};
-      dead = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;  // readable once the process exits
-    } else {
-      dead = ::kill(pids_[i], 0) != 0 && errno == ESRCH;
-    }
-    if (dead) return error(Code::kRemote, "rank ", members_[i], " (pid ", pids_[i], ") on this host exited");
+  bool dead = false;
+  if (pidfds_[index].valid()) {
+    pollfd p{pidfds_[index].get(), POLLIN, 0};
+    dead = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;  // readable once the process exits
+  } else {
+    dead = ::kill(pids_[index], 0) != 0 && errno == ESRCH;
   }
+  if (dead) return error(Code::kRemote, "rank ", members_[index], " (pid ", pids_[index], ") on this host exited");
   return Status();
 }
 

@@ -76,9 +76,10 @@ class Domain {
   uint32_t inbox_word() const { return control(my_index_).inbox.word.load(std::memory_order_acquire); }
   void sleep_on_inbox(uint32_t seen, int timeout_ms);
 
-  // Problems with the peers: failed flag, abort, dead processes (checked at most every
-  // 50 ms unless `now`).
-  Status health(bool now = false);
+  // Problems that end a wait on rank `index`: the failed flag, abort, and that rank's
+  // process having exited (checked at most every 50 ms). Only the rank waited on counts:
+  // a peer that finished its part and exited is no failure for the others.
+  Status health(int index);
   // Marks the domain failed so that every peer's wait returns at once.
   void mark_failed();
   // From any thread: waits in this process return kAborted.

@@ -62,7 +62,7 @@ Status ShmLink::progress() {
   KOLO_TRY(progress_recvs(&moved));
   KOLO_TRY(progress_sends(&moved));
   if (!moved && has_pending()) {
-    Status healthy = domain_.health();
+    Status healthy = domain_.health(peer_index_);
     if (!healthy.ok()) return fail(healthy);
   }
   return Status();

@@ -298,7 +298,7 @@ Status Communicator::run_local(const CollCall& original) {
     call.postscale.divisor *= id_.size;
   }
   const Algorithm forced = call.spec.algorithm != Algorithm::kAuto ? call.spec.algorithm : forced_algorithm_;
-  const Algorithm algorithm = choose_local_algorithm(call.spec, id_.size, domain_->slot_bytes(), forced);
+  const Algorithm algorithm = choose_local_algorithm(call.spec, id_.size, domain_->agreed_cores(), domain_->slot_bytes(), forced);
   Status status = local_->run(call, algorithm, Deadline(timeout_seconds_));
   if (!status.ok()) return fail(status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(call.spec.kind), ": ")));
   return Status();

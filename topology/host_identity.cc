@@ -15,8 +15,12 @@ std::string host_identity() {
   std::string boot_id;
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::getline(in, boot_id);
-  std::string id = std::string(name) + "/" + boot_id;
-  return id == "/" ? "unknown-host" : id;
+  // Processes that see each other's pids can share memory safely (pidfds, SO_PEERCRED);
+  // containers on one machine with their own pid namespaces count as different hosts.
+  char pid_ns[64] = {};
+  if (::readlink("/proc/self/ns/pid", pid_ns, sizeof(pid_ns) - 1) < 0) pid_ns[0] = '\0';
+  std::string id = std::string(name) + "/" + boot_id + "/" + pid_ns;
+  return id == "//" ? "unknown-host" : id;
 }
 
 }  // namespace kolo

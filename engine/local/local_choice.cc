@@ -6,45 +6,32 @@
 // crossover size is computed once, by bisection, and a call compares its size with it.
 // The last shape is kept per thread (a program runs the same communicator again and
 // again); a different shape recomputes, ~100 model evaluations, a few microseconds.
-#include <sched.h>
-#include <unistd.h>
-
 #include "engine/local/local_collectives.h"
 #include "engine/planner/local_model.h"
 
 namespace kolo {
 namespace {
 
-// The cores this process may run on, as the shared-memory domain counts them to decide
-// whether it is oversubscribed (transport/shm/shm_domain.cc); read once.
-int usable_cores() {
-  static const int cores = [] {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? static_cast<int>(n) : 1;
-  }();
-  return cores;
-}
-
 struct Crossover {
   CollKind kind = CollKind::kBarrier;  // no shape yet
   int ranks = 0;
+  int cores = 0;
   size_t slot_bytes = 0;
   LocalChoiceTable table;
 };
 
 }  // namespace
 
-Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, size_t slot_bytes, Algorithm forced) {
+Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, int cores, size_t slot_bytes, Algorithm forced) {
   if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
   // The other collectives have one pipeline; LocalCollectives ignores the algorithm.
   if (spec.kind != CollKind::kAllreduce && spec.kind != CollKind::kReduce) return Algorithm::kOneShot;
   thread_local Crossover last;
-  if (last.kind != spec.kind || last.ranks != ranks || last.slot_bytes != slot_bytes) {
-    last.table = local_choice_table(spec.kind, ranks, slot_bytes, usable_cores());
+  if (last.kind != spec.kind || last.ranks != ranks || last.cores != cores || last.slot_bytes != slot_bytes) {
+    last.table = local_choice_table(spec.kind, ranks, slot_bytes, cores);
     last.kind = spec.kind;
     last.ranks = ranks;
+    last.cores = cores;
     last.slot_bytes = slot_bytes;
   }
   return last.table.choose(spec.bytes()) == LocalAlgorithm::kTwoShot ? Algorithm::kTwoShot : Algorithm::kOneShot;

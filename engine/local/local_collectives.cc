@@ -36,6 +36,7 @@ std::string describe(uint64_t shape, uint64_t count) {
     text += str_cat(" (", op_name(static_cast<ReduceOp>((shape >> 16) & 0xff)), ")");
   }
   if (kind == CollKind::kBroadcast || kind == CollKind::kReduce) text += str_cat(" root ", (shape >> 24) & 0xffff);
+  if (kind == CollKind::kAllreduce || kind == CollKind::kReduce) text += (shape >> 40) & 1 ? " two-shot" : " one-shot";
   return text;
 }
 
@@ -66,9 +67,10 @@ static Status reduce_slots(const ChunkPipeline& p, int ranks, uint64_t i, size_t
   return Status();
 }
 
-void LocalCollectives::announce(const CollSpec& spec) {
+void LocalCollectives::announce(const CollSpec& spec, bool two_shot) {
   my_shape_ = static_cast<uint64_t>(spec.kind) | static_cast<uint64_t>(spec.dtype) << 8 |
-              static_cast<uint64_t>(spec.op) << 16 | static_cast<uint64_t>(spec.root & 0xffff) << 24;
+              static_cast<uint64_t>(spec.op) << 16 | static_cast<uint64_t>(spec.root & 0xffff) << 24 |
+              static_cast<uint64_t>(two_shot) << 40;
   my_count_ = spec.count;
   if (spec.kind == CollKind::kAllgatherv) {
     my_count_ = 1469598103934665603ull;  // FNV-1a over counts and displacements
@@ -128,8 +130,11 @@ Status LocalCollectives::check_peers(int only_index) const {
 }
 
 Status LocalCollectives::run(const CollCall& call, Algorithm algorithm, const Deadline& deadline) {
-  announce(call.spec);
   const bool one_shot = algorithm == Algorithm::kOneShot;
+  // The algorithm is part of what peers must agree on: a one-shot rank would read the
+  // slots that two-shot ranks overwrite with their reduced slices.
+  const bool reduces = call.spec.kind == CollKind::kAllreduce || call.spec.kind == CollKind::kReduce;
+  announce(call.spec, reduces && !one_shot);
   Status status;
   switch (call.spec.kind) {
     case CollKind::kAllreduce: status = reduction(call, one_shot, -1, deadline); break;

@@ -33,7 +33,7 @@ class LocalCollectives {
   Status barrier(const Deadline& deadline);
   // Publishes what this rank is about to run, and checks that `peer` (or every peer) runs
   // the same (kMismatch naming both otherwise).
-  void announce(const CollSpec& spec);
+  void announce(const CollSpec& spec, bool two_shot);
   Status check_peer(int index) const;
   Status check_peers(int only_index) const;
 
@@ -48,6 +48,8 @@ class LocalCollectives {
 // kOneShot/kTwoShot as given, else the faster by the planner's one-host model
 // (engine/planner/local_model.h). Cheap enough for every call: no allocation, the
 // sizes where the model's choice flips are computed once per shape.
-Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, size_t slot_bytes, Algorithm forced);
+// `cores` must be the same on every rank (the domain's agreed_cores()): ranks that chose
+// differently would read each other's half-reduced slots.
+Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, int cores, size_t slot_bytes, Algorithm forced);
 
 }  // namespace kolo

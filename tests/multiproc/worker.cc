@@ -1,6 +1,7 @@
 // kolo_test_worker: one rank of a multi-process test, started by kolorun exactly as users
 // start their programs. Each scenario checks results on every rank and exits non-zero on
 // any failure, printing what was wrong.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -364,7 +365,8 @@ int scenario_group(kolo_comm_t comm) {
 
 // Test set-ups that need a different environment per rank (kolorun gives all ranks the
 // same): KOLO_TEST_TCP_RANKS=1,3 puts those ranks on KOLO_TRANSPORTS=tcp (mixed
-// transports); KOLO_TEST_HOSTS=k splits the ranks into k emulated hosts (KOLO_HOSTID).
+// transports); KOLO_TEST_HOSTS=k splits the ranks into k emulated hosts (KOLO_HOSTID);
+// KOLO_TEST_ONE_CPU_RANKS=0 pins those ranks to one CPU.
 void per_rank_environment() {
   const char* rank_text = std::getenv("KOLO_RANK");
   const char* size_text = std::getenv("KOLO_SIZE");
@@ -373,6 +375,22 @@ void per_rank_environment() {
   if (const char* tcp = std::getenv("KOLO_TEST_TCP_RANKS")) {
     std::string list = std::string(",") + tcp + ",";
     if (list.find("," + std::to_string(rank) + ",") != std::string::npos) setenv("KOLO_TRANSPORTS", "tcp", 1);
+  }
+  // KOLO_TEST_ONE_CPU_RANKS=0: those ranks may run on one CPU only (uneven binding, as
+  // some launchers do); every rank must still choose the same one-host algorithm.
+  if (const char* pinned = std::getenv("KOLO_TEST_ONE_CPU_RANKS")) {
+    std::string list = std::string(",") + pinned + ",";
+    cpu_set_t set;
+    if (list.find("," + std::to_string(rank) + ",") != std::string::npos &&
+        sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (!CPU_ISSET(cpu, &set)) continue;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        sched_setaffinity(0, sizeof(set), &set);
+        break;
+      }
+    }
   }
   if (const char* hosts = std::getenv("KOLO_TEST_HOSTS")) {
     const int k = std::atoi(hosts);

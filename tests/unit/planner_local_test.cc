@@ -20,7 +20,7 @@ CollSpec spec_of(CollKind kind, size_t bytes) {
   return spec;
 }
 
-// As choose_local_algorithm counts them (the shared-memory domain's oversubscription test).
+// The cores the tests plan for (a domain passes the minimum over its ranks).
 int this_process_cores() {
   cpu_set_t set;
   return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
@@ -30,8 +30,8 @@ TEST(PlannerLocal, ForcedAlgorithmIsHonoured) {
   for (int ranks : {2, 3, 4, 8}) {
     for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{256} << 20}) {
       for (CollKind kind : {CollKind::kAllreduce, CollKind::kReduce}) {
-        EXPECT_EQ(choose_local_algorithm(spec_of(kind, bytes), ranks, kSlot, Algorithm::kOneShot), Algorithm::kOneShot);
-        EXPECT_EQ(choose_local_algorithm(spec_of(kind, bytes), ranks, kSlot, Algorithm::kTwoShot), Algorithm::kTwoShot);
+        EXPECT_EQ(choose_local_algorithm(spec_of(kind, bytes), ranks, this_process_cores(), kSlot, Algorithm::kOneShot), Algorithm::kOneShot);
+        EXPECT_EQ(choose_local_algorithm(spec_of(kind, bytes), ranks, this_process_cores(), kSlot, Algorithm::kTwoShot), Algorithm::kTwoShot);
       }
     }
   }
@@ -46,7 +46,7 @@ TEST(PlannerLocal, SmallMessagesGoOneShot) {
             << ranks << " ranks, " << cores << " cores, " << bytes << " B";
       }
     }
-    EXPECT_EQ(choose_local_algorithm(spec_of(CollKind::kAllreduce, 8), ranks, kSlot, Algorithm::kAuto),
+    EXPECT_EQ(choose_local_algorithm(spec_of(CollKind::kAllreduce, 8), ranks, this_process_cores(), kSlot, Algorithm::kAuto),
               Algorithm::kOneShot);
   }
 }
@@ -63,7 +63,7 @@ TEST(PlannerLocal, LargeMessagesOnManyCoresGoTwoShot) {
 TEST(PlannerLocal, OtherCollectivesHaveOnePipeline) {
   for (CollKind kind : {CollKind::kBroadcast, CollKind::kAllgather, CollKind::kReduceScatter, CollKind::kAlltoall,
                         CollKind::kBarrier}) {
-    EXPECT_EQ(choose_local_algorithm(spec_of(kind, size_t{64} << 20), 4, kSlot, Algorithm::kAuto), Algorithm::kOneShot);
+    EXPECT_EQ(choose_local_algorithm(spec_of(kind, size_t{64} << 20), 4, this_process_cores(), kSlot, Algorithm::kAuto), Algorithm::kOneShot);
   }
 }
 
@@ -124,7 +124,7 @@ TEST(PlannerLocal, ExecutorChoiceMatchesTheModel) {
           const double two = predict_local_us(kind, LocalAlgorithm::kTwoShot, rounded, ranks, slot, cores);
           if (std::abs(one - two) < 0.01 * std::min(one, two)) continue;
           const Algorithm want = two < one ? Algorithm::kTwoShot : Algorithm::kOneShot;
-          EXPECT_EQ(choose_local_algorithm(spec_of(kind, rounded), ranks, slot, Algorithm::kAuto), want)
+          EXPECT_EQ(choose_local_algorithm(spec_of(kind, rounded), ranks, this_process_cores(), slot, Algorithm::kAuto), want)
               << coll_name(kind) << " " << ranks << " ranks, slot " << slot << ", " << rounded << " B";
           ++checked;
         }

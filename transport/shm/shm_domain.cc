@@ -151,13 +151,20 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   RankControl& me = control(my_index_);
   me.pid.store(::getpid(), std::memory_order_relaxed);
   me.probe_address.store(reinterpret_cast<uint64_t>(&kProbeValue), std::memory_order_release);
+  me.cpus.store(usable_cpus(), std::memory_order_release);
   pidfds_.resize(n);
   for (int i = 0; i < n; ++i) {
     if (i != my_index_) pidfds_[i] = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pids_[i], 0)));
   }
-  oversubscribed_ = n > usable_cpus();
   seen_.assign(n, std::array<uint64_t, kCounterCount>{});
+  next_health_check_.assign(n, 0);
   KOLO_TRY(store.barrier(key + "mapped", n, deadline));
+  agreed_cores_ = usable_cpus();
+  for (int i = 0; i < n; ++i) {
+    const int cpus = control(i).cpus.load(std::memory_order_acquire);
+    if (cpus >= 1) agreed_cores_ = std::min(agreed_cores_, cpus);
+  }
+  oversubscribed_ = n > agreed_cores_;
   KOLO_TRY(probe_cma(options.single_copy));
   KOLO_TRY(store.barrier(key + "probed", n, deadline));
   return Status();
@@ -285,8 +292,8 @@ Status Domain::health(int index) {
     return error(Code::kRemote, "rank ", h.failed_rank.load(std::memory_order_relaxed), " on this host failed");
   }
   const double t = now_seconds();
-  if (t < next_health_check_ || index == my_index_) return Status();
-  next_health_check_ = t + kHealthPeriod;
+  if (index == my_index_ || t < next_health_check_[index]) return Status();
+  next_health_check_[index] = t + kHealthPeriod;
   bool dead = false;
   if (pidfds_[index].valid()) {
     pollfd p{pidfds_[index].get(), POLLIN, 0};

@@ -59,6 +59,9 @@ class Domain {
   char* ring(int from, int to) const { return channel_base(from, to) + sizeof(ChannelControl); }
   size_t ring_bytes() const { return geometry_.ring_bytes; }
   pid_t pid(int index) const { return pids_[index]; }
+  // The fewest CPUs any rank of the domain may run on: the same number on every rank, for
+  // choices that all ranks must make alike.
+  int agreed_cores() const { return agreed_cores_; }
   bool cma_readable() const { return control(my_index_).cma_readable.load(std::memory_order_acquire) != 0; }
 
   // My counter c becomes value (monotonic); wakes whoever sleeps on me.
@@ -105,7 +108,8 @@ class Domain {
   std::vector<Fd> pidfds_;  // -1 entries: no pidfd on this kernel, kill(pid, 0) instead
   bool oversubscribed_ = false;
   std::atomic<bool> aborted_{false};
-  double next_health_check_ = 0;
+  int agreed_cores_ = 1;
+  std::vector<double> next_health_check_;  // per rank
   // The last counter values seen per peer: a wait already satisfied by what we saw costs no
   // load of the peer's cache line (counters only grow).
   std::vector<std::array<uint64_t, kCounterCount>> seen_;

@@ -86,7 +86,15 @@ void ShmLink::read_ring(char* out, size_t bytes) {
   in_tail_ += bytes;
 }
 
-size_t ShmLink::readable() const { return in_.head.load(std::memory_order_acquire) - in_tail_; }
+// The peer writes head; a value that claims more than the ring holds is corruption, and
+// trusting it would copy past the ring.
+Result<size_t> ShmLink::readable() const {
+  const uint64_t head = in_.head.load(std::memory_order_acquire);
+  if (head < in_tail_ || head - in_tail_ > domain_.ring_bytes()) {
+    return error(Code::kInternal, "corrupt ring from rank ", peer_, " (head ", head, ", tail ", in_tail_, ")");
+  }
+  return static_cast<size_t>(head - in_tail_);
+}
 
 void ShmLink::acknowledge(uint64_t tag, TransferRequest* recv) {
   acks_.push_back(PendingSend{FrameHeader{tag, 0, 0, kAck, 0}, nullptr, recv});
@@ -100,7 +108,11 @@ Status ShmLink::progress_sends(bool* moved) {
     std::deque<PendingSend>& queue = !mid_frame && !acks_.empty() ? acks_ : sends_;
     if (queue.empty()) break;
     PendingSend& s = queue.front();
-    const size_t space = domain_.ring_bytes() - (out_head_ - out_.tail.load(std::memory_order_acquire));
+    const uint64_t tail = out_.tail.load(std::memory_order_acquire);
+    if (tail > out_head_ || out_head_ - tail > domain_.ring_bytes()) {
+      return fail(error(Code::kInternal, "corrupt ring to rank ", peer_, " (head ", out_head_, ", tail ", tail, ")"));
+    }
+    const size_t space = domain_.ring_bytes() - (out_head_ - tail);
     const size_t header_bytes = sizeof(FrameHeader);
     const size_t total = header_bytes + (s.header.kind == kData ? s.header.bytes : 0);
     if (s.sent == 0) {
@@ -133,7 +145,12 @@ Status ShmLink::progress_recvs(bool* moved) {
   const uint64_t start = in_tail_;
   Status status;
   while (status.ok()) {
-    const size_t available = readable();
+    Result<size_t> readable_now = readable();
+    if (!readable_now.ok()) {
+      status = readable_now.status();
+      break;
+    }
+    const size_t available = readable_now.value();
     if (!in_payload_) {
       if (available < sizeof(FrameHeader)) break;
       read_ring(reinterpret_cast<char*>(&in_header_), sizeof(FrameHeader));
@@ -192,7 +209,11 @@ Status ShmLink::on_header() {
     in_req_ = match->req;
     recvs_.erase(match);
   } else {
-    unexpected_.push_back(Unexpected{h.tag, std::vector<char>(h.bytes)});
+    try {
+      unexpected_.push_back(Unexpected{h.tag, std::vector<char>(h.bytes)});
+    } catch (const std::bad_alloc&) {
+      return error(Code::kSystem, "no memory to hold an early message of ", h.bytes, " B from rank ", peer_);
+    }
     in_target_ = unexpected_.back().data.data();
     in_req_ = nullptr;
   }
@@ -228,7 +249,9 @@ Status ShmLink::read_remote(uint64_t address, char* data, size_t bytes) {
     }
     done += static_cast<size_t>(n);
   }
-  return Status();
+  // A sender that failed meanwhile may have handed its buffer back to its caller: what we
+  // read may be anything. It marks the domain failed before it returns, so look again.
+  return domain_.health(peer_index_);
 }
 
 Status ShmLink::size_mismatch(uint64_t tag, size_t sent, size_t expected) const {

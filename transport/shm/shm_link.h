@@ -79,7 +79,7 @@ class ShmLink final : public Link {
   void acknowledge(uint64_t tag, TransferRequest* recv);
   Status fail(Status status);
   Status size_mismatch(uint64_t tag, size_t sent, size_t expected) const;
-  size_t readable() const;
+  Result<size_t> readable() const;
   void read_ring(char* out, size_t bytes);
   void write_ring(const char* in, size_t bytes);
 

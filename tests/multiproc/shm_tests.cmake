@@ -20,7 +20,8 @@ kolo_shm_test(mixed_hosts_direct_np5 5 quick KOLO_TEST_HOSTS=2 KOLO_ALGO=direct)
 kolo_shm_test(all_tcp_np3 3 quick KOLO_TRANSPORTS=tcp)
 kolo_shm_test(shm_mismatch_np3 3 mismatch)
 # One rank bound to a single CPU, the others not: the one-shot/two-shot choice must agree.
-kolo_shm_test(shm_uneven_cpus_np3 3 quick KOLO_TEST_ONE_CPU_RANKS=0)
+kolo_shm_test(shm_uneven_cpus_np3 3 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=0)
+kolo_shm_test(shm_uneven_cpus_np4 4 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=1,2)
 # A group of 64 in-place allreduces of mixed sizes: one combined schedule over the links
 # (a receive done by single copy must get its acknowledgement out before the rank stops).
 kolo_shm_test(shm_group_np2 2 group)

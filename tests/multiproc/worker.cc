@@ -335,6 +335,25 @@ int scenario_mismatch(kolo_comm_t comm) {
   return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
 }
 
+// Allreduce and reduce of float sums over the sizes where one-shot and two-shot trade
+// places (1 KB to 8 MB), in and out of place.
+void scenario_reduction_sizes(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm);
+  for (const char* name : {"allreduce", "reduce"}) {
+    const Collective& coll = *find_collective(name);
+    for (size_t count = 256; count <= (size_t{2} << 20); count = count * 2 + 17) {
+      for (bool in_place : {false, true}) {
+        Case c{KOLO_FLOAT32, KOLO_SUM, p - 1, kolo_comm_rank(comm), p};
+        Buffers b;
+        coll.prepare(b, count, c, in_place);
+        must(coll.call(b, count, c, in_place, comm), describe(coll.name, c, count, in_place));
+        size_t wrong = coll.check(b, count, c, in_place);
+        expect(wrong == 0, describe(coll.name, c, count, in_place) + ": " + std::to_string(wrong) + " wrong");
+      }
+    }
+  }
+}
+
 // Many in-place allreduces of mixed sizes (direct and ring) in one group run as one
 // combined schedule, as a framework's gradient bucket would.
 int scenario_group(kolo_comm_t comm) {
@@ -422,6 +441,7 @@ int main(int argc, char** argv) {
   else if (scenario == "abort") rc = scenario_abort(comm);
   else if (scenario == "kill") rc = scenario_kill(comm);
   else if (scenario == "group") rc = scenario_group(comm);
+  else if (scenario == "reduction_sizes") scenario_reduction_sizes(comm);
   else if (scenario == "mismatch") rc = scenario_mismatch(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "support/clock.h"
+#include "tools/kolorun/binding.h"
 
 extern char** environ;
 
@@ -239,20 +240,8 @@ Status Job::start(Rank& rank) {
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   pid_t parent = ::getpid();
-  cpu_set_t allowed, bind;
-  CPU_ZERO(&bind);
-  bool pin = false;
-  if (spec_.bind_to_core && !remote && ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
-      rank.where.local_size <= CPU_COUNT(&allowed)) {
-    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (!CPU_ISSET(cpu, &allowed)) continue;
-      if (seen++ == rank.where.local_rank) {
-        CPU_SET(cpu, &bind);
-        pin = true;
-        break;
-      }
-    }
-  }
+  cpu_set_t bind;
+  const bool pin = spec_.bind_to_core && !remote && cpu_for_local_rank(rank.where.local_rank, rank.where.local_size, &bind);
 
   pid_t pid = ::fork();
   if (pid < 0) {

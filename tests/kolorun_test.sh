@@ -146,6 +146,17 @@ out=$(FOO_FROM_ENV=1 KOLO_DEBUG=WARN timeout 30 "$KOLORUN" -np 1 -x BAR=two sh -
 if [ "$out" = "[0] WARN two" ]; then pass "-x and KOLO_* reach the ranks"; else fail "forwarded: $out"; fi
 msg=$("$KOLORUN" -np 1 /nonexistent/program 2>&1)
 if [ $? = 127 ]; then pass "missing program: 127"; else fail "missing program: $msg"; fi
+# --bind-to core (the default when the ranks fit): each rank on its own allowed CPU.
+cpus=$(grep Cpus_allowed_list /proc/self/status | awk '{print $2}')
+if [ "$(nproc)" -ge 2 ]; then
+  out=$(timeout 30 "$KOLORUN" -np 2 sh -c 'grep Cpus_allowed_list /proc/self/status' | awk '{print $NF}' | sort -u | wc -l)
+  pinned=$(timeout 30 "$KOLORUN" -np 2 sh -c 'grep Cpus_allowed_list /proc/self/status' | awk '{print $NF}' | grep -c -v '[-,]')
+  if [ "$out" = 2 ] && [ "$pinned" = 2 ]; then pass "--bind-to core pins ranks to distinct CPUs"; else fail "binding: $out distinct, $pinned single"; fi
+fi
+out=$(timeout 30 "$KOLORUN" --bind-to none -np 1 sh -c 'grep Cpus_allowed_list /proc/self/status' | awk '{print $NF}')
+if [ "$out" = "$cpus" ]; then pass "--bind-to none leaves the affinity"; else fail "--bind-to none: $out (expected $cpus)"; fi
+msg=$("$KOLORUN" --bind-to socket -np 1 true 2>&1)
+if [ $? = 2 ]; then pass "--bind-to refuses unknown values"; else fail "--bind-to socket: $msg"; fi
 
 if [ "$FAILURES" -ne 0 ]; then
   echo "$FAILURES check(s) failed"

@@ -123,6 +123,11 @@ Status Communicator::read_environment() {
     return error(Code::kInvalidArgument, "KOLO_SHM_CHUNK_BYTES=", shm_chunk.value(), " is outside 4096 .. 2^30");
   }
   shm_chunk_bytes_ = static_cast<size_t>(shm_chunk.value());
+  const std::string single_copy = env_string("KOLO_SHM_SINGLE_COPY");
+  if (single_copy != "0" && single_copy != "1") {
+    return error(Code::kInvalidArgument, "KOLO_SHM_SINGLE_COPY='", single_copy, "' is not 0 or 1");
+  }
+  shm_single_copy_ = single_copy == "1";
   return Status();
 }
 
@@ -239,7 +244,7 @@ Status Communicator::connect_shared_memory(const std::vector<int>& members, cons
   options.members = members;
   options.my_index = static_cast<int>(std::find(members.begin(), members.end(), id_.rank) - members.begin());
   options.slot_bytes = shm_chunk_bytes_;
-  options.single_copy = env_string("KOLO_SHM_SINGLE_COPY") != "0";
+  options.single_copy = shm_single_copy_;
   auto domain = shm::Domain::create(*store_->client, options, deadline);
   if (!domain.ok()) return domain.status();
   domain_ = domain.take();
@@ -247,10 +252,24 @@ Status Communicator::connect_shared_memory(const std::vector<int>& members, cons
   return Status();
 }
 
+Algorithm Communicator::forced_for(const CollSpec& spec) const {
+  return spec.algorithm != Algorithm::kAuto ? spec.algorithm : forced_algorithm_;
+}
+
 bool Communicator::runs_locally(const CollCall& call) const {
-  if (!local_ || !LocalCollectives::supports(call.spec.kind)) return false;
-  const Algorithm forced = call.spec.algorithm != Algorithm::kAuto ? call.spec.algorithm : forced_algorithm_;
+  if (!local_ || !LocalCollectives::supports(call.spec.kind) || is_empty(call.spec)) return false;
+  const Algorithm forced = forced_for(call.spec);
   return forced == Algorithm::kAuto || forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot;
+}
+
+// AVG is a sum divided by the communicator size on the way out, for every executor.
+CollCall Communicator::lowered(const CollCall& original) const {
+  CollCall call = original;
+  if (call.spec.op == ReduceOp::kAvg) {
+    call.spec.op = ReduceOp::kSum;
+    call.postscale.divisor *= id_.size;
+  }
+  return call;
 }
 
 const Schedule& Communicator::schedule_for(const CollSpec& spec) {
@@ -292,20 +311,16 @@ Status Communicator::usable() {
 // The one-host path: no schedule, no plan cache, no allocation (an 8-byte allreduce here
 // takes about a microsecond, so every step on the way counts).
 Status Communicator::run_local(const CollCall& original) {
-  CollCall call = original;
-  if (call.spec.op == ReduceOp::kAvg) {
-    call.spec.op = ReduceOp::kSum;
-    call.postscale.divisor *= id_.size;
-  }
-  const Algorithm forced = call.spec.algorithm != Algorithm::kAuto ? call.spec.algorithm : forced_algorithm_;
-  const Algorithm algorithm = choose_local_algorithm(call.spec, id_.size, domain_->agreed_cores(), domain_->slot_bytes(), forced);
+  const CollCall call = lowered(original);
+  const Algorithm algorithm = choose_local_algorithm(call.spec, id_.size, domain_->agreed_cores(),
+                                                     domain_->slot_bytes(), forced_for(call.spec));
   Status status = local_->run(call, algorithm, Deadline(timeout_seconds_));
   if (!status.ok()) return fail(status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(call.spec.kind), ": ")));
   return Status();
 }
 
 Status Communicator::run(const CollCall& call) {
-  if (!runs_locally(call) || is_empty(call.spec)) return run_group({call});
+  if (!runs_locally(call)) return run_group({call});
   std::lock_guard<std::mutex> lock(run_mutex_);
   KOLO_TRY(usable());
   return run_local(call);
@@ -314,17 +329,13 @@ Status Communicator::run(const CollCall& call) {
 Status Communicator::run_group(const std::vector<CollCall>& calls) {
   std::lock_guard<std::mutex> lock(run_mutex_);
   KOLO_TRY(usable());
-  if (calls.size() == 1 && runs_locally(calls[0]) && !is_empty(calls[0].spec)) return run_local(calls[0]);
+  if (calls.size() == 1 && runs_locally(calls[0])) return run_local(calls[0]);
   Schedule combined;
   combined.calls = 0;
   std::vector<CallBinding> bindings;
   for (const CollCall& original : calls) {
     if (is_empty(original.spec)) continue;
-    CollCall call = original;
-    if (call.spec.op == ReduceOp::kAvg) {
-      call.spec.op = ReduceOp::kSum;
-      call.postscale.divisor *= id_.size;
-    }
+    CollCall call = lowered(original);
     call.spec.prescaled = !call.prescale.identity();
     call.spec.postscaled = !call.postscale.identity();
     append_schedule(combined, schedule_for(call.spec));

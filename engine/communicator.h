@@ -70,6 +70,8 @@ class Communicator {
   Status connect_shared_memory(const std::vector<int>& members, const Deadline& deadline);
   // The one-host path: the whole communicator shares memory and the call has an algorithm there.
   bool runs_locally(const CollCall& call) const;
+  Algorithm forced_for(const CollSpec& spec) const;  // the call's algorithm, else KOLO_ALGO
+  CollCall lowered(const CollCall& call) const;       // AVG as SUM and a divisor
   Status run_local(const CollCall& call);
   Status usable();  // the first error again once the communicator has failed
   Status exchange_hosts(const Deadline& deadline);
@@ -100,6 +102,7 @@ class Communicator {
   double timeout_seconds_ = 300;
   bool allow_shm_ = true, allow_tcp_ = true;  // KOLO_TRANSPORTS
   size_t shm_chunk_bytes_ = 1 << 20;
+  bool shm_single_copy_ = true;
 };
 
 }  // namespace kolo

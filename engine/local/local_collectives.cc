@@ -40,11 +40,22 @@ std::string describe(uint64_t shape, uint64_t count) {
   return text;
 }
 
-}  // namespace
+struct SignatureView {
+  uint64_t sequence, shape, count;
+};
+
+// False when the owner was rewriting it (the peer ran on to its next op meanwhile).
+bool read_signature(const shm::OpSignature& sig, SignatureView* view) {
+  view->sequence = sig.sequence.load(std::memory_order_acquire);
+  view->shape = sig.shape.load(std::memory_order_relaxed);
+  view->count = sig.count.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return view->sequence != 0 && sig.sequence.load(std::memory_order_relaxed) == view->sequence;
+}
 
 // dst = scale(op over every rank's slot at [offset, offset + count) of chunk i), summed in
 // rank order on every rank so that all ranks get the same bits. dst may be one of the slots.
-static Status reduce_slots(const ChunkPipeline& p, int ranks, uint64_t i, size_t offset, size_t count, DType dtype,
+Status reduce_slots(const ChunkPipeline& p, int ranks, uint64_t i, size_t offset, size_t count, DType dtype,
                            ReduceOp op, Scale scale, void* dst) {
   if (count == 0) return Status();
   const size_t esize = dtype_size(dtype);
@@ -67,6 +78,8 @@ static Status reduce_slots(const ChunkPipeline& p, int ranks, uint64_t i, size_t
   return Status();
 }
 
+}  // namespace
+
 void LocalCollectives::announce(const CollSpec& spec, bool two_shot) {
   my_shape_ = static_cast<uint64_t>(spec.kind) | static_cast<uint64_t>(spec.dtype) << 8 |
               static_cast<uint64_t>(spec.op) << 16 | static_cast<uint64_t>(spec.root & 0xffff) << 24 |
@@ -88,20 +101,6 @@ void LocalCollectives::announce(const CollSpec& spec, bool two_shot) {
   }
 }
 
-namespace {
-struct SignatureView {
-  uint64_t sequence, shape, count;
-};
-
-// False when the owner was rewriting it (the peer ran on to its next op meanwhile).
-bool read_signature(const shm::OpSignature& sig, SignatureView* view) {
-  view->sequence = sig.sequence.load(std::memory_order_acquire);
-  view->shape = sig.shape.load(std::memory_order_relaxed);
-  view->count = sig.count.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return view->sequence != 0 && sig.sequence.load(std::memory_order_relaxed) == view->sequence;
-}
-}  // namespace
 
 Status LocalCollectives::check_peer(int index) const {
   // The peer's current op is ours unless it has run ahead; then its ring has ours (a peer

@@ -44,3 +44,8 @@ add_test(NAME transports_shm_only_across_hosts_refused
                  $<TARGET_FILE:kolorun> -np 4 $<TARGET_FILE:kolo_test_worker> quick)
 set_tests_properties(transports_shm_only_across_hosts_refused PROPERTIES LABELS multiproc TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "allows no transport to ranks (0,1|2,3)")
+add_test(NAME shm_single_copy_bad_value_refused
+         COMMAND ${CMAKE_COMMAND} -E env KOLO_SHM_SINGLE_COPY=yes
+                 $<TARGET_FILE:kolorun> -np 2 $<TARGET_FILE:kolo_test_worker> quick)
+set_tests_properties(shm_single_copy_bad_value_refused PROPERTIES LABELS multiproc TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "KOLO_SHM_SINGLE_COPY='yes' is not 0 or 1")

@@ -22,11 +22,11 @@ namespace {
 // What process_vm_readv must find in a peer to prove that single-copy reads work.
 const volatile uint64_t kProbeValue = 0x6b6f6c6f2d636d61ull;
 
-constexpr int kFutexSleepMs = 10;       // bounds how late an abort or a death is noticed
-constexpr double kSpinSeconds = 200e-6;  // a peer on another core usually answers sooner
-constexpr int kYieldSpins = 8;
-constexpr int kPauseSpins = 2000;   // about 2-10 microseconds, before yielding          // more ranks than cores: give the core away instead
-constexpr double kHealthPeriod = 0.05;
+constexpr int kFutexSleepMs = 10;        // bounds how late an abort or a death is noticed
+constexpr double kSpinSeconds = 200e-6;  // spin (pause, then yield) this long before sleeping
+constexpr int kPauseSpins = 2000;        // about 2-10 microseconds of pause before yielding
+constexpr int kYieldSpins = 8;           // more ranks than cores: give the core away instead
+constexpr double kHealthPeriod = 0.05;   // seconds between liveness checks of one peer
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -149,7 +149,6 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
     }
   }
   RankControl& me = control(my_index_);
-  me.pid.store(::getpid(), std::memory_order_relaxed);
   me.probe_address.store(reinterpret_cast<uint64_t>(&kProbeValue), std::memory_order_release);
   me.cpus.store(usable_cpus(), std::memory_order_release);
   pidfds_.resize(n);

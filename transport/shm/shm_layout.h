@@ -40,8 +40,7 @@ struct alignas(64) RankControl {
   alignas(64) std::atomic<uint64_t> counters[kCounterCount];
   OpSignature current;
   alignas(64) Bell inbox;                         // rung when a channel to this rank changes
-  alignas(64) std::atomic<int32_t> pid{0};
-  std::atomic<uint32_t> cma_readable{0};          // 1: this rank reads peers with process_vm_readv
+  alignas(64) std::atomic<uint32_t> cma_readable{0};          // 1: this rank reads peers with process_vm_readv
   std::atomic<int32_t> cpus{0};                   // CPUs this rank may run on
   std::atomic<uint64_t> probe_address{0};         // where peers find kProbeValue in this process
   OpSignature signatures[kSignatureRing];  // the last ops, for a peer that is behind

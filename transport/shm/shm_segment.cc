@@ -129,6 +129,10 @@ Status FdOffer::serve(int fd, const std::vector<pid_t>& expected, const Deadline
 }
 
 Result<Fd> take_fd(const std::string& offer_name, const Deadline& deadline) {
+  // The name came through the store: it must fit an abstract socket address.
+  if (offer_name.empty() || offer_name.size() > sizeof(sockaddr_un::sun_path) - 2) {
+    return error(Code::kInternal, "the shared-memory offer's socket name (", offer_name.size(), " B) is malformed");
+  }
   Fd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (sock.get() < 0) return error(Code::kSystem, "socket(AF_UNIX): ", std::strerror(errno));
   socklen_t length = 0;

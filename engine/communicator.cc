@@ -5,59 +5,21 @@
 #include <optional>
 #include <sstream>
 
-#include "engine/algorithms.h"
-#include "engine/host_executor.h"
 #include "support/env.h"
 #include "support/log.h"
 #include "topology/discover.h"
 #include "topology/host_identity.h"
 #include "topology/json_format.h"
 #include "topology/render.h"
-#include "transport/shm/shm_link.h"
-#include "transport/tcp/tcp_mesh.h"
 
 namespace kolo {
 namespace {
 
 constexpr uint64_t kPointToPointTagBit = uint64_t{1} << 63;
 
-Result<std::string> listen_address(const StoreClient& client) {
-  std::string ifname = env_string("KOLO_SOCKET_IFNAME");
-  if (!ifname.empty()) return interface_address(ifname);
-  return client.local_ip();  // the interface that reaches the store reaches the peers too
-}
-
-// KOLO_TRANSPORTS: a comma-separated subset of the transports built in.
-Status parse_transports(const std::string& text, bool* shm, bool* tcp) {
-  if (text.empty()) return Status();
-  *shm = *tcp = false;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string name = text.substr(start, end - start);
-    if (name == "shm") {
-      *shm = true;
-    } else if (name == "tcp") {
-      *tcp = true;
-    } else {
-      return error(Code::kInvalidArgument, "KOLO_TRANSPORTS='", text, "': '", name,
-                   "' is not a transport of kolo (shm, tcp)");
-    }
-    start = end + 1;
-  }
-  return Status();
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
-  return text.empty() ? "none" : text;
-}
-
-// The plan cache key: everything of the spec a schedule depends on (chunk size and
-// KOLO_ALGO are fixed per communicator).
-std::string spec_key(const CollSpec& spec) {
+// The plan cache key: everything of the spec a plan depends on (chunk size and KOLO_ALGO
+// are fixed per communicator).
+std::string spec_key(const CollSpec& spec, bool grouped) {
   std::ostringstream key;
   key << static_cast<int>(spec.kind) << '/' << spec.count << '/' << static_cast<int>(spec.dtype) << '/'
       << static_cast<int>(spec.op) << '/' << spec.root << '/' << spec.peer << '/' << spec.in_place << spec.prescaled
@@ -65,6 +27,7 @@ std::string spec_key(const CollSpec& spec) {
   for (size_t c : spec.counts) key << ',' << c;
   key << '/';
   for (size_t d : spec.displs) key << ',' << d;
+  key << (grouped ? "/g" : "");
   return key.str();
 }
 
@@ -75,6 +38,12 @@ Result<HostTopology> this_host_topology() {
   std::lock_guard<std::mutex> lock(mutex);
   if (!cached) cached.emplace(host_topology());
   return *cached;
+}
+
+bool same_plan_key(const CollSpec& a, const CollSpec& b) {
+  return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
+         a.peer == b.peer && a.in_place == b.in_place && a.prescaled == b.prescaled && a.postscaled == b.postscaled &&
+         a.algorithm == b.algorithm && a.counts == b.counts && a.displs == b.displs;
 }
 
 bool is_empty(const CollSpec& spec) {
@@ -101,7 +70,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   comm->recv_seq_.assign(comm->size(), 0);
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
-           comm->cross_size_, comm->local_ ? ", one-host collectives in shared memory" : "");
+           comm->cross_size_, comm->executors_[static_cast<int>(ExecutorKind::kLocal)] ? ", one-host collectives in shared memory" : "");
   return comm;
 }
 
@@ -116,40 +85,23 @@ Status Communicator::read_environment() {
   if (!algorithm.ok()) return algorithm.status();
   forced_algorithm_ = algorithm.value();
   timeout_seconds_ = env_timeout_seconds();
-  KOLO_TRY(parse_transports(env_string("KOLO_TRANSPORTS"), &allow_shm_, &allow_tcp_));
-  Result<long long> shm_chunk = env_int("KOLO_SHM_CHUNK_BYTES");
-  if (!shm_chunk.ok()) return shm_chunk.status();
-  if (shm_chunk.value() < 4096 || shm_chunk.value() > (1ll << 30)) {
-    return error(Code::kInvalidArgument, "KOLO_SHM_CHUNK_BYTES=", shm_chunk.value(), " is outside 4096 .. 2^30");
-  }
-  shm_chunk_bytes_ = static_cast<size_t>(shm_chunk.value());
-  const std::string single_copy = env_string("KOLO_SHM_SINGLE_COPY");
-  if (single_copy != "0" && single_copy != "1") {
-    return error(Code::kInvalidArgument, "KOLO_SHM_SINGLE_COPY='", single_copy, "' is not 0 or 1");
-  }
-  shm_single_copy_ = single_copy == "1";
   return Status();
 }
 
 Communicator::~Communicator() {
-  if (fabric_) fabric_->shutdown();
+  for (auto& executor : executors_) executor.reset();
+  connections_.reset();
 }
 
 Status Communicator::exchange_hosts(const Deadline& deadline) {
   StoreClient& store = *store_->client;
-  // "<shm allowed 0|1> <host>": the transport of a pair must be chosen alike at both ends.
-  KOLO_TRY(store.set(str_cat(id_.prefix, "/host/", id_.rank), str_cat(allow_shm_ ? 1 : 0, " ", host_identity()), deadline));
+  KOLO_TRY(store.set(str_cat(id_.prefix, "/host/", id_.rank), host_identity(), deadline));
   std::vector<std::string> hosts(id_.size);
-  shm_allowed_.assign(id_.size, false);
   for (int r = 0; r < id_.size; ++r) {
     Result<std::string> host = store.get(str_cat(id_.prefix, "/host/", r), deadline);
     if (!host.ok()) return host.status().with_context(str_cat("waiting for rank ", r, " to join: "));
-    const std::string& text = host.value();
-    if (text.size() < 2 || (text[0] != '0' && text[0] != '1') || text[1] != ' ') {
-      return error(Code::kInternal, "rank ", r, " announced a malformed host entry");
-    }
-    shm_allowed_[r] = text[0] == '1';
-    hosts[r] = text.substr(2);
+    if (host.value().empty()) return error(Code::kInternal, "rank ", r, " announced an empty host entry");
+    hosts[r] = host.value();
   }
   // local: ranks on my host, in rank order. cross: ranks with my local rank (Horovod's meaning).
   local_rank_ = 0;
@@ -202,64 +154,22 @@ Status Communicator::exchange_topology(const Deadline& deadline) {
   return Status();
 }
 
-// Same host and both ends allow it: shared memory; otherwise TCP.
+// The transports (engine/connect.h), then one executor per row of the table that can run
+// here, then the planner's view of the communicator.
 Status Communicator::connect(const Deadline& deadline) {
-  const int n = id_.size, me = id_.rank;
-  std::vector<int> shm_members, shm_peers, tcp_peers;
-  std::vector<bool> over_tcp(n, false);
-  for (int r = 0; r < n; ++r) {
-    const bool shared = host_of_rank_[r] == host_of_rank_[me] && shm_allowed_[r] && shm_allowed_[me];
-    if (shared) shm_members.push_back(r);
-    if (r == me) continue;
-    (shared ? shm_peers : tcp_peers).push_back(r);
-    over_tcp[r] = !shared;
+  ConnectRequest request{store_->client.get(), store_->secret, id_.prefix, id_.rank, id_.size, host_of_rank_};
+  auto connections = Connections::create(request, deadline);
+  if (!connections.ok()) return connections.status();
+  connections_ = connections.take();
+  const ExecutorEnv env{id_.rank, id_.size, &connections_->fabric(), connections_->shared()};
+  for (int k = 0; k < kExecutorCount; ++k) executors_[k] = executor_row(static_cast<ExecutorKind>(k)).create(env);
+  plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
+  if (SharedDomain* shared = connections_->shared()) {
+    plan_context_.shared_memory = executors_[static_cast<int>(ExecutorKind::kLocal)] != nullptr;
+    plan_context_.slot_bytes = shared->slot_bytes();
+    plan_context_.agreed_cores = shared->agreed_cores();
   }
-  if (!tcp_peers.empty() && !allow_tcp_) {
-    return error(Code::kUnsupported, "KOLO_TRANSPORTS='", env_string("KOLO_TRANSPORTS"), "' allows no transport to ranks ",
-                 rank_list(tcp_peers), " (another host, or shm not allowed there); add tcp");
-  }
-  std::vector<std::unique_ptr<Link>> links(n);
-  if (!tcp_peers.empty()) {
-    Result<std::string> ip = listen_address(*store_->client);
-    if (!ip.ok()) return ip.status();
-    MeshOptions options{id_.prefix, me, n, store_->secret, ip.value(), over_tcp};
-    auto tcp = connect_tcp_mesh(*store_->client, options, deadline);
-    if (!tcp.ok()) return tcp.status();
-    links = tcp.take();
-  }
-  if (shm_members.size() >= 2) {
-    KOLO_TRY(connect_shared_memory(shm_members, deadline));
-    for (int r : shm_peers) links[r] = std::make_unique<shm::ShmLink>(*domain_, me, r);
-  }
-  fabric_ = std::make_unique<Fabric>(me, n, std::move(links));
-  fabric_->set_shared_memory(domain_.get());
-  log_info(Subsys::kTransport, "rank ", me, ": shm to ranks ", rank_list(shm_peers), "; tcp to ranks ",
-           rank_list(tcp_peers));
   return Status();
-}
-
-Status Communicator::connect_shared_memory(const std::vector<int>& members, const Deadline& deadline) {
-  shm::DomainOptions options;
-  options.key_prefix = str_cat(id_.prefix, "/host", host_of_rank_[id_.rank]);  // one domain per host
-  options.members = members;
-  options.my_index = static_cast<int>(std::find(members.begin(), members.end(), id_.rank) - members.begin());
-  options.slot_bytes = shm_chunk_bytes_;
-  options.single_copy = shm_single_copy_;
-  auto domain = shm::Domain::create(*store_->client, options, deadline);
-  if (!domain.ok()) return domain.status();
-  domain_ = domain.take();
-  if (domain_->size() == id_.size) local_ = std::make_unique<LocalCollectives>(*domain_);
-  return Status();
-}
-
-Algorithm Communicator::forced_for(const CollSpec& spec) const {
-  return spec.algorithm != Algorithm::kAuto ? spec.algorithm : forced_algorithm_;
-}
-
-bool Communicator::runs_locally(const CollCall& call) const {
-  if (!local_ || !LocalCollectives::supports(call.spec.kind) || is_empty(call.spec)) return false;
-  const Algorithm forced = forced_for(call.spec);
-  return forced == Algorithm::kAuto || forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot;
 }
 
 // AVG is a sum divided by the communicator size on the way out, for every executor.
@@ -269,20 +179,26 @@ CollCall Communicator::lowered(const CollCall& original) const {
     call.spec.op = ReduceOp::kSum;
     call.postscale.divisor *= id_.size;
   }
+  call.spec.prescaled = !call.prescale.identity();
+  call.spec.postscaled = !call.postscale.identity();
   return call;
 }
 
-const Schedule& Communicator::schedule_for(const CollSpec& spec) {
-  std::string key = spec_key(spec);
-  auto it = schedules_.find(key);
-  if (it != schedules_.end()) return it->second;
-  PlanContext ctx{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
-  Schedule schedule = build_schedule(spec, ctx);
-  log_info(Subsys::kPlan, coll_name(spec.kind), " of ", spec.bytes(), " B on ", id_.size, " ranks: ",
-           schedule.algorithm, " (", schedule.steps.size(), " steps)");
-  log_trace(Subsys::kPlan, schedule_to_string(schedule));
-  if (schedules_.size() > 4096) schedules_.clear();  // bound the cache for varying sizes
-  return schedules_.emplace(key, std::move(schedule)).first->second;
+const Plan& Communicator::plan_for(const CollSpec& spec, bool grouped) {
+  if (last_plan_ != nullptr && grouped == last_grouped_ && same_plan_key(spec, last_spec_)) return *last_plan_;
+  std::string key = spec_key(spec, grouped);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    if (plans_.size() > 4096) plans_.clear();  // bound the cache for varying sizes
+    Plan p = plan(spec, plan_context_, grouped);
+    log_info(Subsys::kPlan, plan_summary(spec, id_.size, p));
+    if (p.executor == ExecutorKind::kSchedule) log_trace(Subsys::kPlan, schedule_to_string(p.schedule));
+    it = plans_.emplace(std::move(key), std::move(p)).first;
+  }
+  last_spec_ = spec;
+  last_grouped_ = grouped;
+  last_plan_ = &it->second;
+  return it->second;
 }
 
 uint64_t Communicator::next_tag_base(const CollSpec& spec) {
@@ -294,9 +210,7 @@ uint64_t Communicator::next_tag_base(const CollSpec& spec) {
 Status Communicator::fail(Status status) {
   if (failed_.ok()) failed_ = status;
   log_warn(Subsys::kExec, status.message());
-  // Closing our links makes peers that wait on us fail now instead of at their deadline.
-  fabric_->shutdown();
-  if (domain_) domain_->mark_failed();
+  connections_->fail();
   return status;
 }
 
@@ -304,49 +218,55 @@ Status Communicator::usable() {
   if (!failed_.ok()) {
     return error(Code::kAborted, "communicator failed earlier and cannot be used (", failed_.message(), ")");
   }
-  if (fabric_->aborted()) return fail(error(Code::kAborted, "communicator was aborted"));
+  if (connections_->aborted()) return fail(error(Code::kAborted, "communicator was aborted"));
   return Status();
 }
 
-// The one-host path: no schedule, no plan cache, no allocation (an 8-byte allreduce here
-// takes about a microsecond, so every step on the way counts).
-Status Communicator::run_local(const CollCall& original) {
-  const CollCall call = lowered(original);
-  const Algorithm algorithm = choose_local_algorithm(call.spec, id_.size, domain_->agreed_cores(),
-                                                     domain_->slot_bytes(), forced_for(call.spec));
-  Status status = local_->run(call, algorithm, Deadline(timeout_seconds_));
-  if (!status.ok()) return fail(status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(call.spec.kind), ": ")));
+// The Plan names the executor; the communicator only hands the calls over.
+Status Communicator::execute(const PlannedCall* calls, size_t n) {
+  const Plan& p = *calls[0].plan;
+  Executor* executor = executors_[static_cast<int>(p.executor)].get();
+  if (executor == nullptr) {
+    return fail(error(Code::kInternal, "rank ", id_.rank, ": the ", executor_name(p.executor),
+                      " executor cannot run on this communicator"));
+  }
+  Status status = executor->run(calls, n, Deadline(timeout_seconds_));
+  if (!status.ok()) {
+    if (p.executor == ExecutorKind::kLocal) {
+      status = status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(calls[0].call.spec.kind), ": "));
+    }
+    return fail(status);
+  }
   return Status();
 }
 
-Status Communicator::run(const CollCall& call) {
-  if (!runs_locally(call)) return run_group({call});
+Status Communicator::run(const CollCall& original) {
   std::lock_guard<std::mutex> lock(run_mutex_);
   KOLO_TRY(usable());
-  return run_local(call);
+  if (is_empty(original.spec)) return Status();
+  PlannedCall call{nullptr, lowered(original), 0};
+  call.plan = &plan_for(call.call.spec, false);
+  call.tag_base = next_tag_base(call.call.spec);
+  return execute(&call, 1);
 }
 
 Status Communicator::run_group(const std::vector<CollCall>& calls) {
+  if (calls.size() == 1) return run(calls[0]);
   std::lock_guard<std::mutex> lock(run_mutex_);
   KOLO_TRY(usable());
-  if (calls.size() == 1 && runs_locally(calls[0])) return run_local(calls[0]);
-  Schedule combined;
-  combined.calls = 0;
-  std::vector<CallBinding> bindings;
+  group_.clear();
   for (const CollCall& original : calls) {
     if (is_empty(original.spec)) continue;
-    CollCall call = lowered(original);
-    call.spec.prescaled = !call.prescale.identity();
-    call.spec.postscaled = !call.postscale.identity();
-    append_schedule(combined, schedule_for(call.spec));
-    bindings.push_back(CallBinding{call.send, call.recv, call.prescale, call.postscale, next_tag_base(call.spec)});
+    PlannedCall call{nullptr, lowered(original), 0};
+    call.plan = &plan_for(call.call.spec, true);
+    call.tag_base = next_tag_base(call.call.spec);
+    group_.push_back(std::move(call));
   }
-  if (bindings.empty()) return Status();
-  if (scratch_.size() < combined.scratch_bytes) scratch_.resize(combined.scratch_bytes);
-  Deadline deadline(timeout_seconds_);
-  Status status = execute_schedule(combined, *fabric_, bindings, scratch_.data(), deadline);
-  if (!status.ok()) return fail(status);
-  return Status();
+  if (group_.empty()) return Status();
+  // plan_for may clear the cache while a group is planned: plan again from the cache,
+  // which now holds every member (it is cleared only above 4096 entries).
+  for (PlannedCall& call : group_) call.plan = &plan_for(call.call.spec, true);
+  return execute(group_.data(), group_.size());
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
@@ -377,7 +297,7 @@ Result<std::unique_ptr<Communicator>> Communicator::duplicate(const std::string&
 }
 
 void Communicator::abort() {
-  if (fabric_) fabric_->abort();
+  if (connections_) connections_->abort();
 }
 
 }  // namespace kolo

@@ -11,13 +11,12 @@
 #include <vector>
 
 #include "engine/collective.h"
-#include "engine/local/local_collectives.h"
-#include "engine/schedule.h"
+#include "engine/connect.h"
+#include "engine/executors/executor.h"
+#include "engine/planner/plan.h"
 #include "support/status.h"
 #include "topology/graph.h"
 #include "transport/bootstrap/store.h"
-#include "transport/fabric.h"
-#include "transport/shm/shm_domain.h"
 
 namespace kolo {
 
@@ -54,6 +53,11 @@ class Communicator {
   // Runs one call, or several together (a group); blocks until done.
   Status run(const CollCall& call);
   Status run_group(const std::vector<CollCall>& calls);
+  // The plan the last call ran with (a group: its last call's; null before any), for the
+  // runtime's timeline. Only meaningful on the thread that ran it, until the next call.
+  const Plan* last_plan() const { return last_plan_; }
+  // The planner's view of this communicator (for plan()).
+  const PlanContext& plan_context() const { return plan_context_; }
   // Ranks with the same color (>= 0) form a new communicator; color < 0 gets null.
   Result<std::unique_ptr<Communicator>> split(int color, int key);
   // A new communicator over the same ranks, made through the store only (no collective on
@@ -67,16 +71,13 @@ class Communicator {
   Communicator(std::shared_ptr<StoreSession> store, CommIdentity id) : store_(std::move(store)), id_(std::move(id)) {}
   Status read_environment();
   Status connect(const Deadline& deadline);
-  Status connect_shared_memory(const std::vector<int>& members, const Deadline& deadline);
-  // The one-host path: the whole communicator shares memory and the call has an algorithm there.
-  bool runs_locally(const CollCall& call) const;
-  Algorithm forced_for(const CollSpec& spec) const;  // the call's algorithm, else KOLO_ALGO
-  CollCall lowered(const CollCall& call) const;       // AVG as SUM and a divisor
-  Status run_local(const CollCall& call);
+  // AVG as SUM and a divisor; the scale flags set: the spec as plans see it.
+  CollCall lowered(const CollCall& call) const;
   Status usable();  // the first error again once the communicator has failed
   Status exchange_hosts(const Deadline& deadline);
   Status exchange_topology(const Deadline& deadline);
-  const Schedule& schedule_for(const CollSpec& spec);
+  const Plan& plan_for(const CollSpec& spec, bool grouped);
+  Status execute(const PlannedCall* calls, size_t n);
   uint64_t next_tag_base(const CollSpec& spec);
   Status fail(Status status);
 
@@ -84,25 +85,26 @@ class Communicator {
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts
-  std::vector<bool> shm_allowed_;  // per rank: its KOLO_TRANSPORTS allows shm
   ClusterTopology topology_;
-  std::unique_ptr<shm::Domain> domain_;  // declared before fabric_: its links point into it
-  std::unique_ptr<LocalCollectives> local_;  // set when every rank is in domain_
-  std::unique_ptr<Fabric> fabric_;
+  std::unique_ptr<Connections> connections_;  // before executors_: they use its links
+  std::unique_ptr<Executor> executors_[kExecutorCount];  // null where a row cannot run here
+  PlanContext plan_context_;
   std::mutex run_mutex_;  // one call at a time per communicator
   Status failed_;
   uint32_t collective_seq_ = 0;
   std::vector<uint32_t> send_seq_, recv_seq_;  // point-to-point, per peer
   uint32_t split_seq_ = 0;
-  std::map<std::string, Schedule> schedules_;  // plan cache
-  std::vector<char> scratch_;
+  // The plan cache; the last lookup is remembered so that a repeated call costs a
+  // comparison, not a key (an 8-byte one-host allreduce takes about a microsecond).
+  std::map<std::string, Plan> plans_;
+  CollSpec last_spec_;
+  bool last_grouped_ = false;
+  const Plan* last_plan_ = nullptr;
+  std::vector<PlannedCall> group_;
   // From the environment, read once at creation (not on every call).
   size_t chunk_bytes_ = 1 << 20;
   Algorithm forced_algorithm_ = Algorithm::kAuto;
   double timeout_seconds_ = 300;
-  bool allow_shm_ = true, allow_tcp_ = true;  // KOLO_TRANSPORTS
-  size_t shm_chunk_bytes_ = 1 << 20;
-  bool shm_single_copy_ = true;
 };
 
 }  // namespace kolo

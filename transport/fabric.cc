@@ -12,7 +12,7 @@ Fabric::Fabric(int rank, int size, std::vector<std::unique_ptr<Link>> links)
 Fabric::~Fabric() { shutdown(); }
 
 Status Fabric::progress() {
-  if (domain_ != nullptr) inbox_seen_ = domain_->inbox_word();
+  for (auto& source : wake_sources_) source->arm();
   for (auto& link : links_) {
     if (!link) continue;
     Status s = link->progress();
@@ -28,13 +28,18 @@ void Fabric::wait_for_activity(int timeout_ms) {
     if (!link || link->poll_fd() < 0) continue;
     fds.push_back(pollfd{link->poll_fd(), link->poll_events(), 0});
   }
-  if (domain_ != nullptr) {
-    // Shared-memory peers ring the inbox; sockets (other hosts) are polled in between.
-    if (fds.empty()) {
-      domain_->sleep_on_inbox(inbox_seen_, timeout_ms);
+  if (!wake_sources_.empty()) {
+    // Peers without a descriptor wake us through their source; sockets are polled in between.
+    if (fds.empty() && wake_sources_.size() == 1) {
+      wake_sources_.front()->sleep(timeout_ms);
       return;
     }
     timeout_ms = std::min(timeout_ms, 1);
+    if (fds.empty()) {
+      for (auto& source : wake_sources_) source->sleep(0);
+      ::poll(nullptr, 0, timeout_ms);
+      return;
+    }
   }
   if (fds.empty()) return;
   ::poll(fds.data(), fds.size(), timeout_ms);
@@ -48,7 +53,7 @@ void Fabric::shutdown() {
 
 void Fabric::abort() {
   aborted_.store(true, std::memory_order_relaxed);
-  if (domain_ != nullptr) domain_->abort();
+  for (auto& source : wake_sources_) source->abort();
   for (auto& link : links_) {
     if (link) link->interrupt();
   }

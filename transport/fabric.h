@@ -8,7 +8,7 @@
 #include "support/clock.h"
 #include "support/status.h"
 #include "transport/link.h"
-#include "transport/shm/shm_domain.h"
+#include "transport/wake_source.h"
 
 namespace kolo {
 
@@ -23,8 +23,8 @@ class Fabric {
 
   // Progresses every link once; the first link error is returned (naming the peer).
   Status progress();
-  // Links of kind shm wake this rank through the domain's inbox futex, not a descriptor.
-  void set_shared_memory(shm::Domain* domain) { domain_ = domain; }
+  // Links that have no descriptor to poll wake this rank through a source of their backend.
+  void add_wake_source(std::unique_ptr<WakeSource> source) { wake_sources_.push_back(std::move(source)); }
   // Blocks until a link may make progress, at most timeout_ms.
   void wait_for_activity(int timeout_ms);
   // Closes all links (pending requests fail). Idempotent.
@@ -38,8 +38,7 @@ class Fabric {
   int size_;
   std::vector<std::unique_ptr<Link>> links_;  // index = peer; null at rank_
   std::atomic<bool> aborted_{false};
-  shm::Domain* domain_ = nullptr;
-  uint32_t inbox_seen_ = 0;  // the inbox word before the last progress(): no lost wake-ups
+  std::vector<std::unique_ptr<WakeSource>> wake_sources_;  // armed before every progress()
 };
 
 }  // namespace kolo

@@ -1,8 +1,9 @@
 // The one pattern every one-host collective follows, chunk by chunk through the ranks'
-// staging slots in shared memory (transport/shm):
+// staging slots in shared memory:
 //
-//   fill(i)    acquire my slot for chunk i (every rank has consumed what it held K chunks
-//              ago), copy my input into it (prescale and casts happen in this copy), post;
+//   fill(i)    acquire my slot for chunk i (every rank has consumed what it held `slots`
+//              chunks ago), copy my input into it (prescale and casts happen in this
+//              copy), post;
 //   first(i)   once the peers have posted chunk i: reduce my slice straight out of their
 //              slots, or copy their data out;
 //   second(i)  two-phase collectives only (two-shot allreduce, reduce): once every rank has
@@ -12,23 +13,26 @@
 // copy overlaps its peers' reductions and the waits rarely find a peer behind. Counters
 // are monotonic over the life of the domain; every rank numbers chunks alike because all
 // run the same collectives in the same order.
+//
+// Written over an ops policy (local_ops.h), so the same pipeline runs on the host
+// (HostOps), is recorded as a program for the verifier and simulator (RecordOps), and can
+// later drive a stream.
 #pragma once
 
 #include <cstdint>
 
-#include "support/clock.h"
+#include "engine/local/local_ops.h"
 #include "support/status.h"
-#include "transport/shm/shm_domain.h"
 
 namespace kolo {
 
+template <class Ops>
 class ChunkPipeline {
  public:
-  ChunkPipeline(shm::Domain& domain, uint64_t first_chunk, const Deadline& deadline)
-      : d_(domain), first_(first_chunk), deadline_(deadline) {}
+  ChunkPipeline(Ops& ops, uint64_t first_chunk) : ops_(ops), first_(first_chunk) {}
 
-  char* my_slot(uint64_t i) const { return d_.slot(d_.index(), first_ + i); }
-  char* slot(int index, uint64_t i) const { return d_.slot(index, first_ + i); }
+  char* my_slot(uint64_t i) const { return ops_.slot(ops_.index(), first_ + i); }
+  char* slot(int index, uint64_t i) const { return ops_.slot(index, first_ + i); }
 
   struct Shape {
     uint64_t chunks = 1;
@@ -40,20 +44,21 @@ class ChunkPipeline {
   template <class Fill, class First, class Second>
   Status run(const Shape& shape, Fill fill, First first, Second second) {
     if (shape.chunks == 0) return Status();  // (empty calls never get here; be safe anyway)
+    const uint64_t slots = ops_.slots();
     auto fill_chunk = [&](uint64_t i) -> Status {
       const uint64_t c = first_ + i;
-      if (c >= d_.slots()) KOLO_TRY(d_.wait_for_all(shm::kConsumed, c - d_.slots() + 1, deadline_, "waiting for a free slot"));
+      if (c >= slots) KOLO_TRY(ops_.wait_for_all(kConsumed, c - slots + 1, "waiting for a free slot"));
       KOLO_TRY(fill(i, my_slot(i)));
-      d_.publish(shm::kPosted, c + 1);
+      ops_.publish(kPosted, c + 1);
       return Status();
     };
     auto finish_chunk = [&](uint64_t i) -> Status {
       const uint64_t c = first_ + i;
       if (shape.second_here) {
-        KOLO_TRY(d_.wait_for_all(shm::kReduced, c + 1, deadline_, "waiting for the peers' reduced slices"));
+        KOLO_TRY(ops_.wait_for_all(kReduced, c + 1, "waiting for the peers' reduced slices"));
         KOLO_TRY(second(i));
       }
-      d_.publish(shm::kConsumed, c + 1);
+      ops_.publish(kConsumed, c + 1);
       return Status();
     };
     KOLO_TRY(fill_chunk(0));
@@ -61,16 +66,16 @@ class ChunkPipeline {
       if (i + 1 < shape.chunks) KOLO_TRY(fill_chunk(i + 1));
       const uint64_t c = first_ + i;
       if (shape.posted_from < 0) {
-        KOLO_TRY(d_.wait_for_all(shm::kPosted, c + 1, deadline_, "waiting for the peers' data"));
-      } else if (shape.posted_from != d_.index()) {
-        KOLO_TRY(d_.wait_for(shape.posted_from, shm::kPosted, c + 1, deadline_, "waiting for the root's data"));
+        KOLO_TRY(ops_.wait_for_all(kPosted, c + 1, "waiting for the peers' data"));
+      } else if (shape.posted_from != ops_.index()) {
+        KOLO_TRY(ops_.wait_for(shape.posted_from, kPosted, c + 1, "waiting for the root's data"));
       }
       KOLO_TRY(first(i));
       if (!shape.two_phase) {
-        d_.publish(shm::kConsumed, c + 1);
+        ops_.publish(kConsumed, c + 1);
         continue;
       }
-      d_.publish(shm::kReduced, c + 1);
+      ops_.publish(kReduced, c + 1);
       if (i >= 1) KOLO_TRY(finish_chunk(i - 1));
     }
     if (shape.two_phase) KOLO_TRY(finish_chunk(shape.chunks - 1));
@@ -78,9 +83,8 @@ class ChunkPipeline {
   }
 
  private:
-  shm::Domain& d_;
+  Ops& ops_;
   uint64_t first_;
-  const Deadline& deadline_;
 };
 
 }  // namespace kolo

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/algorithms.h"
+#include "engine/schedules/algorithms.h"
 #include "engine/planner/params.h"
 
 namespace kolo {

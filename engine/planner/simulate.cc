@@ -1,10 +1,11 @@
 #include "engine/planner/simulate.h"
+#include "engine/planner/plan.h"
 
 #include <algorithm>
 #include <queue>
 #include <unordered_map>
 
-#include "engine/verifier.h"
+#include "engine/verifier/verifier.h"
 
 namespace kolo {
 namespace {
@@ -19,6 +20,17 @@ struct Event {
     return step > o.step;
   }
 };
+
+constexpr int kCounters = 4;  // per rank, in one-host programs (engine/local/local_ops.h)
+
+bool one_host_step(const Step& st) {
+  if (st.kind == StepKind::kSignal || st.kind == StepKind::kWait) return true;
+  if (st.kind != StepKind::kSend && st.dst.buffer == kBufStaging) return true;
+  for (const Slice& src : st.srcs) {
+    if (src.buffer == kBufStaging) return true;
+  }
+  return false;
+}
 
 struct Message {
   double arrival = -1;     // set when the send has been simulated
@@ -35,6 +47,7 @@ class Simulation {
 
   Result<double> run() {
     if (p_ != m_.size()) return error(Code::kInternal, "simulate: ", p_, " schedules for a model of ", m_.size(), " ranks");
+    setup_one_host();
     size_t total = 0;
     remaining_.resize(p_);
     ready_.resize(p_);
@@ -75,16 +88,88 @@ class Simulation {
       for (size_t i = 0; i < s_[r].steps.size(); ++i) {
         if (remaining_[r][i] != -1) {
           const Step& st = s_[r].steps[i];
+          if (st.kind == StepKind::kWait) {
+            return error(Code::kInternal, "simulate: ", s_[r].algorithm, " rank ", r, " step ", i, " waits for rank ",
+                         st.peer, "'s counter ", st.counter, " >= ", st.value, ", which never gets there: deadlock");
+          }
           return error(Code::kInternal, "simulate: ", s_[r].algorithm, " rank ", r, " step ", i,
                        " never runs (peer ", st.peer, " tag ", st.tag, "): deadlock or unmatched message");
         }
         end = std::max(end, ready_[r][i]);  // holds the completion time once done
       }
     }
-    return end + m_.launch_us();
+    return end + m_.launch_us() + (one_host_ ? m_.params().shm_call_us : 0.0);
   }
 
  private:
+  // One-host programs (engine/local/) are charged as the closed-form one-host model charges
+  // them (local_model.cc): copies and reduces at the shm_* rates with no per-step overhead,
+  // the caller's input and output from DRAM once the working set leaves the cache, a call
+  // overhead, and a hand-off (shm_sync_us) from a signal to the wait it releases. Assumes a
+  // core per rank: the model's oversubscribed terms need the core count, which the cost
+  // model keeps to itself.
+  void setup_one_host() {
+    one_host_ = false;
+    double io = 0, largest_slot_use = 0;
+    for (const Schedule& sch : s_) {
+      double extent[kBufStaging] = {0, 0, 0};
+      for (const Step& st : sch.steps) {
+        one_host_ = one_host_ || one_host_step(st);
+        auto note = [&](const Slice& sl) {
+          const double end = static_cast<double>(sl.offset + sl.bytes);
+          if (sl.buffer >= kBufInput && sl.buffer < kBufStaging) extent[sl.buffer] = std::max(extent[sl.buffer], end);
+          if (sl.buffer == kBufStaging && sch.slot_bytes > 0) {
+            largest_slot_use = std::max(largest_slot_use, static_cast<double>(sl.offset % sch.slot_bytes + sl.bytes));
+          }
+        };
+        for (const Slice& src : st.srcs) note(src);
+        if (st.kind != StepKind::kSend) note(st.dst);
+      }
+      io += extent[kBufInput] + extent[kBufOutput];
+    }
+    // As the model: every rank's input and output, and all its slots as full as the fullest.
+    const double slots = s_.empty() ? 0 : static_cast<double>(s_[0].slots);
+    const double working_set = io + p_ * slots * largest_slot_use;
+    const PlannerParams& pp = m_.params();
+    dram_us_ = working_set > pp.shm_cache_bytes ? 1 / (pp.shm_dram_gbs * 1e3) : 0.0;
+    signals_.assign(static_cast<size_t>(p_) * kCounters, {});
+    parked_.assign(static_cast<size_t>(p_) * kCounters, {});
+  }
+
+  double shm_compute_us(const Step& st) const {
+    const PlannerParams& pp = m_.params();
+    const double bytes = static_cast<double>(st.dst.bytes);
+    // A reduce of k slots reads k streams and writes one: (k + 1) / 3 of a 2-input reduce.
+    double us = st.kind == StepKind::kReduce ? bytes * (st.srcs.size() + 1) / 3.0 / (pp.shm_reduce_gbs * 1e3)
+                                             : bytes / (pp.shm_copy_gbs * 1e3);
+    if (dram_us_ > 0) {
+      auto caller = [](const Slice& sl) { return sl.buffer == kBufInput || sl.buffer == kBufOutput ? sl.bytes : 0; };
+      double stream = static_cast<double>(caller(st.dst));
+      for (const Slice& src : st.srcs) stream += static_cast<double>(caller(src));
+      us += stream * dram_us_;
+    }
+    return us;
+  }
+
+  // A wait completes a hand-off after the last of the signals it needs, or parks on the
+  // first rank whose counter is short until that rank signals it.
+  void try_wait(int r, int i, double ready) {
+    const Step& st = s_[r].steps[i];
+    double t = ready;
+    for (int q = 0; q < p_ && st.value > 0; ++q) {
+      if (q == r || (st.peer >= 0 && q != st.peer)) continue;
+      const auto& list = signals_[q * kCounters + st.counter];
+      if (list.empty() || list.back().first < st.value) {
+        parked_[q * kCounters + st.counter].push_back({r, i, ready});
+        return;
+      }
+      auto it = std::lower_bound(list.begin(), list.end(), st.value,
+                                 [](const std::pair<uint64_t, double>& s, uint64_t v) { return s.first < v; });
+      t = std::max(t, it->second + m_.params().shm_sync_us);
+    }
+    complete(r, i, t);
+  }
+
   uint64_t key(int from, int to, uint32_t tag) const {
     return ((static_cast<uint64_t>(from) * static_cast<uint64_t>(p_) + static_cast<uint64_t>(to)) << 32) | tag;
   }
@@ -116,7 +201,9 @@ class Simulation {
       case StepKind::kCopy:
       case StepKind::kReduce: {
         double start = std::max(e.t, cpu_[r]);
-        double end = start + m_.compute_us(r, st.dst.bytes, static_cast<int>(st.srcs.size()), st.kind == StepKind::kReduce);
+        double end = start + (one_host_ ? shm_compute_us(st)
+                                        : m_.compute_us(r, st.dst.bytes, static_cast<int>(st.srcs.size()),
+                                                        st.kind == StepKind::kReduce));
         cpu_[r] = end;
         complete(r, e.step, end);
         return Status();
@@ -151,6 +238,24 @@ class Simulation {
         }
         return Status();
       }
+      case StepKind::kSignal: {
+        if (st.counter < 0 || st.counter >= kCounters) return error(Code::kInternal, "simulate: rank ", r, " signals counter ", st.counter);
+        const double t = std::max(e.t, cpu_[r]);
+        auto& list = signals_[r * kCounters + st.counter];
+        if (list.empty() || st.value > list.back().first) list.push_back({st.value, t});
+        complete(r, e.step, t);
+        std::vector<ParkedWait> woken;
+        woken.swap(parked_[r * kCounters + st.counter]);
+        for (const ParkedWait& w : woken) try_wait(w.rank, w.step, w.ready);
+        return Status();
+      }
+      case StepKind::kWait: {
+        if (st.counter < 0 || st.counter >= kCounters || st.peer < -1 || st.peer >= p_ || st.peer == r) {
+          return error(Code::kInternal, "simulate: rank ", r, " waits for rank ", st.peer, "'s counter ", st.counter);
+        }
+        try_wait(r, e.step, std::max(e.t, cpu_[r]));
+        return Status();
+      }
     }
     return Status();
   }
@@ -163,6 +268,15 @@ class Simulation {
   std::vector<std::vector<double>> ready_;   // max of the deps' completion; completion once done
   std::vector<std::pair<std::vector<int>, std::vector<int>>> dependents_;
   std::unordered_map<uint64_t, Message> messages_;
+  // One-host programs.
+  struct ParkedWait {
+    int rank, step;
+    double ready;
+  };
+  bool one_host_ = false;
+  double dram_us_ = 0;                                              // per caller byte, once past the cache
+  std::vector<std::vector<std::pair<uint64_t, double>>> signals_;  // per (rank, counter): (value, time) rises
+  std::vector<std::vector<ParkedWait>> parked_;                    // per (rank, counter): waits for it
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
 };
 

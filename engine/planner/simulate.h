@@ -15,6 +15,11 @@ namespace kolo {
 // ingress (across hosts: the two NICs) for bytes / bandwidth, and arrives alpha later; sends
 // are eager (a receive posted late completes at once). Fails on a deadlock or an
 // unmatched message.
+// One-host programs (kSignal/kWait over shared staging slots, engine/local/) are charged as
+// the one-host model charges them (local_model.h): copies and reduces at the shm_* rates,
+// caller buffers from DRAM past the cache, shm_call_us once, and a wait ends shm_sync_us
+// after the signal that releases it (or at once when that was long ago). It assumes a core
+// per rank (the model's oversubscribed terms are not simulated).
 Result<double> simulate_us(const std::vector<Schedule>& schedules, const CostModel& model);
 
 // Every rank's schedule of spec with `algorithm` (ctx.rank is ignored).

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "engine/algorithms.h"
 #include "kernels/host_kernels.h"
 #include "support/clock.h"
 #include "support/env.h"
@@ -35,11 +34,7 @@ const char* phase_name(OpKind kind) {
 
 }  // namespace
 
-Executor::Executor(Communicator& comm) : comm_(comm) {
-  for (int r = 0; r < comm.size(); ++r) host_of_rank_.push_back(comm.host_of(r));
-  Result<Algorithm> forced = parse_algorithm_name(env_string("KOLO_ALGO"));
-  if (forced.ok()) forced_ = forced.value();
-}
+Executor::Executor(Communicator& comm) : comm_(comm) {}
 
 Status Executor::collective(const CollCall& call) { return collective_group({call}); }
 
@@ -49,17 +44,13 @@ Status Executor::collective_group(const std::vector<CollCall>& calls) {
   return s;
 }
 
-const char* Executor::algorithm(const CollSpec& spec) const {
-  // Asking the planner costs a model evaluation: only for the timeline.
+// The timeline shows the Plan that ran (the communicator's last), not a second opinion.
+std::string Executor::algorithm(const CollSpec& spec) const {
   if (timeline_ == nullptr) return "";
   if (spec.kind == CollKind::kSend) return "send/recv group";
-  PlanContext ctx;
-  ctx.rank = comm_.rank();
-  ctx.size = comm_.size();
-  ctx.forced = spec.algorithm != Algorithm::kAuto ? spec.algorithm : forced_;
-  ctx.topology = &comm_.topology();
-  ctx.host_of_rank = &host_of_rank_;
-  return algorithm_name(choose_algorithm(spec, ctx));
+  const Plan* p = comm_.last_plan();
+  if (p == nullptr) return "";
+  return str_cat(executor_name(p->executor), " ", algorithm_name(p->algorithm));
 }
 
 void Executor::record(const Request& request, const char* phase, double start, double end, const std::string& args) {

@@ -41,15 +41,13 @@ class Executor {
   // this rank only) when it fails, because the collective must still run on every rank.
   void* output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure);
   void record(const Request& request, const char* phase, double start, double end, const std::string& args = "");
-  // The algorithm the planner picks for spec, for the timeline ("" without one).
-  const char* algorithm(const CollSpec& spec) const;
+  // The executor and algorithm of the collective that just ran, for the timeline.
+  std::string algorithm(const CollSpec& spec) const;
 
   Communicator& comm_;
   Timeline* timeline_ = nullptr;
   std::vector<char> fusion_;   // grows to the largest fused group
   std::vector<char> scratch_;  // a joined rank's zeros, a failed allocation's output
-  std::vector<int> host_of_rank_;
-  Algorithm forced_ = Algorithm::kAuto;
   Status comm_error_;
 };
 

@@ -4,8 +4,9 @@
 // lists and on communicators laid over the topology fixtures.
 #include <gtest/gtest.h>
 
-#include "engine/ring_order.h"
-#include "engine/verifier.h"
+#include "engine/planner/plan.h"
+#include "engine/schedules/ring_order.h"
+#include "engine/verifier/verifier.h"
 #include "topology_test_util.h"
 
 namespace kolo {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
-#include "engine/local/local_collectives.h"
+#include "engine/planner/plan.h"
 #include "engine/planner/local_model.h"
 
 namespace kolo {

@@ -3,6 +3,7 @@
 // prediction), forcing and fallback, and the simulator's deadlock detection.
 #include <gtest/gtest.h>
 
+#include "engine/planner/plan.h"
 #include "engine/planner/selector.h"
 #include "engine/planner/simulate.h"
 #include "topology_test_util.h"

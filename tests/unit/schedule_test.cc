@@ -6,7 +6,8 @@
 #include <map>
 #include <tuple>
 
-#include "engine/algorithms.h"
+#include "engine/planner/plan.h"
+#include "engine/schedules/algorithms.h"
 
 namespace kolo {
 namespace {

@@ -1,11 +1,12 @@
 // The symbolic verifier over every algorithm's schedules, and over broken schedules that
 // it must reject with a message naming what is wrong.
-#include "engine/verifier.h"
+#include "engine/planner/plan.h"
+#include "engine/verifier/verifier.h"
 
 #include <gtest/gtest.h>
 
-#include "engine/algorithms.h"
-#include "engine/schedule_builder.h"
+#include "engine/schedules/algorithms.h"
+#include "engine/schedules/schedule_builder.h"
 
 namespace kolo {
 namespace {

@@ -9,6 +9,8 @@
 #include <iostream>
 #include <string>
 
+#include "engine/local/local_program.h"
+#include "engine/planner/plan.h"
 #include "engine/planner/local_model.h"
 #include "engine/planner/selector.h"
 #include "engine/planner/simulate.h"
@@ -34,7 +36,11 @@ const char* kUsage =
     "  --min-bytes/--max-bytes N  sizes, doubling (default 1024 .. 1073741824)\n"
     "  --chunk BYTES      pipeline chunk (default KOLO_CHUNK_BYTES)\n"
     "  --png PATH         plot predicted busbw against size, one line per algorithm\n"
-    "  --dump ALGO        print rank R's schedule of ALGO at --bytes (text; --json for JSON)\n";
+    "  --dump ALGO        print rank R's program with ALGO forced at --bytes, as plan() would run it:\n"
+    "                     a schedule, or on one host the one-host executor's recorded pipeline\n"
+    "                     (text; --json for JSON)\n";
+
+constexpr uint32_t kLocalSlots = 4;  // the shm domain's slots per rank (transport/shm)
 
 struct Options {
   std::string file, fixture, coll = "allreduce", png, dump, memory;
@@ -173,6 +179,23 @@ int main(int argc, char** argv) {
   ctx.host_of_rank = &host_of;
   ctx.device_memory = device;
   CostModel model(ctx);
+  // One host with host memory and the shm transport allowed (KOLO_TRANSPORTS): the
+  // communicator runs single collectives on the one-host executor (engine/local/), whose
+  // one-shot and two-shot come first; "chosen" is plan()'s choice, "tcp" the schedule
+  // executor's (what runs with KOLO_TRANSPORTS=tcp).
+  const std::string transports = env_string("KOLO_TRANSPORTS");
+  const bool local = o.hosts == 1 && !device && (transports.empty() || transports.find("shm") != std::string::npos);
+  const bool local_choice = kind.value() == CollKind::kAllreduce || kind.value() == CollKind::kReduce;
+  size_t slot_bytes = static_cast<size_t>(planner_params().shm_chunk_bytes);
+  Result<long long> shm_chunk = env_int("KOLO_SHM_CHUNK_BYTES");
+  if (shm_chunk.ok() && shm_chunk.value() >= 4096) slot_bytes = static_cast<size_t>(shm_chunk.value());
+  int cores = 0;
+  for (int c : host.value().of_kind(NodeKind::kCpu)) cores += host.value().node(c).cores;
+  if (cores <= 0) cores = planner_params().host_cores_default;
+  PlanContext local_ctx = ctx;
+  local_ctx.shared_memory = local;
+  local_ctx.slot_bytes = slot_bytes;
+  local_ctx.agreed_cores = cores;
 
   if (!o.dump.empty()) {
     Result<Algorithm> algo = parse_algorithm_name(o.dump);
@@ -183,22 +206,18 @@ int main(int argc, char** argv) {
     CollSpec spec = spec_for(kind.value(), o.bytes, p);
     spec.algorithm = algo.value();
     ctx.rank = o.rank;
-    Schedule s = build_schedule(spec, ctx);
+    const Plan chosen = plan(spec, local_ctx);
+    // The program that would run: a schedule, or the one-host executor's pipeline recorded.
+    const Schedule s = chosen.executor == ExecutorKind::kLocal
+                           ? record_local_programs(spec, p, chosen.algorithm, slot_bytes, kLocalSlots)[o.rank]
+                           : schedule_of(chosen.algorithm, spec, ctx);
+    if (!o.json) std::cout << "# " << plan_summary(spec, p, chosen) << "\n";
     std::cout << (o.json ? schedule_to_json(s) : schedule_to_string(s));
     return 0;
   }
 
   std::printf("# kolo-plan: %s %s, %s\n", host.value().host.c_str(), coll_name(kind.value()), model.describe().c_str());
   std::printf("# time in us, busbw in GB/s; chunk %zu B\n", ctx.chunk_bytes);
-  // One host with host memory: the communicator runs single collectives through the
-  // shared-memory path (engine/local/), not a schedule; its one-shot and two-shot come
-  // first and "chosen" is what the executor picks. The schedules run only when the
-  // shared-memory transport is off (KOLO_TRANSPORTS=tcp): their choice follows "tcp".
-  const bool local = o.hosts == 1 && !device;
-  const bool local_choice = kind.value() == CollKind::kAllreduce || kind.value() == CollKind::kReduce;
-  size_t slot_bytes = static_cast<size_t>(planner_params().shm_chunk_bytes);
-  Result<long long> shm_chunk = env_int("KOLO_SHM_CHUNK_BYTES");
-  if (shm_chunk.ok() && shm_chunk.value() >= 4096) slot_bytes = static_cast<size_t>(shm_chunk.value());
   if (local) std::printf("# one host: shared-memory path, slot %zu B; schedules only with KOLO_TRANSPORTS=tcp\n", slot_bytes);
   std::vector<std::string> names;
   std::vector<double> xs;
@@ -211,20 +230,16 @@ int main(int argc, char** argv) {
     busbw.emplace_back();
     return names.size() - 1;
   };
-  int cores = 0;
-  for (int c : host.value().of_kind(NodeKind::kCpu)) cores += host.value().node(c).cores;
-  if (cores <= 0) cores = planner_params().host_cores_default;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
     CollSpec spec = spec_for(kind.value(), bytes, p);
     std::vector<Candidate> all = predict_all(spec, ctx, model);
-    Algorithm chosen = select_algorithm(all);
+    const Plan chosen = plan(spec, local_ctx);
+    const std::string what = str_cat(executor_name(chosen.executor), " ", algorithm_name(chosen.algorithm));
     if (local) {
-      const bool two = local_choice && faster_local_algorithm(kind.value(), bytes, p, slot_bytes, cores) ==
-                                           LocalAlgorithm::kTwoShot;
-      std::printf("%8s  chosen %-16s tcp %-16s", size_label(bytes).c_str(),
-                  !local_choice ? "shm" : two ? "shm_two_shot" : "shm_one_shot", algorithm_name(chosen));
+      std::printf("%8s  chosen %-18s tcp %-16s", size_label(bytes).c_str(), what.c_str(),
+                  algorithm_name(choose_algorithm(spec, ctx)));
     } else {
-      std::printf("%8s  chosen %-16s", size_label(bytes).c_str(), algorithm_name(chosen));
+      std::printf("%8s  chosen %-18s", size_label(bytes).c_str(), what.c_str());
     }
     xs.push_back(static_cast<double>(bytes));
     int log2 = 0;

@@ -155,7 +155,7 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   for (int i = 0; i < n; ++i) {
     if (i != my_index_) pidfds_[i] = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pids_[i], 0)));
   }
-  seen_.assign(n, std::array<uint64_t, kCounterCount>{});
+  seen_.assign(n, std::array<uint64_t, kSharedCounters>{});
   next_health_check_.assign(n, 0);
   KOLO_TRY(store.barrier(key + "mapped", n, deadline));
   agreed_cores_ = usable_cpus();
@@ -195,12 +195,12 @@ int Domain::index_of(int global_rank) const {
   return -1;
 }
 
-void Domain::publish(Counter c, uint64_t value) {
+void Domain::publish(int c, uint64_t value) {
   RankControl& me = control(my_index_);
   // No futex word change unless someone sleeps: a sleeper re-checks the counter after it
   // counts itself in `sleepers`, and with both sides seq_cst one of them sees the other.
   // (The busy path then touches only the counters' line, which the peers read anyway.)
-  me.counters[c].store(value, std::memory_order_seq_cst);
+  me.line.counters[c].store(value, std::memory_order_seq_cst);
   if (me.bell.sleepers.load(std::memory_order_seq_cst) != 0) {
     me.bell.word.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(&me.bell.word);
@@ -262,22 +262,22 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
   }
 }
 
-Status Domain::wait_for(int index, Counter c, uint64_t at_least, const Deadline& deadline, const char* what) {
-  std::array<uint64_t, kCounterCount>& seen = seen_[index];
+Status Domain::wait_for(int index, int c, uint64_t at_least, const Deadline& deadline, const char* what) {
+  std::array<uint64_t, kSharedCounters>& seen = seen_[index];
   if (seen[c] >= at_least) return Status();
-  std::atomic<uint64_t>* counters = control(index).counters;
+  std::atomic<uint64_t>* counters = control(index).line.counters;
   auto ready = [&] {
     const uint64_t value = counters[c].load(std::memory_order_acquire);
     if (value < at_least) return false;
     // The line is in our cache now: note the other counters too.
-    for (int k = 0; k < kCounterCount; ++k) seen[k] = std::max(seen[k], counters[k].load(std::memory_order_acquire));
+    for (int k = 0; k < kSharedCounters; ++k) seen[k] = std::max(seen[k], counters[k].load(std::memory_order_acquire));
     seen[c] = value;
     return true;
   };
   return wait_on(control(index).bell, ready, deadline, what, index);
 }
 
-Status Domain::wait_for_all(Counter c, uint64_t at_least, const Deadline& deadline, const char* what) {
+Status Domain::wait_for_all(int c, uint64_t at_least, const Deadline& deadline, const char* what) {
   for (int i = 0; i < size(); ++i) {
     if (i != my_index_) KOLO_TRY(wait_for(i, c, at_least, deadline, what));
   }

@@ -17,6 +17,7 @@
 #include "support/status.h"
 #include "transport/bootstrap/store.h"
 #include "transport/shm/shm_layout.h"
+#include "transport/shared_domain.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/socket.h"
 
@@ -32,27 +33,29 @@ struct DomainOptions {
   bool single_copy = true;  // large Link messages with process_vm_readv where permitted
 };
 
-class Domain {
+class Domain final : public SharedDomain {
  public:
   static Result<std::unique_ptr<Domain>> create(StoreClient& store, const DomainOptions& options,
                                                 const Deadline& deadline);
   ~Domain();
 
-  int size() const { return static_cast<int>(members_.size()); }
-  int index() const { return my_index_; }
-  int global_rank(int index) const { return members_[index]; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  int index() const override { return my_index_; }
+  int global_rank(int index) const override { return members_[index]; }
   // members_ position of a communicator rank, or -1 when it is on another host.
-  int index_of(int global_rank) const;
+  int index_of(int global_rank) const override;
 
-  uint32_t slots() const { return geometry_.slots; }
-  size_t slot_bytes() const { return geometry_.slot_bytes; }
-  char* slot(int index, uint64_t chunk) const {
+  uint32_t slots() const override { return geometry_.slots; }
+  size_t slot_bytes() const override { return geometry_.slot_bytes; }
+  char* slot(int index, uint64_t chunk) const override {
     return base_ + geometry_.staging_offset() + geometry_.staging_bytes_per_rank() * index +
            geometry_.slot_bytes * (chunk % geometry_.slots);
   }
   RankControl& control(int index) const {
     return reinterpret_cast<RankControl*>(base_ + geometry_.control_offset())[index];
   }
+  SharedRankLine& line(int index) const override { return control(index).line; }
+  char* rank_area(int index) const override { return control(index).area; }
   ChannelControl& channel(int from, int to) const {
     return *reinterpret_cast<ChannelControl*>(channel_base(from, to));
   }
@@ -61,18 +64,15 @@ class Domain {
   pid_t pid(int index) const { return pids_[index]; }
   // The fewest CPUs any rank of the domain may run on: the same number on every rank, for
   // choices that all ranks must make alike.
-  int agreed_cores() const { return agreed_cores_; }
+  int agreed_cores() const override { return agreed_cores_; }
   bool cma_readable() const { return control(my_index_).cma_readable.load(std::memory_order_acquire) != 0; }
 
   // My counter c becomes value (monotonic); wakes whoever sleeps on me.
-  void publish(Counter c, uint64_t value);
-  uint64_t counter(int index, Counter c) const {
-    return control(index).counters[c].load(std::memory_order_acquire);
-  }
+  void publish(int c, uint64_t value) override;
   // Waits until rank `index`'s counter c reaches at_least; `what` names the wait in errors.
-  Status wait_for(int index, Counter c, uint64_t at_least, const Deadline& deadline, const char* what);
+  Status wait_for(int index, int c, uint64_t at_least, const Deadline& deadline, const char* what) override;
   // The same for every other rank of the domain.
-  Status wait_for_all(Counter c, uint64_t at_least, const Deadline& deadline, const char* what);
+  Status wait_for_all(int c, uint64_t at_least, const Deadline& deadline, const char* what) override;
 
   // Inbox: rung when a channel towards a rank changes (the Link's progress).
   void ring_inbox(int index);
@@ -84,7 +84,7 @@ class Domain {
   // a peer that finished its part and exited is no failure for the others.
   Status health(int index);
   // Marks the domain failed so that every peer's wait returns at once.
-  void mark_failed();
+  void mark_failed() override;
   // From any thread: waits in this process return kAborted.
   void abort();
 
@@ -112,7 +112,7 @@ class Domain {
   std::vector<double> next_health_check_;  // per rank
   // The last counter values seen per peer: a wait already satisfied by what we saw costs no
   // load of the peer's cache line (counters only grow).
-  std::vector<std::array<uint64_t, kCounterCount>> seen_;
+  std::vector<std::array<uint64_t, kSharedCounters>> seen_;
 };
 
 }  // namespace kolo::shm

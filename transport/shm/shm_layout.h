@@ -10,13 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/shared_domain.h"
+
 namespace kolo::shm {
 
 constexpr uint64_t kSegmentMagic = 0x316d68736f6c6f6bull;  // "kolohsm1"
 constexpr int kMaxDomainRanks = 256;
-
-// Monotonic per-rank counters that the one-host collectives publish (see engine/local).
-enum Counter : int { kPosted = 0, kReduced = 1, kConsumed = 2, kCounterCount = 3 };
 
 // A futex word and the number of processes sleeping on it: a publisher only pays for the
 // wake-up system call when someone sleeps.
@@ -25,27 +24,15 @@ struct alignas(64) Bell {
   std::atomic<uint32_t> sleepers{0};
 };
 
-// What a rank says about the collective it runs, so that peers can detect a mismatch.
-struct OpSignature {
-  std::atomic<uint64_t> sequence{0};  // 1-based op number; 0 = empty; written last
-  std::atomic<uint64_t> shape{0};     // kind, dtype, op, root packed
-  std::atomic<uint64_t> count{0};     // elements, or a hash of allgatherv's counts
-};
-constexpr int kSignatureRing = 16;
-
 struct alignas(64) RankControl {
   Bell bell;                                      // rung on every counter update
-  // One cache line: the counters and the signature of the op being run, so a peer that
-  // sees our post reads what we run without another cache miss.
-  alignas(64) std::atomic<uint64_t> counters[kCounterCount];
-  OpSignature current;
+  SharedRankLine line;                            // counters and words (shared_domain.h)
   alignas(64) Bell inbox;                         // rung when a channel to this rank changes
   alignas(64) std::atomic<uint32_t> cma_readable{0};          // 1: this rank reads peers with process_vm_readv
   std::atomic<int32_t> cpus{0};                   // CPUs this rank may run on
   std::atomic<uint64_t> probe_address{0};         // where peers find kProbeValue in this process
-  OpSignature signatures[kSignatureRing];  // the last ops, for a peer that is behind
+  alignas(64) char area[kRankAreaBytes];          // laid out by the executor that uses the domain
 };
-static_assert(sizeof(std::atomic<uint64_t>) * kCounterCount + sizeof(OpSignature) <= 64);
 
 struct alignas(64) ChannelControl {
   alignas(64) std::atomic<uint64_t> head{0};  // bytes written by the sender

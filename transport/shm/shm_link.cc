@@ -17,7 +17,8 @@ ShmLink::ShmLink(Domain& domain, int self, int peer)
     : domain_(domain), self_(self), peer_(peer), peer_index_(domain.index_of(peer)),
       out_(domain.channel(domain.index(), peer_index_)), out_ring_(domain.ring(domain.index(), peer_index_)),
       in_(domain.channel(peer_index_, domain.index())), in_ring_(domain.ring(peer_index_, domain.index())),
-      single_copy_(domain.control(peer_index_).cma_readable.load(std::memory_order_acquire) != 0) {
+      single_copy_(domain.control(peer_index_).cma_readable.load(std::memory_order_acquire) != 0),
+      matcher_(self, peer) {
   out_head_ = out_.head.load(std::memory_order_acquire);
   in_tail_ = in_.tail.load(std::memory_order_acquire);
 }
@@ -35,25 +36,16 @@ Status ShmLink::post_send(uint64_t tag, const void* data, size_t bytes, Transfer
 }
 
 Status ShmLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) {
-  req->done = false;
-  req->status = Status();
-  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (it->tag != tag || !it->complete) continue;
-    const size_t sent = it->single_copy ? it->bytes : it->data.size();
-    if (sent != bytes) return size_mismatch(tag, sent, bytes);
-    if (it->single_copy) {
-      KOLO_TRY(read_remote(it->address, static_cast<char*>(data), bytes));
-      acknowledge(tag, req);  // done once the acknowledgement is out
-    } else {
-      if (bytes > 0) std::memcpy(data, it->data.data(), bytes);
-      req->done = true;
-    }
-    unexpected_.erase(it);
-    return Status();
-  }
-  if (!failed_.ok()) return failed_;
-  recvs_.push_back(PendingRecv{tag, static_cast<char*>(data), bytes, req});
-  return Status();
+  return matcher_.post(PostedRecv{tag, static_cast<char*>(data), bytes, req}, failed_,
+                       [&](const EarlyFrame& frame, const PostedRecv& recv) -> Status {
+                         if (!frame.rendezvous) {
+                           TagMatcher::copy(frame, recv);
+                           return Status();
+                         }
+                         KOLO_TRY(read_remote(frame.address, recv.data, recv.bytes));
+                         acknowledge(recv.tag, recv.req);  // done once the acknowledgement is out
+                         return Status();
+                       });
 }
 
 Status ShmLink::progress() {
@@ -166,8 +158,7 @@ Status ShmLink::progress_recvs(bool* moved) {
     if (in_req_ != nullptr) {
       in_req_->done = true;
     } else {
-      unexpected_.back().complete = true;
-      status = deliver_unexpected();
+      status = matcher_.complete_last();
     }
   }
   if (in_tail_ != start) {
@@ -190,51 +181,37 @@ Status ShmLink::on_header() {
   if ((h.kind != kData && h.kind != kRequestToSend) || h.bytes > kMaxFrameBytes) {
     return error(Code::kInternal, "corrupt frame from rank ", peer_, " (kind ", h.kind, ", ", h.bytes, " bytes)");
   }
-  auto match = std::find_if(recvs_.begin(), recvs_.end(), [&](const PendingRecv& r) { return r.tag == h.tag; });
-  if (match != recvs_.end() && match->bytes != h.bytes) return size_mismatch(h.tag, h.bytes, match->bytes);
+  PostedRecv* match = nullptr;
+  KOLO_TRY(matcher_.find(h.tag, h.bytes, &match));
   if (h.kind == kRequestToSend) {
-    if (match == recvs_.end()) {
-      unexpected_.push_back(Unexpected{h.tag, {}, h.address, h.bytes, true, true});
+    if (match == nullptr) {
+      matcher_.add_rendezvous(h.tag, h.bytes, h.address);
       return Status();
     }
     KOLO_TRY(read_remote(h.address, match->data, h.bytes));
     acknowledge(h.tag, match->req);
-    recvs_.erase(match);
+    matcher_.remove(match);
     return Status();
   }
   in_payload_ = true;
   in_got_ = 0;
-  if (match != recvs_.end()) {
+  EarlyFrame* early = nullptr;
+  if (match != nullptr) {
     in_target_ = match->data;
     in_req_ = match->req;
-    recvs_.erase(match);
+    matcher_.remove(match);
   } else {
-    try {
-      unexpected_.push_back(Unexpected{h.tag, std::vector<char>(h.bytes)});
-    } catch (const std::bad_alloc&) {
-      return error(Code::kSystem, "no memory to hold an early message of ", h.bytes, " B from rank ", peer_);
-    }
-    in_target_ = unexpected_.back().data.data();
+    Result<EarlyFrame*> added = matcher_.add_early(h.tag, h.bytes);
+    if (!added.ok()) return added.status();
+    early = added.value();
+    in_target_ = early->data.data();
     in_req_ = nullptr;
   }
   if (h.bytes == 0) {
     in_payload_ = false;
-    if (in_req_ != nullptr) in_req_->done = true; else unexpected_.back().complete = true;
+    if (in_req_ != nullptr) in_req_->done = true; else early->complete = true;
   }
-  return Status();  // (a complete empty frame has no receive posted: on_header looked)
-}
-
-// A frame that was still arriving when its receive was posted: hand it over now.
-Status ShmLink::deliver_unexpected() {
-  Unexpected& frame = unexpected_.back();
-  auto match = std::find_if(recvs_.begin(), recvs_.end(), [&](const PendingRecv& r) { return r.tag == frame.tag; });
-  if (match == recvs_.end()) return Status();
-  if (match->bytes != frame.data.size()) return size_mismatch(frame.tag, frame.data.size(), match->bytes);
-  if (!frame.data.empty()) std::memcpy(match->data, frame.data.data(), frame.data.size());
-  match->req->done = true;
-  recvs_.erase(match);
-  unexpected_.pop_back();
-  return Status();
+  return Status();  // (a complete empty frame has no receive posted: find looked)
 }
 
 Status ShmLink::read_remote(uint64_t address, char* data, size_t bytes) {
@@ -254,11 +231,6 @@ Status ShmLink::read_remote(uint64_t address, char* data, size_t bytes) {
   return domain_.health(peer_index_);
 }
 
-Status ShmLink::size_mismatch(uint64_t tag, size_t sent, size_t expected) const {
-  return error(Code::kMismatch, "rank ", peer_, " sent ", sent, " bytes but rank ", self_, " expects ", expected,
-               " (tag ", tag, "): the ranks called different collectives or counts");
-}
-
 Status ShmLink::fail(Status status) {
   if (failed_.ok()) failed_ = status;
   auto fail_request = [&](TransferRequest* req) {
@@ -270,12 +242,11 @@ Status ShmLink::fail(Status status) {
   for (PendingSend& s : sends_) fail_request(s.req);
   for (PendingSend& s : acks_) fail_request(s.req);
   for (PendingSend& s : awaiting_ack_) fail_request(s.req);
-  for (PendingRecv& r : recvs_) fail_request(r.req);
+  matcher_.fail(failed_);
   if (in_payload_) fail_request(in_req_);
   sends_.clear();
   acks_.clear();
   awaiting_ack_.clear();
-  recvs_.clear();
   in_payload_ = false;
   return failed_;
 }

@@ -2,8 +2,8 @@
 // (one per direction). Frames: a 32-byte header, then the payload, streamed as ring space
 // allows. Large messages, when the receiver may read our memory (process_vm_readv), send
 // only a request-to-send with the buffer's address: the receiver copies once, straight
-// into its own buffer, and acknowledges. Receives match sends in order per tag; frames
-// that arrive before their receive wait in an unexpected queue, as over TCP.
+// into its own buffer, and acknowledges. Receives match frames through the TagMatcher,
+// as over TCP; a request-to-send with no receive yet waits there as a rendezvous frame.
 #pragma once
 
 #include <deque>
@@ -12,6 +12,7 @@
 
 #include "transport/link.h"
 #include "transport/shm/shm_domain.h"
+#include "transport/tag_matcher.h"
 
 namespace kolo::shm {
 
@@ -32,7 +33,7 @@ class ShmLink final : public Link {
   int poll_fd() const override { return -1; }
   short poll_events() const override { return 0; }
   bool has_pending() const override {
-    return !sends_.empty() || !recvs_.empty() || !awaiting_ack_.empty() || !acks_.empty();
+    return !sends_.empty() || matcher_.has_posted() || !awaiting_ack_.empty() || !acks_.empty();
   }
   void close() override;
   void interrupt() override { domain_.ring_inbox(domain_.index()); }
@@ -53,32 +54,16 @@ class ShmLink final : public Link {
     TransferRequest* req;  // for an acknowledgement: the receive it completes
     size_t sent = 0;       // of header + inline payload
   };
-  struct PendingRecv {
-    uint64_t tag;
-    char* data;
-    size_t bytes;
-    TransferRequest* req;
-  };
-  struct Unexpected {
-    uint64_t tag;
-    std::vector<char> data;   // kData
-    uint64_t address = 0;     // kRequestToSend: read from the sender when the receive comes
-    uint64_t bytes = 0;
-    bool single_copy = false;
-    bool complete = false;
-  };
 
   Status progress_sends(bool* moved);
   Status progress_recvs(bool* moved);
   Status on_header();
-  Status deliver_unexpected();
   Status read_remote(uint64_t address, char* data, size_t bytes);
   // The receive completes only once its acknowledgement is in the ring: a rank whose last
   // step was this receive must not stop progressing (or exit) with the ack unsent, or
   // the sender would wait for it forever.
   void acknowledge(uint64_t tag, TransferRequest* recv);
   Status fail(Status status);
-  Status size_mismatch(uint64_t tag, size_t sent, size_t expected) const;
   Result<size_t> readable() const;
   void read_ring(char* out, size_t bytes);
   void write_ring(const char* in, size_t bytes);
@@ -97,8 +82,7 @@ class ShmLink final : public Link {
   std::deque<PendingSend> sends_;
   std::deque<PendingSend> acks_;
   std::list<PendingSend> awaiting_ack_;
-  std::list<PendingRecv> recvs_;
-  std::list<Unexpected> unexpected_;
+  TagMatcher matcher_;
   // The incoming frame being read.
   FrameHeader in_header_{};
   bool in_payload_ = false;

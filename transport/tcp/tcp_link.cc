@@ -15,7 +15,7 @@ namespace {
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
 }  // namespace
 
-TcpLink::TcpLink(int self, int peer, Fd fd) : self_(self), peer_(peer), fd_(std::move(fd)) {
+TcpLink::TcpLink(int self, int peer, Fd fd) : self_(self), peer_(peer), fd_(std::move(fd)), matcher_(self, peer) {
   (void)set_nonblocking(fd_.get(), true);
   (void)set_nodelay(fd_.get());
   int buffer = 4 << 20;
@@ -36,20 +36,13 @@ Status TcpLink::post_send(uint64_t tag, const void* data, size_t bytes, Transfer
 }
 
 Status TcpLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) {
-  // Frames that arrived before the peer closed are still delivered, so no failed_ check yet.
-  req->done = false;
-  req->status = Status();
-  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (it->tag != tag || !it->complete) continue;
-    if (it->data.size() != bytes) return size_mismatch(tag, it->data.size(), bytes);
-    if (bytes > 0) std::memcpy(data, it->data.data(), bytes);
-    unexpected_.erase(it);
-    req->done = true;
-    return Status();
-  }
-  if (!failed_.ok()) return failed_;
-  recvs_.push_back(PendingRecv{tag, static_cast<char*>(data), bytes, req});
-  return Status();
+  Status status = matcher_.post(PostedRecv{tag, static_cast<char*>(data), bytes, req}, failed_,
+                                [](const EarlyFrame& frame, const PostedRecv& recv) {
+                                  TagMatcher::copy(frame, recv);
+                                  return Status();
+                                });
+  if (status.code() == Code::kMismatch) return fail(status);
+  return status;
 }
 
 Status TcpLink::progress() {
@@ -95,21 +88,18 @@ Status TcpLink::start_payload() {
   }
   in_payload_ = true;
   in_got_ = 0;
-  for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
-    if (it->tag != in_header_.tag) continue;
-    if (it->bytes != in_header_.bytes) return size_mismatch(in_header_.tag, in_header_.bytes, it->bytes);
-    in_target_ = it->data;
-    in_req_ = it->req;
-    recvs_.erase(it);
+  PostedRecv* match = nullptr;
+  Status status = matcher_.find(in_header_.tag, in_header_.bytes, &match);
+  if (!status.ok()) return fail(status);
+  if (match != nullptr) {
+    in_target_ = match->data;
+    in_req_ = match->req;
+    matcher_.remove(match);
     return Status();
   }
-  unexpected_.push_back(Unexpected{in_header_.tag, {}});
-  try {
-    unexpected_.back().data.resize(in_header_.bytes);
-  } catch (const std::bad_alloc&) {
-    return fail(error(Code::kSystem, "out of memory buffering ", in_header_.bytes, " bytes from rank ", peer_));
-  }
-  in_target_ = unexpected_.back().data.data();
+  Result<EarlyFrame*> early = matcher_.add_early(in_header_.tag, in_header_.bytes);
+  if (!early.ok()) return fail(early.status());
+  in_target_ = early.value()->data.data();
   in_req_ = nullptr;
   return Status();
 }
@@ -127,7 +117,7 @@ Status TcpLink::progress_recvs() {
     }
     ssize_t n = want == 0 ? 0 : ::recv(fd_.get(), dst, want, MSG_DONTWAIT);
     if (want > 0 && n == 0) {
-      if (sends_.empty() && recvs_.empty() && !in_payload_ && in_header_got_ == 0) {
+      if (sends_.empty() && !matcher_.has_posted() && !in_payload_ && in_header_got_ == 0) {
         // A peer that finished and exited: only an error for whoever uses this link later.
         (void)fail(error(Code::kRemote, "rank ", peer_, " closed the connection (it exited)"));
         return Status();
@@ -153,30 +143,11 @@ Status TcpLink::progress_recvs() {
         in_req_->done = true;
         in_req_ = nullptr;
       } else {
-        KOLO_TRY(deliver_unexpected());
+        Status delivered = matcher_.complete_last();
+        if (!delivered.ok()) return fail(delivered);
       }
     }
   }
-}
-
-Status TcpLink::size_mismatch(uint64_t tag, size_t sent, size_t expected) {
-  return fail(error(Code::kMismatch, "rank ", peer_, " sent ", sent, " bytes for tag ", tag, " but rank ", self_,
-                    " expects ", expected, " (do all ranks call the same collectives with the same counts?)"));
-}
-
-Status TcpLink::deliver_unexpected() {
-  Unexpected& frame = unexpected_.back();
-  frame.complete = true;
-  for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
-    if (it->tag != frame.tag) continue;
-    if (it->bytes != frame.data.size()) return size_mismatch(frame.tag, frame.data.size(), it->bytes);
-    if (it->bytes > 0) std::memcpy(it->data, frame.data.data(), it->bytes);
-    it->req->done = true;
-    recvs_.erase(it);
-    unexpected_.pop_back();
-    break;
-  }
-  return Status();
 }
 
 Status TcpLink::fail(Status status) {
@@ -189,11 +160,7 @@ Status TcpLink::fail(Status status) {
     s.req->status = failed_;
   }
   sends_.clear();
-  for (auto& r : recvs_) {
-    r.req->done = true;
-    r.req->status = failed_;
-  }
-  recvs_.clear();
+  matcher_.fail(failed_);
   if (in_req_ != nullptr) {
     in_req_->done = true;
     in_req_->status = failed_;

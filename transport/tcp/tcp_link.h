@@ -1,15 +1,15 @@
 // A Link over one TCP connection. Frames are a 16-byte header (tag, length) and the
-// payload. Received frames with no matching receive yet are kept (unexpected queue), so
-// two ranks sending to each other at once never deadlock.
+// payload. Receives match frames through the TagMatcher (its unexpected queue keeps frames
+// that arrive before their receive).
 #pragma once
 
 #include <deque>
-#include <list>
 #include <string>
 #include <vector>
 
 #include "transport/link.h"
 #include "transport/socket.h"
+#include "transport/tag_matcher.h"
 
 namespace kolo {
 
@@ -25,7 +25,7 @@ class TcpLink final : public Link {
   Status progress() override;
   int poll_fd() const override { return failed_.ok() ? fd_.get() : -1; }
   short poll_events() const override;
-  bool has_pending() const override { return !sends_.empty() || !recvs_.empty(); }
+  bool has_pending() const override { return !sends_.empty() || matcher_.has_posted(); }
   void close() override;
   void interrupt() override;
 
@@ -40,34 +40,19 @@ class TcpLink final : public Link {
     size_t sent = 0;  // of header + payload
     TransferRequest* req;
   };
-  struct PendingRecv {
-    uint64_t tag;
-    char* data;
-    size_t bytes;
-    TransferRequest* req;
-  };
-  struct Unexpected {
-    uint64_t tag;
-    std::vector<char> data;
-    bool complete = false;  // only the last entry can still be arriving
-  };
 
   Status progress_sends();
   Status progress_recvs();
   // The frame being read: its header, then its payload into `target`.
   Status start_payload();
   Status fail(Status status);
-  // A frame that arrived before its receive was posted: hand it to a receive posted since.
-  Status deliver_unexpected();
-  Status size_mismatch(uint64_t tag, size_t sent, size_t expected);
 
   int self_;
   int peer_;
   Fd fd_;
   Status failed_;  // set once the link is dead
   std::deque<PendingSend> sends_;
-  std::list<PendingRecv> recvs_;
-  std::list<Unexpected> unexpected_;
+  TagMatcher matcher_;
 
   FrameHeader in_header_{};
   size_t in_header_got_ = 0;

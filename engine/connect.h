@@ -1,0 +1,51 @@
+// How the ranks of a communicator reach each other: which transport joins each pair, the
+// links over them, and the memory its ranks on one host share. Made once, when the
+// communicator is created; the executors use what it holds.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/clock.h"
+#include "support/status.h"
+#include "transport/bootstrap/store.h"
+#include "transport/fabric.h"
+#include "transport/shared_domain.h"
+
+namespace kolo {
+
+struct ConnectRequest {
+  StoreClient* store = nullptr;
+  std::string secret;  // raw bytes; empty = unauthenticated
+  std::string prefix;  // store key prefix, unique per communicator
+  int rank = 0;
+  int size = 1;
+  std::vector<int> host_of_rank;  // rank -> host index (equal = same host)
+};
+
+class Connections {
+ public:
+  static Result<std::unique_ptr<Connections>> create(const ConnectRequest& request, const Deadline& deadline);
+  ~Connections();
+
+  Fabric& fabric() const { return *fabric_; }
+  // Memory shared by every rank of the communicator (all on this host, all allowing it),
+  // for the one-host executor; null otherwise.
+  SharedDomain* shared() const { return whole_ ? domain_.get() : nullptr; }
+  // After a failure: close the links and make the peers' shared-memory waits return.
+  void fail();
+  // From any thread: every wait returns kAborted.
+  void abort();
+  bool aborted() const { return fabric_->aborted(); }
+
+ private:
+  Connections() = default;
+  Status connect(const ConnectRequest& request, const Deadline& deadline);
+
+  std::unique_ptr<SharedDomain> domain_;  // declared before fabric_: its links point into it
+  bool whole_ = false;
+  std::unique_ptr<Fabric> fabric_;
+};
+
+}  // namespace kolo

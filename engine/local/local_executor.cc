@@ -1,0 +1,106 @@
+// The one-host executor (a row of engine/executors' table): runs LocalPrograms on the CPU
+// over the communicator's shared-memory domain. HostOps is the ops policy that touches
+// real memory and waits on real counters.
+#include <cstring>
+#include <vector>
+
+#include "engine/executors/executor.h"
+#include "engine/local/local_programs.h"
+#include "engine/local/op_signature.h"
+#include "kernels/host_kernels.h"
+
+namespace kolo {
+namespace {
+
+class HostOps {
+ public:
+  HostOps(SharedDomain& d, const OpSignatures& signatures, const CollCall& call, const Deadline& deadline,
+          std::vector<char>& scratch)
+      : d_(d), signatures_(signatures), call_(call), deadline_(deadline), scratch_(scratch) {}
+
+  int size() const { return d_.size(); }
+  int index() const { return d_.index(); }
+  int global_rank(int index) const { return d_.global_rank(index); }
+  int index_of(int rank) const { return d_.index_of(rank); }
+  uint32_t slots() const { return d_.slots(); }
+  size_t slot_bytes() const { return d_.slot_bytes(); }
+  char* slot(int index, uint64_t chunk) const { return d_.slot(index, chunk); }
+
+  Status copy(void* dst, const void* src, size_t bytes) {
+    std::memcpy(dst, src, bytes);
+    return Status();
+  }
+  Status scale_copy(void* dst, const void* src, size_t count, DType dtype, ScaleUse use) {
+    return kolo::scale_copy(dst, src, count, dtype, scale(use));
+  }
+  Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
+    return reduce_into(dst, srcs, n, count, dtype, op, scale(use));
+  }
+  char* scratch(size_t bytes) {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return scratch_.data();
+  }
+
+  void publish(int counter, uint64_t value) { d_.publish(counter, value); }
+  Status wait_for(int index, int counter, uint64_t at_least, const char* what) {
+    return d_.wait_for(index, counter, at_least, deadline_, what);
+  }
+  Status wait_for_all(int counter, uint64_t at_least, const char* what) {
+    return d_.wait_for_all(counter, at_least, deadline_, what);
+  }
+  Status check_peers(int only_index) { return signatures_.check(only_index); }
+
+ private:
+  Scale scale(ScaleUse use) const {
+    switch (use) {
+      case ScaleUse::kNone: return Scale{};
+      case ScaleUse::kPre: return call_.prescale;
+      case ScaleUse::kPost: return call_.postscale;
+      case ScaleUse::kBoth:
+        return Scale{call_.prescale.factor * call_.postscale.factor, call_.prescale.divisor * call_.postscale.divisor};
+    }
+    return Scale{};
+  }
+
+  SharedDomain& d_;
+  const OpSignatures& signatures_;
+  const CollCall& call_;
+  const Deadline& deadline_;
+  std::vector<char>& scratch_;
+};
+
+class LocalExecutor final : public Executor {
+ public:
+  explicit LocalExecutor(SharedDomain& domain) : d_(domain), signatures_(domain) {}
+
+  Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
+    if (n != 1) return error(Code::kInternal, "the one-host executor runs one call at a time, not ", n);
+    const CollCall& call = calls[0].call;
+    const Algorithm algorithm = calls[0].plan->algorithm;
+    // The algorithm is part of what peers must agree on: a one-shot rank would read the
+    // slots that two-shot ranks overwrite with their reduced slices.
+    const bool reduces = call.spec.kind == CollKind::kAllreduce || call.spec.kind == CollKind::kReduce;
+    signatures_.announce(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot);
+    HostOps ops(d_, signatures_, call, deadline, scratch_);
+    Status status = LocalPrograms<HostOps>(ops, next_chunk_).run(call, algorithm);
+    ++op_sequence_;
+    if (!status.ok()) d_.mark_failed();  // the peers must not wait for us until their deadline
+    return status;
+  }
+
+ private:
+  SharedDomain& d_;
+  OpSignatures signatures_;
+  uint64_t next_chunk_ = 0;
+  uint64_t op_sequence_ = 0;
+  std::vector<char> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> create_local_executor(const ExecutorEnv& env) {
+  if (env.shared == nullptr) return nullptr;
+  return std::make_unique<LocalExecutor>(*env.shared);
+}
+
+}  // namespace kolo

@@ -1,0 +1,138 @@
+#include "engine/local/local_program.h"
+
+#include <string>
+
+#include "engine/local/local_programs.h"
+#include "engine/verifier/verifier.h"
+
+namespace kolo {
+namespace {
+
+// Addresses the recorded program computes with but never touches: each buffer gets its own
+// range, and a pointer maps back to (buffer, offset). In place, the aliased buffer's
+// pointer lies in the other's range, as the API lays them out, and is named by that one
+// (the verifier's layouts alias the same way).
+constexpr uintptr_t kRange = uintptr_t{1} << 40;
+constexpr uintptr_t kInputBase = (kBufInput + 1) * kRange, kOutputBase = (kBufOutput + 1) * kRange,
+                    kScratchBase = (kBufScratch + 1) * kRange, kStagingBase = (kBufStaging + 1) * kRange;
+char* address(uintptr_t a) { return reinterpret_cast<char*>(a); }
+
+class RecordOps {
+ public:
+  RecordOps(int ranks, int me, size_t slot_bytes, uint32_t slots, DType dtype, Schedule* out)
+      : ranks_(ranks), me_(me), slot_bytes_(slot_bytes), slots_(slots), esize_(dtype_size(dtype)), dtype_(dtype),
+        s_(*out) {}
+
+  int size() const { return ranks_; }
+  int index() const { return me_; }
+  int global_rank(int index) const { return index; }
+  int index_of(int rank) const { return rank >= 0 && rank < ranks_ ? rank : -1; }
+  uint32_t slots() const { return slots_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  char* slot(int index, uint64_t chunk) const {
+    return address(kStagingBase + (static_cast<uint64_t>(index) * slots_ + chunk % slots_) * slot_bytes_);
+  }
+
+  Status copy(void* dst, const void* src, size_t bytes) {
+    return add(StepKind::kCopy, dst, &src, 1, bytes / esize_, ReduceOp::kSum, ScaleUse::kNone);
+  }
+  Status scale_copy(void* dst, const void* src, size_t count, DType, ScaleUse use) {
+    return add(StepKind::kCopy, dst, &src, 1, count, ReduceOp::kSum, use);
+  }
+  Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType, ReduceOp op, ScaleUse use) {
+    return add(StepKind::kReduce, dst, srcs, n, count, op, use);
+  }
+  char* scratch(size_t bytes) {
+    s_.scratch_bytes = std::max(s_.scratch_bytes, bytes);
+    return address(kScratchBase);
+  }
+
+  void publish(int counter, uint64_t value) { progress(StepKind::kSignal, -1, counter, value); }
+  Status wait_for(int index, int counter, uint64_t at_least, const char*) {
+    progress(StepKind::kWait, index, counter, at_least);
+    return Status();
+  }
+  Status wait_for_all(int counter, uint64_t at_least, const char*) {
+    if (ranks_ > 1) progress(StepKind::kWait, -1, counter, at_least);
+    return Status();
+  }
+  Status check_peers(int) { return Status(); }  // a recording runs one call on every rank
+
+ private:
+  Slice slice(const void* p, size_t bytes) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const int buffer = static_cast<int>(a / kRange) - 1;  // the bases' order is the buffers'
+    return {buffer, a % kRange, bytes};
+  }
+
+  Status add(StepKind kind, void* dst, const void* const* srcs, int n, size_t count, ReduceOp op, ScaleUse use) {
+    Step st;
+    st.kind = kind;
+    st.dtype = dtype_;
+    st.op = op;
+    st.count = count;
+    st.scale = use;
+    st.dst = slice(dst, count * esize_);
+    for (int k = 0; k < n; ++k) st.srcs.push_back(slice(srcs[k], count * esize_));
+    push(std::move(st));
+    return Status();
+  }
+  void progress(StepKind kind, int peer, int counter, uint64_t value) {
+    Step st;
+    st.kind = kind;
+    st.peer = peer;
+    st.counter = counter;
+    st.value = value;
+    push(std::move(st));
+  }
+  void push(Step st) {
+    if (!s_.steps.empty()) st.deps.push_back(static_cast<int>(s_.steps.size()) - 1);
+    s_.steps.push_back(std::move(st));
+  }
+
+  int ranks_, me_;
+  size_t slot_bytes_;
+  uint32_t slots_;
+  size_t esize_;
+  DType dtype_;
+  Schedule& s_;
+};
+
+}  // namespace
+
+std::vector<Schedule> record_local_programs(const CollSpec& spec, int ranks, Algorithm algorithm, size_t slot_bytes,
+                                            uint32_t slots) {
+  std::vector<Schedule> out(ranks);
+  const bool reduces = spec.kind == CollKind::kAllreduce || spec.kind == CollKind::kReduce;
+  for (int r = 0; r < ranks; ++r) {
+    const CollSpec mine = spec_for_rank(spec, r);
+    Schedule& s = out[r];
+    s.algorithm = algorithm_name(reduces ? algorithm : Algorithm::kOneShot);
+    s.slots = slots;
+    s.slot_bytes = slot_bytes;
+    CollCall call;
+    call.spec = mine;
+    call.send = address(kInputBase);
+    call.recv = address(kOutputBase);
+    if (mine.in_place) {
+      // The API's in-place layouts: reduce_scatter's output lies in its input, every other
+      // collective's input lies in its output (allgather(v): at this rank's block).
+      const size_t es = dtype_size(spec.dtype);
+      if (spec.kind == CollKind::kReduceScatter) {
+        call.recv = address(kInputBase + r * mine.bytes());
+      } else if (spec.kind == CollKind::kAllgather) {
+        call.send = address(kOutputBase + r * mine.bytes());
+      } else if (spec.kind == CollKind::kAllgatherv) {
+        call.send = address(kOutputBase + spec.displs[r] * es);
+      } else {
+        call.send = address(kOutputBase);
+      }
+    }
+    RecordOps ops(ranks, r, slot_bytes, slots, spec.dtype, &s);
+    uint64_t next_chunk = 0;
+    (void)LocalPrograms<RecordOps>(ops, next_chunk).run(call, algorithm);
+  }
+  return out;
+}
+
+}  // namespace kolo

@@ -1,0 +1,281 @@
+// The one-host collectives, written once over an ops policy (local_ops.h): every rank
+// copies its input into its own staging slots and reads its peers' slots directly.
+//   one-shot  (allreduce, reduce; small): each rank reduces the whole chunk from every slot;
+//   two-shot  (large): each rank reduces 1/n of the chunk from every slot into its own
+//             slot, then every rank copies all reduced slices out;
+//   broadcast: the root posts, the others copy out of its slot; allgather(v), reduce_scatter,
+//             alltoall: every rank posts its blocks and takes what is its own from the others;
+//   barrier:  one empty chunk through the same counters.
+// Each chunk follows ChunkPipeline (chunk_pipeline.h).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "engine/collective.h"
+#include "engine/local/chunk_pipeline.h"
+#include "engine/schedules/schedule.h"
+#include "kernels/host_kernels.h"
+#include "support/status.h"
+
+namespace kolo {
+namespace local_detail {
+
+inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Slice `index` of `elems` elements split `parts` ways, on 64-byte boundaries so the
+// reduction's vector loads stay aligned.
+inline std::pair<size_t, size_t> slice_of(size_t elems, int parts, int index, size_t elem_bytes) {
+  const size_t unit = std::max<size_t>(1, 64 / elem_bytes);
+  const size_t units = ceil_div(elems, unit);
+  const size_t base = units / parts, extra = units % parts;
+  const size_t first = index * base + std::min<size_t>(index, extra);
+  const size_t offset = std::min(elems, first * unit);
+  const size_t end = std::min(elems, (first + base + (static_cast<size_t>(index) < extra ? 1 : 0)) * unit);
+  return {offset, end - offset};
+}
+
+// reduce_scatter and alltoall: the buffers hold one block of `count` elements per rank, and
+// chunk i is elems(i) elements of every block; in the slot, block q's piece sits at
+// in_slot(q, i).
+struct BlockChunks {
+  BlockChunks(size_t slot_bytes, int ranks, DType dtype, size_t block_count)
+      : esize(dtype_size(dtype)), chunk_elems(slot_bytes / (esize * ranks)), count(block_count),
+        chunks(ceil_div(block_count, chunk_elems)) {}
+  size_t elems(uint64_t i) const { return std::min<size_t>(chunk_elems, count - i * chunk_elems); }
+  size_t in_buffer(int block, uint64_t i) const { return (block * count + i * chunk_elems) * esize; }
+  size_t in_slot(int block, uint64_t i) const { return block * elems(i) * esize; }
+  size_t esize, chunk_elems, count;
+  uint64_t chunks;
+};
+
+inline Status no_second(uint64_t) { return Status(); }
+
+}  // namespace local_detail
+
+template <class Ops>
+class LocalPrograms {
+ public:
+  using Pipeline = ChunkPipeline<Ops>;
+  using Shape = typename Pipeline::Shape;
+
+  // next_chunk: the domain's chunk counter, advanced by every program (all ranks alike).
+  LocalPrograms(Ops& ops, uint64_t& next_chunk) : ops_(ops), next_chunk_(next_chunk) {}
+
+  // call.spec.op is not kAvg (the communicator turns it into a divisor); algorithm is
+  // kOneShot or kTwoShot for allreduce and reduce, ignored otherwise.
+  Status run(const CollCall& call, Algorithm algorithm) {
+    const bool one_shot = algorithm != Algorithm::kTwoShot;
+    switch (call.spec.kind) {
+      case CollKind::kAllreduce: return reduction(call, one_shot, -1);
+      case CollKind::kReduce: return reduction(call, one_shot, ops_.index_of(call.spec.root));
+      case CollKind::kBroadcast: return broadcast(call);
+      case CollKind::kAllgather:
+      case CollKind::kAllgatherv: return allgather(call);
+      case CollKind::kReduceScatter: return reduce_scatter(call);
+      case CollKind::kAlltoall: return alltoall(call);
+      case CollKind::kBarrier: return barrier();
+      default: return error(Code::kInternal, coll_name(call.spec.kind), " has no one-host algorithm");
+    }
+  }
+
+ private:
+  Pipeline pipeline(uint64_t chunks) {
+    Pipeline p(ops_, next_chunk_);
+    next_chunk_ += chunks;
+    return p;
+  }
+
+  // dst = scale(op over every rank's slot at [offset, offset + count) of chunk i), summed in
+  // rank order on every rank so that all ranks get the same bits. dst may be one of the slots.
+  Status reduce_slots(const Pipeline& p, uint64_t i, size_t offset, size_t count, const CollSpec& s, ScaleUse scale,
+                      void* dst) {
+    if (count == 0) return Status();
+    const int ranks = ops_.size();
+    const size_t esize = dtype_size(s.dtype);
+    const void* srcs[kMaxReduceInputs];
+    if (ranks <= kMaxReduceInputs) {
+      for (int k = 0; k < ranks; ++k) srcs[k] = p.slot(k, i) + offset * esize;
+      return ops_.reduce(dst, srcs, ranks, count, s.dtype, s.op, scale);
+    }
+    // More ranks than one pass takes: accumulate in private memory (dst may be a slot that a
+    // later batch still has to read).
+    char* sum = ops_.scratch(count * esize);
+    int k = 0;
+    while (k < ranks) {
+      int n = 0;
+      if (k > 0) srcs[n++] = sum;
+      while (n < kMaxReduceInputs && k < ranks) srcs[n++] = p.slot(k++, i) + offset * esize;
+      KOLO_TRY(ops_.reduce(sum, srcs, n, count, s.dtype, s.op, k == ranks ? scale : ScaleUse::kNone));
+    }
+    return ops_.copy(dst, sum, count * esize);
+  }
+
+  // Allreduce (root < 0) and reduce (to root): the same chunks, slots and slices; reduce
+  // only differs in who reduces the whole chunk (one-shot) or copies the slices out (two-shot).
+  Status reduction(const CollCall& call, bool one_shot, int root) {
+    using local_detail::slice_of;
+    const CollSpec& s = call.spec;
+    const size_t esize = dtype_size(s.dtype), chunk_elems = ops_.slot_bytes() / esize;
+    const uint64_t chunks = local_detail::ceil_div(s.count, chunk_elems);
+    const int n = ops_.size(), me = ops_.index();
+    const bool mine = root < 0 || root == me;  // this rank's output gets the result
+    const char* in = static_cast<const char*>(call.send);
+    char* out = static_cast<char*>(call.recv);
+    Pipeline p = pipeline(chunks);
+    auto elems = [&](uint64_t i) { return std::min<size_t>(chunk_elems, s.count - i * chunk_elems); };
+    // Step 1 of every chunk: my input, prescaled, into my slot.
+    auto fill = [&](uint64_t i, char* slot) {
+      return ops_.scale_copy(slot, in + i * chunk_elems * esize, elems(i), s.dtype, ScaleUse::kPre);
+    };
+    if (one_shot) {
+      // Step 2: the whole chunk reduced from every rank's slot into my output, postscaled.
+      auto first = [&](uint64_t i) -> Status {
+        if (!mine) return Status();
+        if (i == 0) KOLO_TRY(ops_.check_peers(-1));
+        return reduce_slots(p, i, 0, elems(i), s, ScaleUse::kPost, out + i * chunk_elems * esize);
+      };
+      // Ranks that get no result only lend their slots: they wait for nobody.
+      return p.run(Shape{chunks, false, true, mine ? -1 : me}, fill, first, local_detail::no_second);
+    }
+    // Step 2: my 1/n slice of the chunk reduced from every slot back into my own slot.
+    auto first = [&](uint64_t i) -> Status {
+      if (i == 0) KOLO_TRY(ops_.check_peers(-1));
+      auto [offset, count] = slice_of(elems(i), n, me, esize);
+      return reduce_slots(p, i, offset, count, s, ScaleUse::kPost, p.my_slot(i) + offset * esize);
+    };
+    // Step 3, once every rank has reduced its slice: all reduced slices into my output.
+    auto second = [&](uint64_t i) -> Status {
+      for (int q = 0; q < n; ++q) {
+        auto [offset, count] = slice_of(elems(i), n, q, esize);
+        KOLO_TRY(ops_.copy(out + (i * chunk_elems + offset) * esize, p.slot(q, i) + offset * esize, count * esize));
+      }
+      return Status();
+    };
+    return p.run(Shape{chunks, true, mine, -1}, fill, first, second);
+  }
+
+  // The root copies its input into its slot (and output); every other rank copies it out.
+  Status broadcast(const CollCall& call) {
+    const CollSpec& s = call.spec;
+    const size_t bytes = s.bytes(), chunk_bytes = ops_.slot_bytes();
+    const uint64_t chunks = local_detail::ceil_div(bytes, chunk_bytes);
+    const int me = ops_.index(), root = ops_.index_of(s.root);
+    const char* in = static_cast<const char*>(call.send);
+    char* out = static_cast<char*>(call.recv);
+    Pipeline p = pipeline(chunks);
+    auto piece = [&](uint64_t i) { return std::min<size_t>(chunk_bytes, bytes - i * chunk_bytes); };
+    auto fill = [&](uint64_t i, char* slot) -> Status {
+      if (me != root) return Status();
+      KOLO_TRY(ops_.copy(slot, in + i * chunk_bytes, piece(i)));
+      if (out != in) KOLO_TRY(ops_.copy(out + i * chunk_bytes, slot, piece(i)));
+      return Status();
+    };
+    auto first = [&](uint64_t i) -> Status {
+      if (me == root) return Status();
+      if (i == 0) KOLO_TRY(ops_.check_peers(root));
+      return ops_.copy(out + i * chunk_bytes, p.slot(root, i), piece(i));
+    };
+    return p.run(Shape{chunks, false, true, root}, fill, first, local_detail::no_second);
+  }
+
+  // Every rank posts its block (and copies it to its own place in the output); every rank
+  // copies the others' blocks out of their slots. Allgatherv: blocks of their own sizes.
+  Status allgather(const CollCall& call) {
+    const CollSpec& s = call.spec;
+    const int n = ops_.size(), me = ops_.index();
+    const size_t esize = dtype_size(s.dtype), chunk_elems = ops_.slot_bytes() / esize;
+    std::vector<size_t> counts(n, s.count), displs(n);
+    for (int q = 0; q < n; ++q) displs[q] = static_cast<size_t>(q) * s.count;
+    if (s.kind == CollKind::kAllgatherv) {
+      for (int q = 0; q < n; ++q) {
+        counts[q] = s.counts[ops_.global_rank(q)];
+        displs[q] = s.displs[ops_.global_rank(q)];
+      }
+    }
+    const uint64_t chunks = local_detail::ceil_div(*std::max_element(counts.begin(), counts.end()), chunk_elems);
+    const char* in = static_cast<const char*>(call.send);
+    char* out = static_cast<char*>(call.recv);
+    char* my_block = out + displs[me] * esize;
+    Pipeline p = pipeline(chunks);
+    auto piece = [&](int q, uint64_t i) {
+      return i * chunk_elems >= counts[q] ? size_t{0} : std::min(chunk_elems, counts[q] - i * chunk_elems);
+    };
+    auto fill = [&](uint64_t i, char* slot) -> Status {
+      const size_t bytes = piece(me, i) * esize, offset = i * chunk_elems * esize;
+      if (bytes == 0) return Status();
+      KOLO_TRY(ops_.copy(slot, in + offset, bytes));
+      if (my_block != in) KOLO_TRY(ops_.copy(my_block + offset, slot, bytes));
+      return Status();
+    };
+    auto first = [&](uint64_t i) -> Status {
+      if (i == 0) KOLO_TRY(ops_.check_peers(-1));
+      for (int q = 0; q < n; ++q) {
+        if (q == me || piece(q, i) == 0) continue;
+        KOLO_TRY(ops_.copy(out + (displs[q] + i * chunk_elems) * esize, p.slot(q, i), piece(q, i) * esize));
+      }
+      return Status();
+    };
+    return p.run(Shape{chunks, false, true, -1}, fill, first, local_detail::no_second);
+  }
+
+  // Every rank posts all its blocks, prescaled; each reduces block `me` from every slot.
+  Status reduce_scatter(const CollCall& call) {
+    const CollSpec& s = call.spec;
+    const int n = ops_.size(), me = ops_.index();
+    const local_detail::BlockChunks b(ops_.slot_bytes(), n, s.dtype, s.count);
+    const char* in = static_cast<const char*>(call.send);
+    char* out = static_cast<char*>(call.recv);
+    Pipeline p = pipeline(b.chunks);
+    auto fill = [&](uint64_t i, char* slot) -> Status {
+      for (int q = 0; q < n; ++q) {
+        KOLO_TRY(ops_.scale_copy(slot + b.in_slot(q, i), in + b.in_buffer(q, i), b.elems(i), s.dtype, ScaleUse::kPre));
+      }
+      return Status();
+    };
+    auto first = [&](uint64_t i) -> Status {
+      if (i == 0) KOLO_TRY(ops_.check_peers(-1));
+      return reduce_slots(p, i, me * b.elems(i), b.elems(i), s, ScaleUse::kPost, out + i * b.chunk_elems * b.esize);
+    };
+    return p.run(Shape{b.chunks, false, true, -1}, fill, first, local_detail::no_second);
+  }
+
+  // Every rank posts the blocks meant for the others; each copies block `me` out of every slot.
+  Status alltoall(const CollCall& call) {
+    const CollSpec& s = call.spec;
+    const int n = ops_.size(), me = ops_.index();
+    const local_detail::BlockChunks b(ops_.slot_bytes(), n, s.dtype, s.count);
+    const char* in = static_cast<const char*>(call.send);
+    char* out = static_cast<char*>(call.recv);
+    Pipeline p = pipeline(b.chunks);
+    auto fill = [&](uint64_t i, char* slot) -> Status {
+      for (int q = 0; q < n; ++q) {
+        if (q != me) KOLO_TRY(ops_.copy(slot + b.in_slot(q, i), in + b.in_buffer(q, i), b.elems(i) * b.esize));
+      }
+      if (out != in) KOLO_TRY(ops_.copy(out + b.in_buffer(me, i), in + b.in_buffer(me, i), b.elems(i) * b.esize));
+      return Status();
+    };
+    auto first = [&](uint64_t i) -> Status {
+      if (i == 0) KOLO_TRY(ops_.check_peers(-1));
+      for (int q = 0; q < n; ++q) {
+        if (q != me) KOLO_TRY(ops_.copy(out + b.in_buffer(q, i), p.slot(q, i) + b.in_slot(me, i), b.elems(i) * b.esize));
+      }
+      return Status();
+    };
+    return p.run(Shape{b.chunks, false, true, -1}, fill, first, local_detail::no_second);
+  }
+
+  Status barrier() {
+    Pipeline p = pipeline(1);
+    auto fill = [](uint64_t, char*) { return Status(); };
+    auto first = [&](uint64_t) { return ops_.check_peers(-1); };
+    return p.run(Shape{1, false, true, -1}, fill, first, local_detail::no_second);
+  }
+
+  Ops& ops_;
+  uint64_t& next_chunk_;
+};
+
+}  // namespace kolo

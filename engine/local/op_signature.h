@@ -1,0 +1,35 @@
+// What each rank of the one-host executor says about the collective it runs, in shared
+// memory, so that a peer that calls something else gets KOLO_ERR_MISMATCH naming both
+// calls instead of wrong data or a hang. The current signature sits in the words of the
+// rank's counter line (a peer that sees our post reads it without another cache miss);
+// the last kSignatureRing signatures sit in the rank's area, for a peer that is behind.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "engine/collective.h"
+#include "support/status.h"
+#include "transport/shared_domain.h"
+
+namespace kolo {
+
+class OpSignatures {
+ public:
+  explicit OpSignatures(SharedDomain& domain) : d_(domain) {}
+
+  // Publishes what this rank is about to run (op number `sequence`, 0-based).
+  void announce(uint64_t sequence, const CollSpec& spec, bool two_shot);
+  // Checks that member `index` (or every peer, index -1) runs the same.
+  Status check(int index) const;
+
+ private:
+  Status check_one(int index) const;
+
+  SharedDomain& d_;
+  uint64_t sequence_ = 0;
+  uint64_t shape_ = 0;
+  uint64_t count_ = 0;
+};
+
+}  // namespace kolo

@@ -1,0 +1,213 @@
+// plan(): the one place that decides how a collective runs. The table below is the one
+// list of which algorithm serves which collective on which executor; choose_algorithm
+// (schedules, by the cost model), choose_local_algorithm (one host, local_choice.cc) and
+// the selector read it.
+#include "engine/planner/plan.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "engine/planner/selector.h"
+#include "support/log.h"
+
+namespace kolo {
+namespace {
+
+using Generator = Schedule (*)(const CollSpec&, const PlanContext&);
+
+struct AlgorithmRow {
+  Algorithm algorithm;
+  ExecutorKind executor;
+  CollKind kind;
+  Generator generate;  // kSchedule rows: the schedule generator; kLocal rows: none (the
+                       // pipeline in engine/local runs the algorithm for the collective)
+};
+
+constexpr ExecutorKind kSched = ExecutorKind::kSchedule;
+constexpr ExecutorKind kLocal = ExecutorKind::kLocal;
+
+// Which algorithm serves which collective, on which executor.
+constexpr AlgorithmRow kTable[] = {
+    {Algorithm::kRing, kSched, CollKind::kAllreduce, ring_allreduce},
+    {Algorithm::kRing, kSched, CollKind::kReduce, ring_reduce},
+    {Algorithm::kRing, kSched, CollKind::kReduceScatter, ring_reduce_scatter},
+    {Algorithm::kRing, kSched, CollKind::kAllgather, ring_allgather},
+    {Algorithm::kRing, kSched, CollKind::kAllgatherv, ring_allgather},
+    {Algorithm::kRing, kSched, CollKind::kBroadcast, ring_broadcast},
+    {Algorithm::kDirect, kSched, CollKind::kAllreduce, direct_allreduce},
+    {Algorithm::kDirect, kSched, CollKind::kReduce, direct_reduce},
+    {Algorithm::kDirect, kSched, CollKind::kReduceScatter, direct_reduce_scatter},
+    {Algorithm::kDirect, kSched, CollKind::kAllgather, direct_allgather},
+    {Algorithm::kDirect, kSched, CollKind::kAllgatherv, direct_allgather},
+    {Algorithm::kDirect, kSched, CollKind::kBroadcast, direct_broadcast},
+    {Algorithm::kDirect, kSched, CollKind::kAlltoall, direct_alltoall},
+    {Algorithm::kDirect, kSched, CollKind::kBarrier, dissemination_barrier},
+    {Algorithm::kDirect, kSched, CollKind::kSend, point_to_point},
+    {Algorithm::kDirect, kSched, CollKind::kRecv, point_to_point},
+    {Algorithm::kTree, kSched, CollKind::kAllreduce, tree_allreduce},
+    {Algorithm::kTree, kSched, CollKind::kReduce, tree_reduce},
+    {Algorithm::kTree, kSched, CollKind::kBroadcast, tree_broadcast},
+    {Algorithm::kHalvingDoubling, kSched, CollKind::kAllreduce, halving_doubling_allreduce},
+    {Algorithm::kHalvingDoubling, kSched, CollKind::kReduceScatter, halving_doubling_reduce_scatter},
+    {Algorithm::kHalvingDoubling, kSched, CollKind::kAllgather, halving_doubling_allgather},
+    {Algorithm::kHierarchical, kSched, CollKind::kAllreduce, hierarchical_allreduce},  // balanced hosts only
+    {Algorithm::kOneShot, kSched, CollKind::kAllreduce, one_shot_allreduce},
+    {Algorithm::kTwoShot, kSched, CollKind::kAllreduce, two_shot_allreduce},
+    // One host: every rank reads its peers' staging slots (engine/local); the collectives
+    // other than allreduce and reduce have one pipeline, a single pass: one-shot.
+    {Algorithm::kOneShot, kLocal, CollKind::kAllreduce, nullptr},
+    {Algorithm::kTwoShot, kLocal, CollKind::kAllreduce, nullptr},
+    {Algorithm::kOneShot, kLocal, CollKind::kReduce, nullptr},
+    {Algorithm::kTwoShot, kLocal, CollKind::kReduce, nullptr},
+    {Algorithm::kOneShot, kLocal, CollKind::kBroadcast, nullptr},
+    {Algorithm::kOneShot, kLocal, CollKind::kAllgather, nullptr},
+    {Algorithm::kOneShot, kLocal, CollKind::kAllgatherv, nullptr},
+    {Algorithm::kOneShot, kLocal, CollKind::kReduceScatter, nullptr},
+    {Algorithm::kOneShot, kLocal, CollKind::kAlltoall, nullptr},
+    {Algorithm::kOneShot, kLocal, CollKind::kBarrier, nullptr},
+};
+
+const AlgorithmRow* find_row(Algorithm algorithm, ExecutorKind executor, CollKind kind) {
+  for (const AlgorithmRow& row : kTable) {
+    if (row.algorithm == algorithm && row.executor == executor && row.kind == kind) return &row;
+  }
+  return nullptr;
+}
+
+// Hierarchical needs several hosts with the same number of ranks each (rank i of every
+// host meets rank i of the others), and more than one rank per host to be worth it.
+bool balanced_hosts(const PlanContext& ctx) {
+  if (ctx.host_of_rank == nullptr || static_cast<int>(ctx.host_of_rank->size()) != ctx.size) return false;
+  std::vector<int> per_host;
+  for (int h : *ctx.host_of_rank) {
+    if (h < 0 || h >= ctx.size) return false;
+    if (h >= static_cast<int>(per_host.size())) per_host.resize(h + 1, 0);
+    ++per_host[h];
+  }
+  if (per_host.size() < 2 || per_host[0] < 2) return false;
+  return std::all_of(per_host.begin(), per_host.end(), [&](int n) { return n == per_host[0]; });
+}
+
+bool is_empty(const CollSpec& spec) {
+  if (spec.kind == CollKind::kBarrier) return false;
+  if (spec.kind == CollKind::kAllgatherv) {
+    return std::all_of(spec.counts.begin(), spec.counts.end(), [](size_t c) { return c == 0; });
+  }
+  return spec.count == 0;
+}
+
+Algorithm forced_for(const CollSpec& spec, const PlanContext& ctx) {
+  return spec.algorithm != Algorithm::kAuto ? spec.algorithm : ctx.forced;
+}
+
+// The one-host executor takes a single call when the whole communicator shares memory and
+// no algorithm of the schedule executor is forced.
+bool runs_locally(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
+  if (grouped || !ctx.shared_memory || is_empty(spec)) return false;
+  const Algorithm forced = forced_for(spec, ctx);
+  if (forced != Algorithm::kAuto && forced != Algorithm::kOneShot && forced != Algorithm::kTwoShot) return false;
+  return std::any_of(std::begin(kTable), std::end(kTable),
+                     [&](const AlgorithmRow& row) { return row.executor == kLocal && row.kind == spec.kind; });
+}
+
+}  // namespace
+
+bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx) {
+  if (find_row(algorithm, executor, spec.kind) == nullptr) return false;
+  return algorithm != Algorithm::kHierarchical || balanced_hosts(ctx);
+}
+
+Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
+  Plan p;
+  if (runs_locally(spec, ctx, grouped)) {
+    p.executor = ExecutorKind::kLocal;
+    p.algorithm = choose_local_algorithm(spec, ctx.size, ctx.agreed_cores, ctx.slot_bytes, forced_for(spec, ctx));
+    return p;
+  }
+  p.executor = ExecutorKind::kSchedule;
+  p.algorithm = choose_algorithm(spec, ctx);
+  p.schedule = schedule_of(p.algorithm, spec, ctx);
+  return p;
+}
+
+Algorithm choose_algorithm(const CollSpec& spec, const PlanContext& ctx) {
+  const Algorithm forced = forced_for(spec, ctx);
+  if (forced != Algorithm::kAuto) {
+    if (algorithm_serves(forced, kSched, spec, ctx)) return forced;
+    // Planning is deterministic, so every rank falls back the same way.
+    if (spec.kind != CollKind::kBarrier && spec.kind != CollKind::kSend && spec.kind != CollKind::kRecv) {
+      log_info(Subsys::kPlan, algorithm_name(forced), " has no schedule for ", coll_name(spec.kind), " on ", ctx.size,
+               " ranks; choosing automatically");
+    }
+  }
+  // Alltoall, barrier, send and recv have one schedule each.
+  if (!algorithm_serves(Algorithm::kRing, kSched, spec, ctx)) return Algorithm::kDirect;
+  if (ctx.size == 1) return Algorithm::kRing;  // every algorithm is one copy
+  return select_algorithm(predict_all(spec, ctx, CostModel(ctx)));
+}
+
+Schedule schedule_of(Algorithm algorithm, const CollSpec& spec, const PlanContext& ctx) {
+  const AlgorithmRow* row = find_row(algorithm, kSched, spec.kind);
+  if (row == nullptr) row = find_row(Algorithm::kDirect, kSched, spec.kind);
+  return row->generate(spec, ctx);
+}
+
+Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx) {
+  return schedule_of(choose_algorithm(spec, ctx), spec, ctx);
+}
+
+std::string plan_summary(const CollSpec& spec, int ranks, const Plan& p) {
+  std::string text = str_cat(coll_name(spec.kind), " of ", spec.bytes(), " B on ", ranks, " ranks: ",
+                             executor_name(p.executor), " ", algorithm_name(p.algorithm));
+  if (p.executor == ExecutorKind::kSchedule) text += str_cat(" (", p.schedule.steps.size(), " steps)");
+  return text;
+}
+
+const char* executor_name(ExecutorKind kind) {
+  switch (kind) {
+    case ExecutorKind::kSchedule: return "schedule";
+    case ExecutorKind::kLocal: return "local";
+  }
+  return "?";
+}
+
+Result<Algorithm> parse_algorithm_name(const std::string& name) {
+  if (name.empty() || name == "auto") return Algorithm::kAuto;
+  for (int a = 1; a < kAlgorithmCount; ++a) {
+    if (name == algorithm_name(static_cast<Algorithm>(a))) return static_cast<Algorithm>(a);
+  }
+  return error(Code::kInvalidArgument, "KOLO_ALGO='", name,
+               "' is not auto, ring, direct, tree, halving_doubling, hierarchical, one_shot or two_shot");
+}
+
+const char* coll_name(CollKind kind) {
+  switch (kind) {
+    case CollKind::kAllreduce: return "allreduce";
+    case CollKind::kBroadcast: return "broadcast";
+    case CollKind::kReduce: return "reduce";
+    case CollKind::kAllgather: return "allgather";
+    case CollKind::kAllgatherv: return "allgatherv";
+    case CollKind::kReduceScatter: return "reduce_scatter";
+    case CollKind::kAlltoall: return "alltoall";
+    case CollKind::kSend: return "send";
+    case CollKind::kRecv: return "recv";
+    case CollKind::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
+const char* algorithm_name(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kAuto: return "auto";
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kDirect: return "direct";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kHalvingDoubling: return "halving_doubling";
+    case Algorithm::kHierarchical: return "hierarchical";
+    case Algorithm::kOneShot: return "one_shot";
+    case Algorithm::kTwoShot: return "two_shot";
+  }
+  return "?";
+}
+
+}  // namespace kolo

@@ -1,0 +1,57 @@
+// The planner's one decision: how a collective runs. plan() is the only place that picks
+// an executor and an algorithm, for every collective, memory type and wire type; the
+// communicator caches its Plans, and the runtime's timeline, the INFO log and kolo-plan
+// (on a modelled communicator) read the same Plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/collective.h"
+#include "engine/schedules/algorithms.h"
+#include "engine/schedules/schedule.h"
+
+namespace kolo {
+
+// The executors (engine/executors): rows of one table, indexed by this.
+enum class ExecutorKind : uint8_t {
+  kSchedule = 0,  // a Schedule of sends, receives, reduces and copies over the fabric's links
+  kLocal = 1,     // the one-host pipeline over staging slots in shared memory (engine/local)
+};
+constexpr int kExecutorCount = 2;
+const char* executor_name(ExecutorKind kind);
+
+struct Plan {
+  ExecutorKind executor = ExecutorKind::kSchedule;
+  Algorithm algorithm = Algorithm::kDirect;
+  // The program. kSchedule: this rank's steps. kLocal: the pipeline of `algorithm` over the
+  // domain's slots, whose parameters are the spec's; record_local_program
+  // (engine/local/local_program.h) lists its steps for the verifier, simulator and kolo-plan.
+  Schedule schedule;
+};
+
+// How spec runs on the communicator that ctx describes. `grouped`: the call is part of a
+// group run as one program, which only the schedule executor can concatenate.
+Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped = false);
+
+// One line for logs and the timeline: "allreduce of 1048576 B on 4 ranks: local two_shot".
+std::string plan_summary(const CollSpec& spec, int ranks, const Plan& plan);
+
+// Whether `algorithm` has a program for spec on `executor` (the table in plan.cc).
+bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx);
+
+// The schedule executor's part of plan(): the algorithm (a forced one where it has a
+// schedule, else the cost model's choice) and its schedule.
+Algorithm choose_algorithm(const CollSpec& spec, const PlanContext& ctx);
+Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx);
+// The schedule of a given algorithm (direct where it has none for spec).
+Schedule schedule_of(Algorithm algorithm, const CollSpec& spec, const PlanContext& ctx);
+
+// The one-host executor's part: one-shot or two-shot for allreduce and reduce (a forced
+// one as given, else the faster by the one-host model, engine/planner/local_model.h),
+// one-shot for the collectives that have one pipeline. Cheap enough for every call.
+// `cores` must be the same on every rank: ranks that chose differently would read each
+// other's half-reduced slots.
+Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, int cores, size_t slot_bytes, Algorithm forced);
+
+}  // namespace kolo

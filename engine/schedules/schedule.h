@@ -1,0 +1,79 @@
+// A schedule is data: for one rank, an ordered list of steps over byte ranges of a few
+// buffers, with the dependencies between steps. Algorithms produce it; the host executor
+// runs it; the planner (later) checks and times the same structure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace kolo {
+
+// Buffers a step can name: the input and output of its call (Step::call), the one
+// scratch buffer of the whole schedule, or (one-host programs, engine/local) the staging
+// slots of every rank of the host, which every rank reads and writes: byte
+// ((owner * slots + slot) * slot_bytes + offset) of kBufStaging is `offset` in slot `slot`
+// of rank `owner` (Schedule::slots, Schedule::slot_bytes).
+enum : int { kBufInput = 0, kBufOutput = 1, kBufScratch = 2, kBufStaging = 3 };
+
+struct Slice {
+  int buffer = kBufInput;
+  size_t offset = 0;  // bytes
+  size_t bytes = 0;
+};
+
+enum class StepKind : uint8_t {
+  kSend,    // srcs[0] -> peer
+  kRecv,    // peer -> dst
+  kReduce,  // dst = scale(op(srcs...)), 1..8 sources, `count` elements of `dtype`
+  kCopy,    // dst = scale(srcs[0]); `count` elements of `dtype`
+  // One-host programs only: progress published through per-rank monotonic counters in
+  // shared memory instead of messages.
+  kSignal,  // this rank's counter `counter` becomes `value`
+  kWait,    // until rank `peer`'s counter `counter` is >= `value` (peer -1: every other rank)
+};
+
+// Which of the call's scale factors a reduce or copy applies.
+enum class ScaleUse : uint8_t { kNone, kPre, kPost, kBoth };
+
+struct Step {
+  StepKind kind = StepKind::kCopy;
+  int call = 0;       // which call of a concatenated schedule this step belongs to
+  int peer = -1;      // send/recv
+  uint32_t tag = 0;   // send/recv: equal on the matching steps of the two ranks
+  std::vector<Slice> srcs;
+  Slice dst;
+  DType dtype = DType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  size_t count = 0;   // elements, for reduce/copy
+  ScaleUse scale = ScaleUse::kNone;
+  std::vector<int> deps;  // indices of earlier steps of this rank that must complete first
+  int counter = 0;        // signal/wait
+  uint64_t value = 0;     // signal/wait
+};
+
+struct Schedule {
+  std::string algorithm;
+  std::vector<Step> steps;
+  size_t scratch_bytes = 0;
+  int calls = 1;  // how many calls were concatenated into this schedule
+  // One-host programs: the staging slots (kBufStaging) per rank and their size.
+  uint32_t slots = 0;
+  size_t slot_bytes = 0;
+};
+
+// Appends `tail` to `head`: its calls, scratch offsets and dependencies are shifted past
+// head's. Used to run a group of calls together; tags stay per call.
+void append_schedule(Schedule& head, const Schedule& tail);
+
+// Human-readable listing, one step per line (for KOLO_DEBUG=TRACE and tests).
+std::string schedule_to_string(const Schedule& schedule);
+
+// The same as JSON: {"algorithm", "scratch_bytes", "steps": [{"kind", "peer", "tag",
+// "srcs": [{"buffer", "offset", "bytes"}], "dst", "count", "scale", "deps"}]} (kolo-plan).
+std::string schedule_to_json(const Schedule& schedule);
+
+}  // namespace kolo

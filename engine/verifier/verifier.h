@@ -1,0 +1,39 @@
+// Symbolic verifier for schedules: proves, without running anything, that every rank's
+// schedule of one collective computes the right result. It simulates all ranks together
+// over symbolic values (which ranks' contributions of which input element a byte holds,
+// and whether the pre/post-scale was applied), with eager sends, and checks:
+//   - structure: slices inside their buffers, reduce has 1..8 sources, deps point back;
+//   - races: two steps of a rank touching the same bytes (one writing) are ordered by deps
+//     (or by a message chain through other ranks: a recv writes only after its send started);
+//   - matching: every recv meets exactly one send (from, to, tag) of the same size, no
+//     rank gets stuck, no send is left over;
+//   - no read of bytes never written (scratch, or output not aliased to the input);
+//   - results per collective (every contribution exactly once, element i from element i,
+//     pre-scale once before combining, post-scale once at the end).
+// Failures are kInternal with the collective, p, rank, step and what is wrong.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "engine/schedules/algorithms.h"
+#include "engine/collective.h"
+#include "engine/schedules/schedule.h"
+#include "support/status.h"
+
+namespace kolo {
+
+// Builds every rank's schedule with build_schedule and verifies them.
+Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes);
+// The same on a communicator described by `ctx` (topology, rank -> host; ctx.rank ignored).
+Status verify_collective(const CollSpec& spec, const PlanContext& ctx);
+
+// Verifies given schedules (one per rank; schedules.size() is the rank count). The spec
+// is the call as every rank sees it; for allgatherv, rank r's count is spec.counts[r].
+Status verify_schedules(const CollSpec& spec, const std::vector<Schedule>& schedules);
+
+// The spec rank `rank` passes (allgatherv: count = counts[rank]; reduce: in place only
+// at the root, as the API sets it).
+CollSpec spec_for_rank(const CollSpec& spec, int rank);
+
+}  // namespace kolo

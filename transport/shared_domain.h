@@ -1,0 +1,62 @@
+// What executors that work in memory shared by the ranks of one host need of a transport:
+// per-rank staging slots every rank can read and write, monotonic per-rank counters to
+// publish progress on, a few words next to them, a per-rank area, and the one way to wait
+// (with a deadline, noticing a dead or failed peer and kolo_comm_abort).
+//
+// The transport owns the memory and the waits; the executor (engine/local) owns what the
+// counters, words and areas mean. The shared-memory transport (transport/shm) implements
+// it today; a device transport can implement it over mapped peer memory.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "support/clock.h"
+#include "support/status.h"
+
+namespace kolo {
+
+constexpr int kSharedCounters = 4;  // per rank
+constexpr int kSharedWords = 4;     // per rank, in the counters' cache line
+constexpr size_t kRankAreaBytes = 2048;
+
+// One cache line per rank: its counters and a few words, so a peer that sees a counter
+// move reads the words without another cache miss.
+struct alignas(64) SharedRankLine {
+  std::atomic<uint64_t> counters[kSharedCounters];
+  std::atomic<uint64_t> words[kSharedWords];
+};
+static_assert(sizeof(SharedRankLine) == 64);
+
+class SharedDomain {
+ public:
+  virtual ~SharedDomain() = default;
+
+  // Members are the communicator ranks on this host, in local order; index = position.
+  virtual int size() const = 0;
+  virtual int index() const = 0;
+  virtual int global_rank(int index) const = 0;
+  virtual int index_of(int global_rank) const = 0;  // -1 when not a member
+
+  // Staging: `slots()` slots of `slot_bytes()` per rank; chunk c uses slot c % slots().
+  virtual uint32_t slots() const = 0;
+  virtual size_t slot_bytes() const = 0;
+  virtual char* slot(int index, uint64_t chunk) const = 0;
+  // The fewest CPUs any member may run on: equal on every rank, for choices all make alike.
+  virtual int agreed_cores() const = 0;
+
+  virtual SharedRankLine& line(int index) const = 0;
+  virtual char* rank_area(int index) const = 0;  // kRankAreaBytes, 64-byte aligned
+
+  // My counter becomes value (monotonic); wakes whoever waits on me.
+  virtual void publish(int counter, uint64_t value) = 0;
+  // Waits until member `index`'s counter reaches at_least; `what` names the wait in errors.
+  virtual Status wait_for(int index, int counter, uint64_t at_least, const Deadline& deadline, const char* what) = 0;
+  // The same for every other member.
+  virtual Status wait_for_all(int counter, uint64_t at_least, const Deadline& deadline, const char* what) = 0;
+  // Makes every member's waits return at once with an error (this rank failed).
+  virtual void mark_failed() = 0;
+};
+
+}  // namespace kolo

@@ -186,19 +186,36 @@ CollCall Communicator::lowered(const CollCall& original) const {
 
 const Plan& Communicator::plan_for(const CollSpec& spec, bool grouped) {
   if (last_plan_ != nullptr && grouped == last_grouped_ && same_plan_key(spec, last_spec_)) return *last_plan_;
-  std::string key = spec_key(spec, grouped);
-  auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    if (plans_.size() > 4096) plans_.clear();  // bound the cache for varying sizes
-    Plan p = plan(spec, plan_context_, grouped);
-    log_info(Subsys::kPlan, plan_summary(spec, id_.size, p));
-    if (p.executor == ExecutorKind::kSchedule) log_trace(Subsys::kPlan, schedule_to_string(p.schedule));
-    it = plans_.emplace(std::move(key), std::move(p)).first;
+  if (plan_runs_locally(spec, plan_context_, grouped)) {
+    local_plan_ = plan(spec, plan_context_, grouped);
+    if (log_enabled(LogLevel::kInfo, Subsys::kPlan) &&
+        (local_plan_.algorithm != logged_local_ || spec.kind != logged_local_kind_)) {
+      logged_local_ = local_plan_.algorithm;
+      logged_local_kind_ = spec.kind;
+      log_info(Subsys::kPlan, plan_summary(spec, id_.size, local_plan_));
+    }
+    last_plan_ = &local_plan_;
+  } else {
+    std::string key = spec_key(spec, grouped);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      Plan p = plan(spec, plan_context_, grouped);
+      if (log_enabled(LogLevel::kInfo, Subsys::kPlan)) log_info(Subsys::kPlan, plan_summary(spec, id_.size, p));
+      if (log_enabled(LogLevel::kTrace, Subsys::kPlan)) log_trace(Subsys::kPlan, schedule_to_string(p.schedule));
+      it = plans_.emplace(std::move(key), std::move(p)).first;
+    }
+    last_plan_ = &it->second;
   }
   last_spec_ = spec;
   last_grouped_ = grouped;
-  last_plan_ = &it->second;
-  return it->second;
+  return *last_plan_;
+}
+
+// Bounds the cache for varying sizes. Only between calls: a group holds pointers into it.
+void Communicator::bound_plan_cache() {
+  if (plans_.size() <= 4096) return;
+  plans_.clear();
+  last_plan_ = nullptr;
 }
 
 uint64_t Communicator::next_tag_base(const CollSpec& spec) {
@@ -243,10 +260,13 @@ Status Communicator::execute(const PlannedCall* calls, size_t n) {
 Status Communicator::run(const CollCall& original) {
   std::lock_guard<std::mutex> lock(run_mutex_);
   KOLO_TRY(usable());
+  ran_plan_ = nullptr;
   if (is_empty(original.spec)) return Status();
+  bound_plan_cache();
   PlannedCall call{nullptr, lowered(original), 0};
   call.plan = &plan_for(call.call.spec, false);
   call.tag_base = next_tag_base(call.call.spec);
+  ran_plan_ = call.plan;
   return execute(&call, 1);
 }
 
@@ -254,6 +274,8 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
   if (calls.size() == 1) return run(calls[0]);
   std::lock_guard<std::mutex> lock(run_mutex_);
   KOLO_TRY(usable());
+  ran_plan_ = nullptr;
+  bound_plan_cache();
   group_.clear();
   for (const CollCall& original : calls) {
     if (is_empty(original.spec)) continue;
@@ -263,9 +285,7 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
     group_.push_back(std::move(call));
   }
   if (group_.empty()) return Status();
-  // plan_for may clear the cache while a group is planned: plan again from the cache,
-  // which now holds every member (it is cleared only above 4096 entries).
-  for (PlannedCall& call : group_) call.plan = &plan_for(call.call.spec, true);
+  ran_plan_ = group_.back().plan;
   return execute(group_.data(), group_.size());
 }
 

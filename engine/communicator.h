@@ -53,9 +53,10 @@ class Communicator {
   // Runs one call, or several together (a group); blocks until done.
   Status run(const CollCall& call);
   Status run_group(const std::vector<CollCall>& calls);
-  // The plan the last call ran with (a group: its last call's; null before any), for the
-  // runtime's timeline. Only meaningful on the thread that ran it, until the next call.
-  const Plan* last_plan() const { return last_plan_; }
+  // The plan the last call ran with (a group: its last call's; null before any and after
+  // an empty call), for the runtime's timeline. Only meaningful on the thread that ran it,
+  // until the next call.
+  const Plan* last_plan() const { return ran_plan_; }
   // The planner's view of this communicator (for plan()).
   const PlanContext& plan_context() const { return plan_context_; }
   // Ranks with the same color (>= 0) form a new communicator; color < 0 gets null.
@@ -77,6 +78,7 @@ class Communicator {
   Status exchange_hosts(const Deadline& deadline);
   Status exchange_topology(const Deadline& deadline);
   const Plan& plan_for(const CollSpec& spec, bool grouped);
+  void bound_plan_cache();
   Status execute(const PlannedCall* calls, size_t n);
   uint64_t next_tag_base(const CollSpec& spec);
   Status fail(Status status);
@@ -97,9 +99,13 @@ class Communicator {
   // The plan cache; the last lookup is remembered so that a repeated call costs a
   // comparison, not a key (an 8-byte one-host allreduce takes about a microsecond).
   std::map<std::string, Plan> plans_;
+  Plan local_plan_;  // the last one-host plan (not cached: it costs a comparison to make)
+  Algorithm logged_local_ = Algorithm::kAuto;  // INFO logs a one-host plan when it changes
+  CollKind logged_local_kind_ = CollKind::kBarrier;
   CollSpec last_spec_;
   bool last_grouped_ = false;
-  const Plan* last_plan_ = nullptr;
+  const Plan* last_plan_ = nullptr;  // the memo
+  const Plan* ran_plan_ = nullptr;
   std::vector<PlannedCall> group_;
   // From the environment, read once at creation (not on every call).
   size_t chunk_bytes_ = 1 << 20;

@@ -15,7 +15,7 @@ const std::vector<EnvVar>& env_table() {
       {"KOLO_DEBUG_SUBSYS", "", "comma-separated subsystems to log (INIT,BOOTSTRAP,TRANSPORT,PLAN,EXEC,ENGINE,TOPO); empty = all"},
       {"KOLO_TIMEOUT", "300", "seconds any wait may last before it fails with KOLO_ERR_TIMEOUT"},
       {"KOLO_ALGO", "", "force an algorithm: ring, direct, tree, halving_doubling, hierarchical, one_shot or two_shot where it applies (empty = the planner's cost model chooses)"},
-      {"KOLO_TRANSPORTS", "", "comma-separated transports allowed: shm (same host), tcp; empty = both (shm within a host, tcp across)"},
+      {"KOLO_TRANSPORTS", "", "comma-separated transports allowed, preferred first: shm (same host), tcp; empty = shm,tcp"},
       {"KOLO_SHM_SINGLE_COPY", "1", "1 = large shared-memory messages are copied once with process_vm_readv where the kernel permits; 0 = through the shared ring"},
       {"KOLO_SHM_CHUNK_BYTES", "1048576", "size of each rank's shared-memory staging slot, the pipeline chunk of one-host collectives"},
       {"KOLO_SOCKET_IFNAME", "", "network interface for data connections (e.g. eth0); empty = the interface that reaches the store"},

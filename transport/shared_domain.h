@@ -43,6 +43,16 @@ class SharedDomain {
   virtual uint32_t slots() const = 0;
   virtual size_t slot_bytes() const = 0;
   virtual char* slot(int index, uint64_t chunk) const = 0;
+  // The same as plain numbers, for executors that compute slot addresses in their inner
+  // loops without a virtual call: slot(index, chunk) ==
+  // base + rank_stride * index + slot_bytes * (chunk % slots).
+  struct SlotGeometry {
+    char* base = nullptr;
+    size_t rank_stride = 0;
+    size_t slot_bytes = 0;
+    uint32_t slots = 0;
+  };
+  virtual SlotGeometry slot_geometry() const = 0;
   // The fewest CPUs any member may run on: equal on every rank, for choices all make alike.
   virtual int agreed_cores() const = 0;
 

@@ -32,8 +32,9 @@ struct TransportEnv {
 
 // What a backend's connect produces.
 struct TransportOutput {
-  std::vector<std::unique_ptr<Link>> links;  // index = peer (sized to the communicator); set at the peers given
   std::unique_ptr<SharedDomain> shared;      // memory its ranks on this host share, if it has any
+                                             // (declared first: the links point into it)
+  std::vector<std::unique_ptr<Link>> links;  // index = peer (sized to the communicator); set at the peers given
   std::unique_ptr<WakeSource> wake;          // for links with no descriptor to poll
 };
 

@@ -126,6 +126,11 @@ class Run {
                                step.dtype, step.op, scale_for(step.scale, call));
         return s.ok() ? s : step_error(i, s);
       }
+      case StepKind::kSignal:
+      case StepKind::kWait:
+        // Shared-memory progress belongs to recorded one-host programs, which the
+        // one-host executor runs; a schedule never holds it.
+        return step_error(i, error(Code::kInternal, "a schedule holds a one-host signal or wait step"));
     }
     return Status();
   }

@@ -13,7 +13,7 @@
 //              Status wait_for_all(int counter, uint64_t at_least, const char* what);
 //   agreement  Status check_peers(int only_index);  (the peers run the same call; -1: all)
 //
-// HostOps (local_collectives.cc) does it on the CPU over a SharedDomain; RecordOps
+// HostOps (local_executor.cc) does it on the CPU over a SharedDomain; RecordOps
 // (local_program.cc) writes the steps down as a Schedule for the verifier, the simulator
 // and kolo-plan. ScaleUse names which of the call's factors a copy or reduce applies, so
 // a recording says which, and the host resolves it.

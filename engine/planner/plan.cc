@@ -100,17 +100,17 @@ Algorithm forced_for(const CollSpec& spec, const PlanContext& ctx) {
   return spec.algorithm != Algorithm::kAuto ? spec.algorithm : ctx.forced;
 }
 
+}  // namespace
+
 // The one-host executor takes a single call when the whole communicator shares memory and
 // no algorithm of the schedule executor is forced.
-bool runs_locally(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
+bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   if (grouped || !ctx.shared_memory || is_empty(spec)) return false;
   const Algorithm forced = forced_for(spec, ctx);
   if (forced != Algorithm::kAuto && forced != Algorithm::kOneShot && forced != Algorithm::kTwoShot) return false;
   return std::any_of(std::begin(kTable), std::end(kTable),
                      [&](const AlgorithmRow& row) { return row.executor == kLocal && row.kind == spec.kind; });
 }
-
-}  // namespace
 
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx) {
   if (find_row(algorithm, executor, spec.kind) == nullptr) return false;
@@ -119,9 +119,12 @@ bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec
 
 Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   Plan p;
-  if (runs_locally(spec, ctx, grouped)) {
+  if (plan_runs_locally(spec, ctx, grouped)) {
     p.executor = ExecutorKind::kLocal;
-    p.algorithm = choose_local_algorithm(spec, ctx.size, ctx.agreed_cores, ctx.slot_bytes, forced_for(spec, ctx));
+    // Only allreduce and reduce have a choice; the others run their one pipeline.
+    const bool reduces = spec.kind == CollKind::kAllreduce || spec.kind == CollKind::kReduce;
+    p.algorithm = choose_local_algorithm(spec, ctx.size, ctx.agreed_cores, ctx.slot_bytes,
+                                         reduces ? forced_for(spec, ctx) : Algorithm::kAuto);
     return p;
   }
   p.executor = ExecutorKind::kSchedule;

@@ -34,6 +34,10 @@ struct Plan {
 // group run as one program, which only the schedule executor can concatenate.
 Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped = false);
 
+// Whether plan() gives the one-host executor: such plans hold no program and cost a few
+// comparisons, so a cache of them would cost more than it saves.
+bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool grouped);
+
 // One line for logs and the timeline: "allreduce of 1048576 B on 4 ranks: local two_shot".
 std::string plan_summary(const CollSpec& spec, int ranks, const Plan& plan);
 

@@ -10,6 +10,9 @@
 //   - no read of bytes never written (scratch, or output not aliased to the input);
 //   - results per collective (every contribution exactly once, element i from element i,
 //     pre-scale once before combining, post-scale once at the end).
+// One-host programs (engine/local/: kSignal/kWait steps, the shared kBufStaging slots) are
+// proven the same way, with races across ranks judged by the happens-before order their
+// counters give (a wait comes after the signal that released it); verifier_shared.h.
 // Failures are kInternal with the collective, p, rank, step and what is wrong.
 #pragma once
 

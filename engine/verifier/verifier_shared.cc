@@ -125,14 +125,26 @@ void SharedMemory::join(int r, int q, int counter, uint64_t value) {
   for (int k = 0; k < p_; ++k) mine[k] = std::max(mine[k], snap[k]);
 }
 
+// Two passes in the same order: the first proves what depends on happens-before alone
+// (races, deadlock, reads of staging nobody wrote), so that a missing wait is named as
+// such rather than by a wrong value it lets through; the second computes the values.
 Status SharedMemory::run() {
+  KOLO_TRY(pass(false));
+  return pass(true);
+}
+
+Status SharedMemory::pass(bool values) {
   const size_t n = base_.empty() ? 0 : base_.back();
-  value_.assign(n, kUnwritten);
-  writer_.assign(n, -1);
-  written_at_.assign(n, 0);
-  reads_.assign(n, -1);
-  nodes_.clear();
-  free_ = -1;
+  if (values) {
+    value_.assign(n, kUnwritten);
+  } else {
+    writer_.assign(n, -1);
+    written_at_.assign(n, 0);
+    reads_.assign(n, -1);
+    nodes_.clear();
+    free_ = -1;
+    unwritten_ = Status();
+  }
   clock_.assign(static_cast<size_t>(p_) * p_, 0);
   counter_.assign(static_cast<size_t>(p_) * kCounters, 0);
   signals_.assign(static_cast<size_t>(p_) * kCounters, {});
@@ -159,8 +171,11 @@ Status SharedMemory::run() {
             const auto row = clock_.begin() + static_cast<ptrdiff_t>(r) * p_;
             snapshots_.insert(snapshots_.end(), row, row + p_);
           }
-        } else {
+        } else if (values) {
           KOLO_TRY(host_.execute(r, i));
+        } else {
+          for (const Slice& src : st.srcs) KOLO_TRY(access(r, i, src, false));
+          KOLO_TRY(access(r, i, st.dst, true));
         }
         ++pc[r];
         progress = true;
@@ -181,20 +196,29 @@ Status SharedMemory::run() {
   if (stuck_ranks > 0) {
     return host_.fail_program(str_cat("deadlock, ", stuck_ranks, " rank(s) wait for counters that never get there: ", stuck));
   }
-  return Status();
+  // Without a race, a read that found nothing written comes after no write in any order.
+  return values ? Status() : unwritten_;
 }
 
-Status SharedMemory::read(int r, size_t i, const Slice& s, std::vector<int32_t>& out) {
+// FastTrack's rules for one access of the race pass.
+Status SharedMemory::access(int r, size_t i, const Slice& s, bool write) {
+  if (s.buffer != kBufStaging) return Status();
   auto [first, count] = cells(s);
-  out.assign(value_.begin() + first, value_.begin() + first + count);
   const uint32_t now = static_cast<uint32_t>(i + 1);
   for (size_t e = first; e < first + count; ++e) {
     const int w = writer_[e];
-    if (w >= 0 && !ordered(r, w, written_at_[e])) return race(w, written_at_[e], "writes", r, i, "reads", e);
-    if (value_[e] == kUnwritten) {
-      return host_.fail_step(r, i, str_cat("reads ", slice_str(s), " whose ", where(e),
-                                           " nothing wrote before (on this rank, or on a rank before a signal it waited for)"));
+    if (w >= 0 && !ordered(r, w, written_at_[e])) return race(w, written_at_[e], "writes", r, i, write ? "writes" : "reads", e);
+    if (write) {
+      for (int32_t n = reads_[e]; n >= 0; n = nodes_[n].next) {
+        if (!ordered(r, nodes_[n].rank, nodes_[n].epoch)) return race(nodes_[n].rank, nodes_[n].epoch, "reads", r, i, "writes", e);
+      }
+      release(reads_[e]);
+      reads_[e] = -1;
+      writer_[e] = static_cast<int16_t>(r);
+      written_at_[e] = now;
+      continue;
     }
+    if (w < 0 && unwritten_.ok()) unwritten_ = unwritten(r, i, s, e);
     // (Taken before walking the list: growing nodes_ would move the links.)
     int32_t fresh = free_;
     if (fresh >= 0) {
@@ -231,22 +255,23 @@ void SharedMemory::release(int32_t list) {
   }
 }
 
+Status SharedMemory::unwritten(int r, size_t i, const Slice& s, size_t cell) const {
+  return host_.fail_step(r, i, str_cat("reads ", slice_str(s), " whose ", where(cell),
+                                       " nothing wrote before (on this rank, or on a rank before a signal it waited for)"));
+}
+
+Status SharedMemory::read(int r, size_t i, const Slice& s, std::vector<int32_t>& out) {
+  auto [first, count] = cells(s);
+  out.assign(value_.begin() + first, value_.begin() + first + count);
+  for (size_t e = first; e < first + count; ++e) {
+    if (value_[e] == kUnwritten) return unwritten(r, i, s, e);  // (the race pass has ruled it out)
+  }
+  return Status();
+}
+
 Status SharedMemory::write(int r, size_t i, const Slice& s, const std::vector<int32_t>& values) {
   auto [first, count] = cells(s);
-  const uint32_t now = static_cast<uint32_t>(i + 1);
-  for (size_t k = 0; k < count; ++k) {
-    const size_t e = first + k;
-    const int w = writer_[e];
-    if (w >= 0 && !ordered(r, w, written_at_[e])) return race(w, written_at_[e], "writes", r, i, "writes", e);
-    for (int32_t n = reads_[e]; n >= 0; n = nodes_[n].next) {
-      if (!ordered(r, nodes_[n].rank, nodes_[n].epoch)) return race(nodes_[n].rank, nodes_[n].epoch, "reads", r, i, "writes", e);
-    }
-    release(reads_[e]);
-    reads_[e] = -1;
-    writer_[e] = static_cast<int16_t>(r);
-    written_at_[e] = now;
-    value_[e] = values[k];
-  }
+  std::copy(values.begin(), values.begin() + count, value_.begin() + first);
   return Status();
 }
 

@@ -55,9 +55,10 @@ class SharedMemory {
   Status check();
   // A checked staging slice's cells in the shared region: (first, count).
   std::pair<size_t, size_t> cells(const Slice& s) const;
-  // Runs every rank to its end (copies and reduces through host.execute).
+  // Runs every rank to its end twice: races, deadlock and unwritten reads first, then
+  // the values (copies and reduces through host.execute).
   Status run();
-  // The current step of `rank` reads or writes a staging slice (race and unwritten checks).
+  // The current step of `rank` reads or writes the values of a staging slice.
   Status read(int rank, size_t step, const Slice& s, std::vector<int32_t>& out);
   Status write(int rank, size_t step, const Slice& s, const std::vector<int32_t>& values);
 
@@ -73,6 +74,9 @@ class SharedMemory {
   };
 
   Status check_slice(int r, size_t i, const Slice& s);
+  Status pass(bool values);
+  Status access(int r, size_t i, const Slice& s, bool write);
+  Status unwritten(int r, size_t i, const Slice& s, size_t cell) const;
   bool arrived(int r, const Step& st, int* short_peer) const;
   void join(int r, int q, int counter, uint64_t value);
   bool ordered(int r, int q, uint32_t epoch) const { return q == r || clock_[r * p_ + q] >= epoch; }
@@ -89,7 +93,8 @@ class SharedMemory {
   uint32_t slots_ = 0;
   size_t slot_bytes_ = 0;
   std::vector<size_t> base_;  // first cell of each slot (owner * slots + slot), then the end
-  // Per cell: value id, last writer (rank, epoch), head of its reads list in nodes_.
+  // Per cell: value id (values pass); last writer (rank, epoch) and the head of its reads
+  // list in nodes_ (race pass).
   std::vector<int32_t> value_;
   std::vector<int16_t> writer_;
   std::vector<uint32_t> written_at_;
@@ -100,6 +105,7 @@ class SharedMemory {
   std::vector<uint64_t> counter_;    // p x kCounters
   std::vector<std::vector<Signal>> signals_;  // per (rank, counter): the signals that raised it
   std::vector<uint32_t> snapshots_;
+  Status unwritten_;  // race pass: the first read of staging nothing had written
 };
 
 }  // namespace kolo::verifier

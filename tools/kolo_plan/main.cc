@@ -183,12 +183,17 @@ int main(int argc, char** argv) {
   // communicator runs single collectives on the one-host executor (engine/local/), whose
   // one-shot and two-shot come first; "chosen" is plan()'s choice, "tcp" the schedule
   // executor's (what runs with KOLO_TRANSPORTS=tcp).
+  // KOLO_TRANSPORTS orders the transports: ranks of one host share memory when shm comes
+  // before tcp (or tcp is not allowed).
   const std::string transports = env_string("KOLO_TRANSPORTS");
-  const bool local = o.hosts == 1 && !device && (transports.empty() || transports.find("shm") != std::string::npos);
+  const size_t shm_at = transports.find("shm"), tcp_at = transports.find("tcp");
+  const bool local = o.hosts == 1 && !device &&
+                     (transports.empty() || (shm_at != std::string::npos && (tcp_at == std::string::npos || shm_at < tcp_at)));
   const bool local_choice = kind.value() == CollKind::kAllreduce || kind.value() == CollKind::kReduce;
   size_t slot_bytes = static_cast<size_t>(planner_params().shm_chunk_bytes);
   Result<long long> shm_chunk = env_int("KOLO_SHM_CHUNK_BYTES");
   if (shm_chunk.ok() && shm_chunk.value() >= 4096) slot_bytes = static_cast<size_t>(shm_chunk.value());
+  slot_bytes = (slot_bytes + 63) & ~size_t{63};  // as the shm domain rounds it
   int cores = 0;
   for (int c : host.value().of_kind(NodeKind::kCpu)) cores += host.value().node(c).cores;
   if (cores <= 0) cores = planner_params().host_cores_default;

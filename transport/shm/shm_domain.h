@@ -51,6 +51,9 @@ class Domain final : public SharedDomain {
     return base_ + geometry_.staging_offset() + geometry_.staging_bytes_per_rank() * index +
            geometry_.slot_bytes * (chunk % geometry_.slots);
   }
+  SlotGeometry slot_geometry() const override {
+    return {base_ + geometry_.staging_offset(), geometry_.staging_bytes_per_rank(), geometry_.slot_bytes, geometry_.slots};
+  }
   RankControl& control(int index) const {
     return reinterpret_cast<RankControl*>(base_ + geometry_.control_offset())[index];
   }

@@ -19,6 +19,7 @@ const std::vector<EnvVar>& env_table() {
       {"KOLO_SHM_SINGLE_COPY", "1", "1 = large shared-memory messages are copied once with process_vm_readv where the kernel permits; 0 = through the shared ring"},
       {"KOLO_SHM_CHUNK_BYTES", "1048576", "size of each rank's shared-memory staging slot, the pipeline chunk of one-host collectives"},
       {"KOLO_SOCKET_IFNAME", "", "network interface for data connections (e.g. eth0); empty = the interface that reaches the store"},
+      {"KOLO_DEVICE", "auto", "device runtime: auto (cuda when a GPU and driver are present, else none), cuda, emulated (a CPU device for tests and trying the device API) or none"},
       {"KOLO_CHUNK_BYTES", "1048576", "pipeline chunk size in bytes for ring algorithms"},
       {"KOLO_TOPO_FILE", "", "read the topology from this kolo JSON or NCCL topology XML file instead of discovering it"},
       {"KOLO_TOPO_DUMP_FILE", "", "write the discovered topology to this JSON file"},

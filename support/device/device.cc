@@ -1,0 +1,100 @@
+// Which device runtime this process uses (KOLO_DEVICE), decided once; and the "none"
+// backend, which refuses everything but the questions.
+#include "support/device/device.h"
+
+#include <mutex>
+#include <string>
+
+#include "support/env.h"
+#include "support/log.h"
+
+namespace kolo::device {
+namespace {
+
+Status why_none();
+
+Status no_device() { return why_none(); }
+template <class... A>
+Status refuse(A...) {
+  return no_device();
+}
+
+int no_devices() { return 0; }
+Result<int> no_current() { return no_device(); }
+PointerInfo all_host(const void*) { return PointerInfo{}; }
+Result<bool> no_query(void*) { return no_device(); }
+
+const DeviceOps kNone = {
+    "none",
+    no_devices,
+    refuse<int>,
+    no_current,
+    refuse<void**, size_t>,
+    refuse<void*>,
+    refuse<void**, size_t>,
+    refuse<void*>,
+    all_host,
+    refuse<void*, const void*, size_t, void*>,
+    refuse<void*, int, size_t, void*>,
+    refuse<void**>,
+    refuse<void*>,
+    [](void*, const Deadline&) { return no_device(); },
+    refuse<void**>,
+    refuse<void*>,
+    refuse<void*, void*>,
+    refuse<void*, void*>,
+    no_query,
+    [](void*, const Deadline&) { return no_device(); },
+    [](void*, void (*)(void*), void*) { return no_device(); },
+    [](const Launch&, void*) { return no_device(); },
+    refuse<void*, IpcHandle*>,
+    [](const IpcHandle&, void**) { return no_device(); },
+    refuse<void*>,
+};
+
+struct Choice {
+  const DeviceOps* ops = &kNone;
+  Status status;  // why there is no device (for the none backend's errors)
+};
+
+Choice choose() {
+  const std::string want = env_string("KOLO_DEVICE");
+  Choice c;
+  if (want == "none") {
+    c.status = error(Code::kUnsupported, "no device runtime: KOLO_DEVICE=none");
+  } else if (want == "emulated") {
+    c.ops = &emulated_ops();
+  } else if (want == "cuda" || want == "auto" || want.empty()) {
+    if (cuda_ops() != nullptr && cuda_present()) {
+      c.ops = cuda_ops();
+    } else if (want == "cuda") {
+      c.status = error(Code::kUnsupported, "KOLO_DEVICE=cuda but ",
+                       cuda_ops() == nullptr ? "this kolo was built without CUDA (no nvcc at build time)"
+                                             : "no CUDA driver or GPU was found on this machine");
+      log_warn(Subsys::kInit, c.status.message());
+    } else {
+      c.status = error(Code::kUnsupported, "no GPU: ",
+                       cuda_ops() == nullptr ? "this kolo was built without CUDA" : "no CUDA driver or GPU was found",
+                       " (KOLO_DEVICE=emulated gives a CPU device)");
+    }
+  } else {
+    c.status = error(Code::kInvalidArgument, "KOLO_DEVICE='", want, "' is not auto, cuda, emulated or none");
+    log_warn(Subsys::kInit, c.status.message());
+  }
+  if (c.ops != &kNone) log_info(Subsys::kInit, "device runtime: ", c.ops->name);
+  return c;
+}
+
+const Choice& chosen() {
+  static const Choice choice = choose();
+  return choice;
+}
+
+Status why_none() { return chosen().status; }
+
+}  // namespace
+
+const DeviceOps& runtime() { return *chosen().ops; }
+const DeviceOps& none_ops() { return kNone; }
+
+}  // namespace kolo::device

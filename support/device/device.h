@@ -1,0 +1,105 @@
+// The device runtime: everything kolo asks of a GPU, as one small ops table (the way UCX's
+// layers meet their backends). Two backends fill it:
+//   cuda      the CUDA runtime, linked statically; only where nvcc built kolo and a GPU
+//             and driver are present at run time (cuda_device.cc);
+//   emulated  a CPU device for tests and for trying the device API without a GPU: device
+//             memory is memfd-backed host memory (shareable between processes like CUDA
+//             IPC memory), a stream is a FIFO worker thread, events are real, IPC passes
+//             the memfd (emulated_device.cc).
+// KOLO_DEVICE=auto|cuda|emulated|none picks one per process (auto: cuda when a GPU is
+// present, else none). In support/ so that kernels, transports and the engine can all use
+// it; it includes only support/.
+//
+// Streams and events travel as void* (a cudaStream_t / cudaEvent_t for cuda; nullptr is
+// the default stream). Copies, host functions and launches are asynchronous on the stream;
+// the returned Status covers what is known at enqueue time. Every wait takes a deadline.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "support/clock.h"
+#include "support/status.h"
+
+namespace kolo::device {
+
+enum class MemoryKind : uint8_t {
+  kHost,        // ordinary host memory (or unknown to the runtime)
+  kDevice,      // device memory of `device`
+  kPinnedHost,  // page-locked host memory from host_alloc
+};
+
+struct PointerInfo {
+  MemoryKind kind = MemoryKind::kHost;
+  int device = -1;
+};
+
+// An exported allocation; plain bytes, so it can travel through the rendezvous store.
+struct IpcHandle {
+  uint8_t bytes[64] = {};
+};
+
+// A kernel launch as the ops table takes it: a grid of blocks of threads and one body.
+// The emulated backend runs `emulated` for every block, in order, on the stream's worker
+// (the body loops over its threads); the cuda backend calls `cuda`, a thin function in a
+// .cu file that launches the __global__ wrapper of the same __host__ __device__ body.
+struct Launch {
+  unsigned grid = 1;
+  unsigned block = 1;
+  const void* args = nullptr;  // copied by the caller's wrapper into what the bodies read
+  size_t args_bytes = 0;       // the emulated backend copies this many bytes at enqueue
+  void (*emulated)(const void* args, unsigned block_index, unsigned grid, unsigned block) = nullptr;
+  Status (*cuda)(const void* args, unsigned grid, unsigned block, void* stream) = nullptr;
+};
+
+struct DeviceOps {
+  const char* name;  // "cuda", "emulated", "none"
+
+  int (*device_count)();
+  Status (*set_device)(int device);  // for this thread
+  Result<int> (*current_device)();
+
+  Status (*malloc)(void** ptr, size_t bytes);  // device memory of the current device
+  Status (*free)(void* ptr);
+  Status (*host_alloc)(void** ptr, size_t bytes);  // pinned host memory
+  Status (*host_free)(void* ptr);
+  PointerInfo (*pointer_info)(const void* ptr);  // never creates a context
+
+  Status (*memcpy_async)(void* dst, const void* src, size_t bytes, void* stream);
+  Status (*memset_async)(void* dst, int value, size_t bytes, void* stream);
+
+  Status (*stream_create)(void** stream);
+  Status (*stream_destroy)(void* stream);
+  Status (*stream_synchronize)(void* stream, const Deadline& deadline);
+
+  Status (*event_create)(void** event);
+  Status (*event_destroy)(void* event);
+  Status (*event_record)(void* event, void* stream);
+  Status (*stream_wait_event)(void* stream, void* event);
+  Result<bool> (*event_query)(void* event);  // true once the work before the record is done
+  Status (*event_synchronize)(void* event, const Deadline& deadline);
+
+  // Runs fn(arg) on a host thread once the work enqueued before it is done; later work on
+  // the stream waits for it.
+  Status (*launch_host_func)(void* stream, void (*fn)(void*), void* arg);
+  Status (*launch)(const Launch& launch, void* stream);
+
+  // IPC: a device allocation (the pointer malloc returned) of this process, mapped by
+  // another process of the same user on this host.
+  Status (*ipc_export)(void* ptr, IpcHandle* handle);
+  Status (*ipc_import)(const IpcHandle& handle, void** ptr);
+  Status (*ipc_close)(void* ptr);
+};
+
+// The backend KOLO_DEVICE chose for this process (decided once, on first use). With no
+// device, every op but device_count and pointer_info returns kUnsupported.
+const DeviceOps& runtime();
+
+// Backends (each in its own file; the cuda one only in builds with nvcc).
+const DeviceOps& emulated_ops();
+const DeviceOps& none_ops();
+const DeviceOps* cuda_ops();  // null in builds without CUDA
+// Whether the cuda backend finds a driver and at least one GPU (no context is created).
+bool cuda_present();
+
+}  // namespace kolo::device

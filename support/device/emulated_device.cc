@@ -1,0 +1,444 @@
+// The emulated device: a CPU stand-in for a GPU that behaves like one where kolo can tell.
+//   memory   device allocations are memfd mappings (so another process can map them, as
+//            CUDA IPC does), registered so that pointer_info knows them; pinned host
+//            memory is ordinary memory registered as pinned;
+//   streams  a FIFO worker thread each (nullptr: one per-process default stream); work
+//            runs in order, one item at a time; a failed item makes the stream's error
+//            sticky, as a CUDA stream's is;
+//   events   a generation counter per event: record enqueues "generation g reached",
+//            waits wait for it (with KOLO_TIMEOUT on the worker, never forever);
+//   launch   the kernel's block body, for every block in order, on the stream's worker;
+//   IPC      the handle names this process and the memfd; the importer opens it through
+//            /proc/<pid>/fd (same user; the kernel checks it) and maps it.
+// There are kEmulatedDevices devices; an allocation belongs to the thread's current one.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "support/device/device.h"
+#include "support/env.h"
+
+namespace kolo::device {
+namespace {
+
+constexpr int kEmulatedDevices = 8;
+constexpr uint64_t kHandleMagic = 0x31636970756d656bull;  // "kemupic1"
+
+// ---- memory ----------------------------------------------------------------------------
+
+struct Allocation {
+  size_t bytes = 0;
+  MemoryKind kind = MemoryKind::kDevice;
+  int device = 0;
+  int fd = -1;          // memfd (device memory, exported or imported); -1 for pinned host
+  bool mapped = true;   // munmap on free (device); pinned host is delete[]'d
+  bool imported = false;
+};
+
+struct IpcWire {
+  uint64_t magic;
+  int64_t pid;
+  int64_t fd;
+  uint64_t bytes;
+  int64_t device;
+};
+static_assert(sizeof(IpcWire) <= sizeof(IpcHandle::bytes));
+
+std::mutex& memory_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<uintptr_t, Allocation>& allocations() {  // by base address
+  static std::map<uintptr_t, Allocation> a;
+  return a;
+}
+
+thread_local int current = 0;
+
+// The allocation holding p, or end().
+std::map<uintptr_t, Allocation>::iterator find_allocation(const void* p) {
+  auto& all = allocations();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = all.upper_bound(a);
+  if (it == all.begin()) return all.end();
+  --it;
+  return a < it->first + std::max<size_t>(it->second.bytes, 1) ? it : all.end();
+}
+
+Status map_memfd(int fd, size_t bytes, void** ptr) {
+  void* p = ::mmap(nullptr, std::max<size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return error(Code::kSystem, "emulated device: mmap of ", bytes, " bytes failed: ", std::strerror(errno));
+  *ptr = p;
+  return Status();
+}
+
+Status emu_malloc(void** ptr, size_t bytes) {
+  if (ptr == nullptr) return error(Code::kInvalidArgument, "emulated device: malloc with a null result pointer");
+  const int fd = ::memfd_create("kolo-emulated-device", MFD_CLOEXEC);
+  if (fd < 0) return error(Code::kSystem, "emulated device: memfd_create failed: ", std::strerror(errno));
+  if (::ftruncate(fd, static_cast<off_t>(std::max<size_t>(bytes, 1))) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return error(Code::kSystem, "emulated device: out of memory allocating ", bytes, " bytes: ", std::strerror(e));
+  }
+  void* p = nullptr;
+  Status s = map_memfd(fd, bytes, &p);
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(memory_mutex());
+  allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, MemoryKind::kDevice, current, fd, true, false};
+  *ptr = p;
+  return Status();
+}
+
+Status release(void* ptr, MemoryKind kind, const char* what) {
+  if (ptr == nullptr) return Status();
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex());
+    auto it = allocations().find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == allocations().end() || it->second.kind != kind) {
+      return error(Code::kInvalidArgument, "emulated device: ", what, " of ", ptr, ", which is not an allocation of that kind");
+    }
+    a = it->second;
+    allocations().erase(it);
+  }
+  if (a.mapped) ::munmap(ptr, std::max<size_t>(a.bytes, 1));
+  else delete[] static_cast<char*>(ptr);
+  if (a.fd >= 0) ::close(a.fd);
+  return Status();
+}
+
+Status emu_free(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex());
+    auto it = allocations().find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != allocations().end() && it->second.imported) {
+      return error(Code::kInvalidArgument, "emulated device: free of an imported IPC mapping (use ipc_close)");
+    }
+  }
+  return release(ptr, MemoryKind::kDevice, "free");
+}
+
+Status emu_host_alloc(void** ptr, size_t bytes) {
+  char* p = new (std::nothrow) char[std::max<size_t>(bytes, 1)];
+  if (p == nullptr) return error(Code::kSystem, "emulated device: out of memory allocating ", bytes, " pinned bytes");
+  std::lock_guard<std::mutex> lock(memory_mutex());
+  allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, MemoryKind::kPinnedHost, -1, -1, false, false};
+  *ptr = p;
+  return Status();
+}
+
+Status emu_host_free(void* ptr) { return release(ptr, MemoryKind::kPinnedHost, "host_free"); }
+
+PointerInfo emu_pointer_info(const void* ptr) {
+  std::lock_guard<std::mutex> lock(memory_mutex());
+  auto it = find_allocation(ptr);
+  if (it == allocations().end()) return PointerInfo{};
+  return PointerInfo{it->second.kind, it->second.device};
+}
+
+int emu_device_count() { return kEmulatedDevices; }
+Status emu_set_device(int device) {
+  if (device < 0 || device >= kEmulatedDevices) {
+    return error(Code::kInvalidArgument, "emulated device: device ", device, " is not in 0..", kEmulatedDevices - 1);
+  }
+  current = device;
+  return Status();
+}
+Result<int> emu_current_device() { return current; }
+
+// ---- streams ---------------------------------------------------------------------------
+
+class Stream {
+ public:
+  Stream() : worker_([this] { loop(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  void enqueue(std::function<Status()> work) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.push_back(std::move(work));
+      ++enqueued_;
+    }
+    cv_.notify_all();
+  }
+
+  // Waits until everything enqueued so far has run; the stream's sticky error, if any.
+  Status synchronize(const Deadline& deadline) {
+    std::unique_lock<std::mutex> lock(m_);
+    const uint64_t target = enqueued_;
+    while (completed_ < target) {
+      if (deadline.expired()) {
+        return error(Code::kTimeout, "emulated device: stream still busy after the deadline (", target - completed_,
+                     " items pending)");
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(10));
+    }
+    return error_;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop requested and drained
+      std::function<Status()> work = std::move(queue_.front());
+      queue_.pop_front();
+      const bool failed = !error_.ok();
+      lock.unlock();
+      // After an error the stream is broken, as a CUDA stream is: later work is skipped.
+      Status s = failed ? Status() : work();
+      lock.lock();
+      if (!s.ok() && error_.ok()) error_ = s;
+      ++completed_;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<Status()>> queue_;
+  uint64_t enqueued_ = 0, completed_ = 0;
+  bool stop_ = false;
+  Status error_;
+  std::thread worker_;  // last: started once the members above exist
+};
+
+Stream& default_stream() {
+  static Stream* s = new Stream();  // never destroyed: work may be queued at exit
+  return *s;
+}
+
+Stream& stream_of(void* stream) { return stream == nullptr ? default_stream() : *static_cast<Stream*>(stream); }
+
+Status emu_stream_create(void** stream) {
+  *stream = new Stream();
+  return Status();
+}
+Status emu_stream_destroy(void* stream) {
+  if (stream == nullptr) return error(Code::kInvalidArgument, "emulated device: the default stream cannot be destroyed");
+  Stream* s = static_cast<Stream*>(stream);
+  Status drained = s->synchronize(Deadline(env_timeout_seconds()));
+  delete s;  // joins the worker (after what is queued has run)
+  return drained;
+}
+Status emu_stream_synchronize(void* stream, const Deadline& deadline) { return stream_of(stream).synchronize(deadline); }
+
+Status emu_memcpy_async(void* dst, const void* src, size_t bytes, void* stream) {
+  stream_of(stream).enqueue([=] {
+    std::memmove(dst, src, bytes);
+    return Status();
+  });
+  return Status();
+}
+Status emu_memset_async(void* dst, int value, size_t bytes, void* stream) {
+  stream_of(stream).enqueue([=] {
+    std::memset(dst, value, bytes);
+    return Status();
+  });
+  return Status();
+}
+
+// ---- events ----------------------------------------------------------------------------
+
+struct Event {
+  std::mutex m;
+  std::condition_variable cv;
+  uint64_t recorded = 0;  // generation of the last record
+  uint64_t reached = 0;   // the highest generation whose preceding work is done
+};
+
+Status emu_event_create(void** event) {
+  *event = new Event();
+  return Status();
+}
+Status emu_event_destroy(void* event) {
+  delete static_cast<Event*>(event);
+  return Status();
+}
+Status emu_event_record(void* event, void* stream) {
+  Event* e = static_cast<Event*>(event);
+  uint64_t g;
+  {
+    std::lock_guard<std::mutex> lock(e->m);
+    g = ++e->recorded;
+  }
+  stream_of(stream).enqueue([e, g] {
+    {
+      std::lock_guard<std::mutex> lock(e->m);
+      e->reached = std::max(e->reached, g);
+    }
+    e->cv.notify_all();
+    return Status();
+  });
+  return Status();
+}
+
+Status wait_generation(Event* e, uint64_t g, const Deadline& deadline) {
+  std::unique_lock<std::mutex> lock(e->m);
+  while (e->reached < g) {
+    if (deadline.expired()) return error(Code::kTimeout, "emulated device: event not reached before the deadline");
+    e->cv.wait_for(lock, std::chrono::milliseconds(10));
+  }
+  return Status();
+}
+
+Status emu_stream_wait_event(void* stream, void* event) {
+  Event* e = static_cast<Event*>(event);
+  uint64_t g;
+  {
+    std::lock_guard<std::mutex> lock(e->m);
+    g = e->recorded;  // the record this wait refers to (0: never recorded, no wait)
+  }
+  if (g == 0) return Status();
+  // A stream waiting for an event that never comes is released with an error within
+  // KOLO_TIMEOUT, never held forever.
+  stream_of(stream).enqueue([e, g] { return wait_generation(e, g, Deadline(env_timeout_seconds())); });
+  return Status();
+}
+Result<bool> emu_event_query(void* event) {
+  Event* e = static_cast<Event*>(event);
+  std::lock_guard<std::mutex> lock(e->m);
+  return e->reached >= e->recorded;
+}
+Status emu_event_synchronize(void* event, const Deadline& deadline) {
+  Event* e = static_cast<Event*>(event);
+  uint64_t g;
+  {
+    std::lock_guard<std::mutex> lock(e->m);
+    g = e->recorded;
+  }
+  return wait_generation(e, g, deadline);
+}
+
+Status emu_launch_host_func(void* stream, void (*fn)(void*), void* arg) {
+  stream_of(stream).enqueue([fn, arg] {
+    fn(arg);
+    return Status();
+  });
+  return Status();
+}
+
+Status emu_launch(const Launch& launch, void* stream) {
+  if (launch.emulated == nullptr) return error(Code::kInvalidArgument, "emulated device: a launch without an emulated body");
+  if (launch.grid == 0 || launch.block == 0) {
+    return error(Code::kInvalidArgument, "emulated device: launch of grid ", launch.grid, " x block ", launch.block);
+  }
+  // The arguments are copied now, as a kernel launch copies its parameters.
+  auto args = std::make_shared<std::vector<char>>(static_cast<const char*>(launch.args),
+                                                  static_cast<const char*>(launch.args) + launch.args_bytes);
+  const auto body = launch.emulated;
+  const unsigned grid = launch.grid, block = launch.block;
+  stream_of(stream).enqueue([args, body, grid, block] {
+    for (unsigned b = 0; b < grid; ++b) body(args->data(), b, grid, block);
+    return Status();
+  });
+  return Status();
+}
+
+// ---- IPC -------------------------------------------------------------------------------
+
+Status emu_ipc_export(void* ptr, IpcHandle* handle) {
+  std::lock_guard<std::mutex> lock(memory_mutex());
+  auto it = allocations().find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocations().end() || it->second.kind != MemoryKind::kDevice || it->second.imported) {
+    return error(Code::kInvalidArgument, "emulated device: ipc_export of ", ptr,
+                 ", which is not the start of a device allocation of this process");
+  }
+  IpcWire wire{kHandleMagic, static_cast<int64_t>(::getpid()), it->second.fd, it->second.bytes, it->second.device};
+  *handle = IpcHandle{};
+  std::memcpy(handle->bytes, &wire, sizeof(wire));
+  return Status();
+}
+
+Status emu_ipc_import(const IpcHandle& handle, void** ptr) {
+  IpcWire wire;
+  std::memcpy(&wire, handle.bytes, sizeof(wire));
+  if (wire.magic != kHandleMagic || wire.pid <= 0 || wire.fd < 0) {
+    return error(Code::kInvalidArgument, "emulated device: ipc_import of a handle that no emulated device made");
+  }
+  const std::string path = "/proc/" + std::to_string(wire.pid) + "/fd/" + std::to_string(wire.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return error(Code::kSystem, "emulated device: cannot open the exporter's memory (", path, "): ", std::strerror(errno),
+                 " (exporter gone, or another user)");
+  }
+  void* p = nullptr;
+  Status s = map_memfd(fd, wire.bytes, &p);
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(memory_mutex());
+  allocations()[reinterpret_cast<uintptr_t>(p)] =
+      Allocation{wire.bytes, MemoryKind::kDevice, static_cast<int>(wire.device), fd, true, true};
+  *ptr = p;
+  return Status();
+}
+
+Status emu_ipc_close(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex());
+    auto it = allocations().find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == allocations().end() || !it->second.imported) {
+      return error(Code::kInvalidArgument, "emulated device: ipc_close of ", ptr, ", which is not an imported mapping");
+    }
+  }
+  return release(ptr, MemoryKind::kDevice, "ipc_close");
+}
+
+const DeviceOps kEmulated = {
+    "emulated",
+    emu_device_count,
+    emu_set_device,
+    emu_current_device,
+    emu_malloc,
+    emu_free,
+    emu_host_alloc,
+    emu_host_free,
+    emu_pointer_info,
+    emu_memcpy_async,
+    emu_memset_async,
+    emu_stream_create,
+    emu_stream_destroy,
+    emu_stream_synchronize,
+    emu_event_create,
+    emu_event_destroy,
+    emu_event_record,
+    emu_stream_wait_event,
+    emu_event_query,
+    emu_event_synchronize,
+    emu_launch_host_func,
+    emu_launch,
+    emu_ipc_export,
+    emu_ipc_import,
+    emu_ipc_close,
+};
+
+}  // namespace
+
+const DeviceOps& emulated_ops() { return kEmulated; }
+
+}  // namespace kolo::device

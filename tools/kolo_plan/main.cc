@@ -263,6 +263,12 @@ int main(int argc, char** argv) {
     } else if (local) {
       add("shm", predict_local_us(kind.value(), LocalAlgorithm::kOneShot, bytes, p, slot_bytes, cores));
     }
+    if (chosen.executor == ExecutorKind::kLocal) {
+      // The chosen one-host program, recorded from the executor's code and simulated: the
+      // event simulation agrees with the closed-form shm_* formulas above.
+      Result<double> us = simulate_us(record_local_programs(spec, p, chosen.algorithm, slot_bytes, kLocalSlots), model);
+      if (us.ok()) add("shm_chosen_simulated", us.value());
+    }
     for (const Candidate& c : all) add(algorithm_name(c.algorithm), c.us);
     std::printf("\n");
     if (bytes > o.max_bytes / 2) break;

@@ -6,10 +6,6 @@
 #include <string>
 #include <unordered_set>
 
-#ifdef KOLO_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 #include "kernels/dtype.h"
 
 namespace kolo {
@@ -83,7 +79,7 @@ Status check_op(kolo_op_t op) {
 
 Status check_buffer(const char* name, const void* buffer, size_t count) {
   if (buffer == nullptr && count > 0) return error(Code::kInvalidArgument, name, " is NULL with count ", count);
-  return check_host_memory(name, buffer);
+  return Status();
 }
 
 Status check_rank(const char* name, int value, int size) {
@@ -91,31 +87,6 @@ Status check_rank(const char* name, int value, int size) {
     return error(Code::kInvalidArgument, name, " = ", value, " is out of range for a communicator of ", size,
                  " ranks");
   }
-  return Status();
-}
-
-Status check_host_memory(const char* name, const void* buffer) {
-#ifdef KOLO_HAVE_CUDA
-  // Without a CUDA device no pointer can be device memory: ask the runtime once, not on
-  // every call (two queries would cost more than a whole 8-byte allreduce on one host).
-  static const bool have_device = [] {
-    int devices = 0;
-    const bool ok = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-    cudaGetLastError();
-    return ok;
-  }();
-  if (buffer == nullptr || !have_device) return Status();
-  cudaPointerAttributes attributes{};
-  cudaError_t rc = cudaPointerGetAttributes(&attributes, buffer);
-  if (rc != cudaSuccess) {
-    cudaGetLastError();  // no driver or no device: the buffer is host memory
-    return Status();
-  }
-  if (attributes.type == cudaMemoryTypeDevice) {
-    return error(Code::kUnsupported, name, " is CUDA device memory; device buffers are not supported yet ",
-                 "(the GPU executor is planned; use host buffers)");
-  }
-#endif
   return Status();
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "api/api_support.h"
+#include "support/device/device.h"
 
 using kolo::CollCall;
 using kolo::CollKind;
@@ -34,8 +35,29 @@ CollCall make_call(CollKind kind, const void* send, void* recv, size_t count, ko
   return call;
 }
 
-// Runs the call now, or queues it when inside a group.
-Status submit(kolo_comm_t comm, CollCall call) {
+// Host or device memory, asked of the device runtime (support/device): every buffer of a
+// call must be of one kind. Device calls are enqueued on `stream`.
+Status classify(CollCall& call, void* stream, int rank) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  auto on_device = [&](const void* p) { return p != nullptr && dev.pointer_info(p).kind == kolo::device::MemoryKind::kDevice; };
+  // A broadcast's send buffer matters at the root only.
+  const bool send_used = call.send != nullptr && (call.spec.kind != CollKind::kBroadcast || call.spec.in_place ||
+                                                  call.spec.root == rank);
+  const bool send_device = send_used && on_device(call.send);
+  const bool recv_device = on_device(call.recv);
+  if (send_used && call.recv != nullptr && send_device != recv_device) {
+    return error(Code::kInvalidArgument, "send is ", send_device ? "device" : "host", " memory but recv is ",
+                 recv_device ? "device" : "host", " memory; a call's buffers must all be host or all device memory");
+  }
+  call.spec.device = send_device || recv_device;
+  call.stream = call.spec.device ? stream : nullptr;
+  return Status();
+}
+
+// Runs the call now (host buffers) or enqueues it on its stream (device buffers), or
+// queues it when inside a group.
+Status submit(kolo_comm_t comm, CollCall call, void* stream) {
+  KOLO_TRY(classify(call, stream, comm->impl->rank()));
   if (t_group.depth > 0) {
     t_group.pending.emplace_back(comm, std::move(call));
     return Status();
@@ -86,7 +108,7 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
       call.postscale.factor = options->postscale;
       call.spec.algorithm = static_cast<kolo::Algorithm>(options->algorithm);
     }
-    return submit(comm, std::move(call));
+    return submit(comm, std::move(call), stream);
   });
 }
 
@@ -107,7 +129,7 @@ kolo_result_t kolo_broadcast(const void* send, void* recv, size_t count, kolo_dt
     CollCall call = make_call(CollKind::kBroadcast, send, recv, count, dtype, KOLO_SUM);
     call.spec.root = root;
     call.spec.in_place = send == recv;
-    return submit(comm, std::move(call));
+    return submit(comm, std::move(call), stream);
   });
 }
 
@@ -124,7 +146,7 @@ kolo_result_t kolo_reduce(const void* send, void* recv, size_t count, kolo_dtype
     CollCall call = make_call(CollKind::kReduce, send, at_root ? recv : nullptr, count, dtype, op);
     call.spec.root = root;
     call.spec.in_place = at_root && send == recv;
-    return submit(comm, std::move(call));
+    return submit(comm, std::move(call), stream);
   });
 }
 
@@ -139,7 +161,7 @@ kolo_result_t kolo_allgather(const void* send, void* recv, size_t sendcount, kol
     if (send != own) KOLO_TRY(kolo::check_no_partial_overlap(send, block, recv, block * comm->impl->size()));
     CollCall call = make_call(CollKind::kAllgather, send, recv, sendcount, dtype, KOLO_SUM);
     call.spec.in_place = send == own;
-    return submit(comm, std::move(call));
+    return submit(comm, std::move(call), stream);
   });
 }
 
@@ -162,7 +184,7 @@ kolo_result_t kolo_allgatherv(const void* send, size_t sendcount, void* recv, co
     CollCall call = make_call(CollKind::kAllgatherv, send, recv, sendcount, dtype, KOLO_SUM);
     call.spec.counts.assign(recvcounts, recvcounts + size);
     call.spec.displs.assign(displs, displs + size);
-    return submit(comm, std::move(call));
+    return submit(comm, std::move(call), stream);
   });
 }
 
@@ -177,7 +199,7 @@ kolo_result_t kolo_reduce_scatter(const void* send, void* recv, size_t recvcount
     if (recv != own) KOLO_TRY(kolo::check_no_partial_overlap(send, block * comm->impl->size(), recv, block));
     CollCall call = make_call(CollKind::kReduceScatter, send, recv, recvcount, dtype, op);
     call.spec.in_place = recv == own;
-    return submit(comm, std::move(call));
+    return submit(comm, std::move(call), stream);
   });
 }
 
@@ -191,12 +213,12 @@ kolo_result_t kolo_alltoall(const void* send, void* recv, size_t count_per_peer,
     KOLO_TRY(kolo::check_no_partial_overlap(send, bytes, recv, bytes));
     CollCall call = make_call(CollKind::kAlltoall, send, recv, count_per_peer, dtype, KOLO_SUM);
     call.spec.in_place = send == recv;
-    return submit(comm, std::move(call));
+    return submit(comm, std::move(call), stream);
   });
 }
 
 static kolo_result_t point_to_point(const char* function, CollKind kind, const void* send, void* recv, size_t count,
-                                    kolo_dtype_t dtype, int peer, kolo_comm_t comm) {
+                                    kolo_dtype_t dtype, int peer, kolo_comm_t comm, void* stream) {
   return api_call(function, [&]() -> Status {
     KOLO_TRY(check_common(comm, dtype));
     KOLO_TRY(kolo::check_rank("peer", peer, comm->impl->size()));
@@ -206,22 +228,22 @@ static kolo_result_t point_to_point(const char* function, CollKind kind, const v
     KOLO_TRY(kolo::check_buffer("buf", kind == CollKind::kSend ? send : recv, count));
     CollCall call = make_call(kind, send, recv, count, dtype, KOLO_SUM);
     call.spec.peer = peer;
-    return submit(comm, std::move(call));
+    return submit(comm, std::move(call), stream);
   });
 }
 
 kolo_result_t kolo_send(const void* buf, size_t count, kolo_dtype_t dtype, int peer, kolo_comm_t comm, void* stream) {
-  return point_to_point("kolo_send", CollKind::kSend, buf, nullptr, count, dtype, peer, comm);
+  return point_to_point("kolo_send", CollKind::kSend, buf, nullptr, count, dtype, peer, comm, stream);
 }
 
 kolo_result_t kolo_recv(void* buf, size_t count, kolo_dtype_t dtype, int peer, kolo_comm_t comm, void* stream) {
-  return point_to_point("kolo_recv", CollKind::kRecv, nullptr, buf, count, dtype, peer, comm);
+  return point_to_point("kolo_recv", CollKind::kRecv, nullptr, buf, count, dtype, peer, comm, stream);
 }
 
 kolo_result_t kolo_barrier(kolo_comm_t comm) {
   return api_call("kolo_barrier", [&]() -> Status {
     KOLO_TRY(kolo::check_comm(comm));
-    return submit(comm, make_call(CollKind::kBarrier, nullptr, nullptr, 0, KOLO_UINT8, KOLO_SUM));
+    return submit(comm, make_call(CollKind::kBarrier, nullptr, nullptr, 0, KOLO_UINT8, KOLO_SUM), nullptr);
   });
 }
 

@@ -106,6 +106,18 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
   });
 }
 
+kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error) {
+  return api_call("kolo_comm_get_async_error", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (async_error == nullptr) return error(Code::kInvalidArgument, "async_error is NULL");
+    const Status failure = comm->impl->async_error();
+    *async_error = static_cast<kolo_result_t>(failure.code());
+    // The caller asks what went wrong: leave it for kolo_last_error() on this thread.
+    if (!failure.ok()) kolo::api_result("kolo_comm_get_async_error", failure);
+    return Status();
+  });
+}
+
 int kolo_comm_rank(kolo_comm_t comm) { return query(comm, "kolo_comm_rank", &kolo::Communicator::rank); }
 int kolo_comm_size(kolo_comm_t comm) { return query(comm, "kolo_comm_size", &kolo::Communicator::size); }
 int kolo_comm_local_rank(kolo_comm_t comm) {

@@ -39,6 +39,7 @@ struct CollSpec {
   std::vector<size_t> counts;  // allgatherv: elements from each rank
   std::vector<size_t> displs;  // allgatherv: where each rank's block lands
   Algorithm algorithm = Algorithm::kAuto;
+  bool device = false;  // the buffers are device memory (support/device): stream-ordered
 
   size_t bytes() const { return count * dtype_size(dtype); }
 };
@@ -49,6 +50,7 @@ struct CollCall {
   void* recv = nullptr;
   Scale prescale;
   Scale postscale;
+  void* stream = nullptr;  // device calls: the caller's stream (nullptr: the default stream)
 };
 
 }  // namespace kolo

@@ -23,7 +23,7 @@ std::string spec_key(const CollSpec& spec, bool grouped) {
   std::ostringstream key;
   key << static_cast<int>(spec.kind) << '/' << spec.count << '/' << static_cast<int>(spec.dtype) << '/'
       << static_cast<int>(spec.op) << '/' << spec.root << '/' << spec.peer << '/' << spec.in_place << spec.prescaled
-      << spec.postscaled << '/' << static_cast<int>(spec.algorithm);
+      << spec.postscaled << '/' << static_cast<int>(spec.algorithm) << (spec.device ? "/d" : "");
   for (size_t c : spec.counts) key << ',' << c;
   key << '/';
   for (size_t d : spec.displs) key << ',' << d;
@@ -43,7 +43,7 @@ Result<HostTopology> this_host_topology() {
 bool same_plan_key(const CollSpec& a, const CollSpec& b) {
   return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
          a.peer == b.peer && a.in_place == b.in_place && a.prescaled == b.prescaled && a.postscaled == b.postscaled &&
-         a.algorithm == b.algorithm && a.counts == b.counts && a.displs == b.displs;
+         a.algorithm == b.algorithm && a.device == b.device && a.counts == b.counts && a.displs == b.displs;
 }
 
 bool is_empty(const CollSpec& spec) {
@@ -89,6 +89,10 @@ Status Communicator::read_environment() {
 }
 
 Communicator::~Communicator() {
+  // Device calls still queued run (or fail at their deadline) before the links go.
+  for (auto& executor : executors_) {
+    if (executor) (void)executor->drain(Deadline(timeout_seconds_));
+  }
   for (auto& executor : executors_) executor.reset();
   connections_.reset();
 }
@@ -161,7 +165,12 @@ Status Communicator::connect(const Deadline& deadline) {
   auto connections = Connections::create(request, deadline);
   if (!connections.ok()) return connections.status();
   connections_ = connections.take();
-  const ExecutorEnv env{id_.rank, id_.size, &connections_->fabric(), connections_->shared()};
+  ExecutorEnv env{id_.rank, id_.size, &connections_->fabric(), connections_->shared(), nullptr};
+  // Device staging runs the host plan of each call from its own thread, in call order.
+  env.run_host = [this](const CollCall* calls, size_t n) {
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    return run_locked(calls, n);
+  };
   for (int k = 0; k < kExecutorCount; ++k) executors_[k] = executor_row(static_cast<ExecutorKind>(k)).create(env);
   plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
   if (SharedDomain* shared = connections_->shared()) {
@@ -225,10 +234,18 @@ uint64_t Communicator::next_tag_base(const CollSpec& spec) {
 }
 
 Status Communicator::fail(Status status) {
-  if (failed_.ok()) failed_ = status;
+  {
+    std::lock_guard<std::mutex> lock(failed_mutex_);
+    if (failed_.ok()) failed_ = status;
+  }
   log_warn(Subsys::kExec, status.message());
   connections_->fail();
   return status;
+}
+
+Status Communicator::async_error() const {
+  std::lock_guard<std::mutex> lock(failed_mutex_);
+  return failed_;
 }
 
 Status Communicator::usable() {
@@ -257,31 +274,45 @@ Status Communicator::execute(const PlannedCall* calls, size_t n) {
   return Status();
 }
 
-Status Communicator::run(const CollCall& original) {
+// A blocking (host) call first lets the device calls queued before it finish, so that
+// every rank runs its calls in the order it made them.
+Status Communicator::drain_device() {
+  Executor* staged = executors_[static_cast<int>(ExecutorKind::kDeviceStaged)].get();
+  return staged == nullptr ? Status() : staged->drain(Deadline(timeout_seconds_));
+}
+
+Status Communicator::run(const CollCall& call) {
+  if (!call.spec.device) KOLO_TRY(drain_device());
   std::lock_guard<std::mutex> lock(run_mutex_);
-  KOLO_TRY(usable());
-  ran_plan_ = nullptr;
-  if (is_empty(original.spec)) return Status();
-  bound_plan_cache();
-  PlannedCall call{nullptr, lowered(original), 0};
-  call.plan = &plan_for(call.call.spec, false);
-  call.tag_base = next_tag_base(call.call.spec);
-  ran_plan_ = call.plan;
-  return execute(&call, 1);
+  return run_locked(&call, 1);
 }
 
 Status Communicator::run_group(const std::vector<CollCall>& calls) {
-  if (calls.size() == 1) return run(calls[0]);
+  bool device = false, host = false;
+  for (const CollCall& c : calls) (c.spec.device ? device : host) = true;
+  if (device && host) {
+    return error(Code::kInvalidArgument, "a group mixes host and device buffers on rank ", id_.rank,
+                 "; put them in separate groups");
+  }
+  if (host) KOLO_TRY(drain_device());
   std::lock_guard<std::mutex> lock(run_mutex_);
+  return run_locked(calls.data(), calls.size());
+}
+
+// One call, or n as one group (n > 1). The caller holds run_mutex_.
+Status Communicator::run_locked(const CollCall* calls, size_t n) {
   KOLO_TRY(usable());
   ran_plan_ = nullptr;
   bound_plan_cache();
+  const bool grouped = n > 1;
   group_.clear();
-  for (const CollCall& original : calls) {
-    if (is_empty(original.spec)) continue;
-    PlannedCall call{nullptr, lowered(original), 0};
-    call.plan = &plan_for(call.call.spec, true);
-    call.tag_base = next_tag_base(call.call.spec);
+  for (size_t i = 0; i < n; ++i) {
+    if (is_empty(calls[i].spec)) continue;
+    PlannedCall call{nullptr, lowered(calls[i]), 0};
+    call.plan = &plan_for(call.call.spec, grouped);
+    // Device calls take their tags when their host plan runs (device staging calls back
+    // in), so that tags follow the order in which the ranks run host plans.
+    if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
     group_.push_back(std::move(call));
   }
   if (group_.empty()) return Status();

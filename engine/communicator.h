@@ -50,7 +50,8 @@ class Communicator {
   const ClusterTopology& topology() const { return topology_; }
   int host_of(int rank) const { return host_of_rank_[rank]; }
 
-  // Runs one call, or several together (a group); blocks until done.
+  // Runs one call, or several together (a group). Host buffers: blocks until done. Device
+  // buffers: enqueued on the call's stream, in call order with every other call.
   Status run(const CollCall& call);
   Status run_group(const std::vector<CollCall>& calls);
   // The plan the last call ran with (a group: its last call's; null before any and after
@@ -67,6 +68,9 @@ class Communicator {
   Result<std::unique_ptr<Communicator>> duplicate(const std::string& name);
   // From any thread: makes the running call and all later ones fail with kAborted.
   void abort();
+  // From any thread: the first failure, including one that happened after a device call
+  // returned (ok while the communicator works).
+  Status async_error() const;
 
  private:
   Communicator(std::shared_ptr<StoreSession> store, CommIdentity id) : store_(std::move(store)), id_(std::move(id)) {}
@@ -78,6 +82,8 @@ class Communicator {
   Status exchange_hosts(const Deadline& deadline);
   Status exchange_topology(const Deadline& deadline);
   const Plan& plan_for(const CollSpec& spec, bool grouped);
+  Status run_locked(const CollCall* calls, size_t n);
+  Status drain_device();
   void bound_plan_cache();
   Status execute(const PlannedCall* calls, size_t n);
   uint64_t next_tag_base(const CollSpec& spec);
@@ -92,7 +98,8 @@ class Communicator {
   std::unique_ptr<Executor> executors_[kExecutorCount];  // null where a row cannot run here
   PlanContext plan_context_;
   std::mutex run_mutex_;  // one call at a time per communicator
-  Status failed_;
+  Status failed_;  // written under run_mutex_ and failed_mutex_, read under either
+  mutable std::mutex failed_mutex_;
   uint32_t collective_seq_ = 0;
   std::vector<uint32_t> send_seq_, recv_seq_;  // point-to-point, per peer
   uint32_t split_seq_ = 0;

@@ -36,12 +36,13 @@ struct Options {
   std::vector<kolo_dtype_t> dtypes{KOLO_FLOAT32};
   std::vector<kolo_op_t> ops{KOLO_SUM};
   std::string json_path;
+  bool device = false;  // -G / --device: buffers in device memory, calls on a stream
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
   std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
-                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [--json FILE]\n"
+                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-G] [--json FILE]\n"
                        "collectives:");
   for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
   std::fprintf(stderr, "\n");
@@ -73,6 +74,11 @@ Options parse(int argc, char** argv) {
   if (find_collective(o.collective) == nullptr) usage_error("unknown collective '" + o.collective + "'");
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
+    // Device memory (kolo's device runtime; not nccl-tests' -G <graph iterations>).
+    if (flag == "-G" || flag == "--device") {
+      o.device = true;
+      continue;
+    }
     if (i + 1 >= argc) usage_error("missing value for " + flag);
     std::string value = argv[++i];
     if (flag == "-b" || flag == "--minbytes") o.min_bytes = parse_size(value);
@@ -105,7 +111,7 @@ Options parse(int argc, char** argv) {
       kolo_op_t op;
       if (value != "all" && !parse_op(value, &op)) usage_error("unknown op '" + value + "'");
       if (value != "all") o.ops.push_back(op);
-    } else if (flag == "-g" || flag == "-t" || flag == "-m" || flag == "-z" || flag == "-G" || flag == "-p") {
+    } else if (flag == "-g" || flag == "-t" || flag == "-m" || flag == "-z" || flag == "-p") {
       // nccl-tests flags for threads, GPUs per thread, graphs: one rank per process here.
     } else {
       usage_error("unknown option " + flag);
@@ -151,17 +157,21 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
                 kolo_comm_t comm) {
   Buffers buffers;
   coll.prepare(buffers, count, c, in_place);
+  if (o.device && !device_upload(buffers)) std::exit(1);
   Measure m;
   for (int i = 0; i < o.warmup; ++i) {
     kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
   }
+  if (!device_sync(buffers)) std::exit(1);
   kolo_barrier(comm);
   double start = now_us();
   for (int i = 0; i < o.iters; ++i) {
     kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
   }
+  // Device calls return once enqueued: the time counts until the stream is done.
+  if (!device_sync(buffers)) std::exit(1);
   double elapsed = (now_us() - start) / o.iters;
   m.time_us = combine(elapsed, o.average, comm);
   const size_t bytes = coll.size_for(count, c);
@@ -169,8 +179,10 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
   m.busbw = m.algbw * coll.busbw_factor(c.nranks);
   if (o.check) {
     coll.prepare(buffers, count, c, in_place);
+    if (o.device && !device_upload(buffers)) std::exit(1);
     kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
+    if (o.device && !device_download(buffers)) std::exit(1);
     uint64_t wrong = coll.check(buffers, count, c, in_place);
     uint64_t total = 0;
     rc = kolo_allreduce(&wrong, &total, 1, KOLO_UINT64, KOLO_SUM, comm, nullptr);
@@ -205,8 +217,9 @@ void print_header(const Options& o, kolo_comm_t comm) {
                 o.min_bytes, o.max_bytes, o.factor != 0 ? o.factor : double(o.increment),
                 o.factor != 0 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
     for (int r = 0; r < size; ++r) {
-      std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [cpu] host memory\n", all[r].rank, all[r].pid,
-                  all[r].host);
+      std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [%s] %s\n", all[r].rank, all[r].pid, all[r].host,
+                  o.device ? device_runtime_name() : "cpu",
+                  o.device ? "device memory, staged through pinned host memory (device_staged)" : "host memory");
     }
     std::printf("#\n");
     std::printf("#%94s%35s\n", "out-of-place", "in-place");

@@ -1,8 +1,12 @@
 #include "perf_collectives.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "perf_data.h"
+#include "support/device/device.h"
+#include "support/env.h"
 
 namespace kolo_perf {
 namespace {
@@ -39,11 +43,11 @@ size_t check_reduce_result(const std::vector<char>& out, size_t n, const Case& c
   return wrong;
 }
 kolo_result_t call_allreduce(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
-  return kolo_allreduce(in_place ? b.recv.data() : b.send.data(), b.recv.data(), n, c.dtype, c.op, comm, nullptr);
+  return kolo_allreduce(in_place ? b.recv_ptr() : b.send_ptr(), b.recv_ptr(), n, c.dtype, c.op, comm, b.stream);
 }
 size_t check_allreduce(const Buffers& b, size_t n, const Case& c, bool) { return check_reduce_result(b.recv, n, c); }
 kolo_result_t call_reduce(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
-  return kolo_reduce(in_place ? b.recv.data() : b.send.data(), b.recv.data(), n, c.dtype, c.op, c.root, comm, nullptr);
+  return kolo_reduce(in_place ? b.recv_ptr() : b.send_ptr(), b.recv_ptr(), n, c.dtype, c.op, c.root, comm, b.stream);
 }
 size_t check_reduce(const Buffers& b, size_t n, const Case& c, bool) {
   return c.rank == c.root ? check_reduce_result(b.recv, n, c) : 0;
@@ -56,7 +60,7 @@ void prepare_broadcast(Buffers& b, size_t n, const Case& c, bool in_place) {
   if (c.rank == c.root) fill(in_place ? b.recv : b.send, 0, n, c, c.root, 0, KOLO_SUM);
 }
 kolo_result_t call_broadcast(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
-  return kolo_broadcast(in_place ? b.recv.data() : b.send.data(), b.recv.data(), n, c.dtype, c.root, comm, nullptr);
+  return kolo_broadcast(in_place ? b.recv_ptr() : b.send_ptr(), b.recv_ptr(), n, c.dtype, c.root, comm, b.stream);
 }
 size_t check_broadcast(const Buffers& b, size_t n, const Case& c, bool) {
   size_t wrong = 0;
@@ -74,8 +78,8 @@ void prepare_allgather(Buffers& b, size_t n, const Case& c, bool in_place) {
   else fill(b.send, 0, n, c, c.rank, 0, KOLO_SUM);
 }
 kolo_result_t call_allgather(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
-  const void* send = in_place ? b.recv.data() + c.rank * n * es(c) : b.send.data();
-  return kolo_allgather(send, b.recv.data(), n, c.dtype, comm, nullptr);
+  const void* send = in_place ? b.recv_ptr() + c.rank * n * es(c) : b.send_ptr();
+  return kolo_allgather(send, b.recv_ptr(), n, c.dtype, comm, b.stream);
 }
 size_t check_allgather(const Buffers& b, size_t n, const Case& c, bool) {
   size_t wrong = 0;
@@ -114,8 +118,8 @@ void prepare_allgatherv(Buffers& b, size_t n, const Case& c, bool) {
 kolo_result_t call_allgatherv(Buffers& b, size_t n, const Case& c, bool, kolo_comm_t comm) {
   std::vector<size_t> counts = v_counts(n, c);
   std::vector<size_t> displs = v_displs(n, c);
-  return kolo_allgatherv(b.send.data(), counts[c.rank], b.recv.data(), counts.data(), displs.data(), c.dtype, comm,
-                         nullptr);
+  return kolo_allgatherv(b.send_ptr(), counts[c.rank], b.recv_ptr(), counts.data(), displs.data(), c.dtype, comm,
+                         b.stream);
 }
 size_t check_allgatherv(const Buffers& b, size_t n, const Case& c, bool) {
   std::vector<size_t> counts = v_counts(n, c);
@@ -136,8 +140,8 @@ void prepare_reduce_scatter(Buffers& b, size_t n, const Case& c, bool in_place) 
   fill(b.send, 0, n * c.nranks, c, c.rank, 0, c.op);
 }
 kolo_result_t call_reduce_scatter(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
-  void* recv = in_place ? b.send.data() + c.rank * n * es(c) : b.recv.data();
-  return kolo_reduce_scatter(b.send.data(), recv, n, c.dtype, c.op, comm, nullptr);
+  void* recv = in_place ? b.send_ptr() + c.rank * n * es(c) : b.recv_ptr();
+  return kolo_reduce_scatter(b.send_ptr(), recv, n, c.dtype, c.op, comm, b.stream);
 }
 size_t check_reduce_scatter(const Buffers& b, size_t n, const Case& c, bool in_place) {
   const char* out = in_place ? b.send.data() + c.rank * n * es(c) : b.recv.data();
@@ -159,7 +163,7 @@ void prepare_alltoall(Buffers& b, size_t n, const Case& c, bool in_place) {
   }
 }
 kolo_result_t call_alltoall(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
-  return kolo_alltoall(in_place ? b.recv.data() : b.send.data(), b.recv.data(), n, c.dtype, comm, nullptr);
+  return kolo_alltoall(in_place ? b.recv_ptr() : b.send_ptr(), b.recv_ptr(), n, c.dtype, comm, b.stream);
 }
 size_t check_alltoall(const Buffers& b, size_t n, const Case& c, bool) {
   size_t wrong = 0;
@@ -179,12 +183,16 @@ void prepare_sendrecv(Buffers& b, size_t n, const Case& c, bool) {
 }
 kolo_result_t call_sendrecv(Buffers& b, size_t n, const Case& c, bool, kolo_comm_t comm) {
   if (c.nranks == 1) {
-    std::memcpy(b.recv.data(), b.send.data(), n * es(c));
+    if (!b.device) {
+      std::memcpy(b.recv_ptr(), b.send_ptr(), n * es(c));
+    } else if (!kolo::device::runtime().memcpy_async(b.recv_ptr(), b.send_ptr(), n * es(c), b.stream).ok()) {
+      return KOLO_ERR_SYSTEM;
+    }
     return KOLO_SUCCESS;
   }
   kolo_group_start();
-  kolo_result_t sent = kolo_send(b.send.data(), n, c.dtype, (c.rank + 1) % c.nranks, comm, nullptr);
-  kolo_result_t got = kolo_recv(b.recv.data(), n, c.dtype, (c.rank + c.nranks - 1) % c.nranks, comm, nullptr);
+  kolo_result_t sent = kolo_send(b.send_ptr(), n, c.dtype, (c.rank + 1) % c.nranks, comm, b.stream);
+  kolo_result_t got = kolo_recv(b.recv_ptr(), n, c.dtype, (c.rank + c.nranks - 1) % c.nranks, comm, b.stream);
   kolo_result_t ended = kolo_group_end();
   return sent != KOLO_SUCCESS ? sent : got != KOLO_SUCCESS ? got : ended;
 }
@@ -231,5 +239,60 @@ std::vector<std::string> collective_names() {
   for (const Collective& c : kCollectives) names.push_back(c.name);
   return names;
 }
+
+// ---- device mode
+namespace {
+
+bool report(const char* what, const kolo::Status& s) {
+  if (!s.ok()) std::fprintf(stderr, "kolo-perf: device %s failed: %s\n", what, s.message().c_str());
+  return s.ok();
+}
+
+bool mirror(char** dev, size_t* have, size_t want) {
+  const kolo::device::DeviceOps& d = kolo::device::runtime();
+  if (*dev != nullptr && *have >= want) return true;
+  if (*dev != nullptr && !report("free", d.free(*dev))) return false;
+  *dev = nullptr;
+  *have = 0;
+  void* p = nullptr;
+  if (!report("malloc", d.malloc(&p, std::max<size_t>(want, 1)))) return false;
+  *dev = static_cast<char*>(p);
+  *have = want;
+  return true;
+}
+
+}  // namespace
+
+Buffers::~Buffers() {
+  if (!device) return;
+  const kolo::device::DeviceOps& d = kolo::device::runtime();
+  if (stream != nullptr) (void)d.stream_synchronize(stream, kolo::Deadline(60));
+  if (dsend != nullptr) (void)d.free(dsend);
+  if (drecv != nullptr) (void)d.free(drecv);
+  if (stream != nullptr) (void)d.stream_destroy(stream);
+}
+
+bool device_upload(Buffers& b) {
+  const kolo::device::DeviceOps& d = kolo::device::runtime();
+  b.device = true;
+  if (b.stream == nullptr && !report("stream_create", d.stream_create(&b.stream))) return false;
+  if (!mirror(&b.dsend, &b.dsend_bytes, b.send.size()) || !mirror(&b.drecv, &b.drecv_bytes, b.recv.size())) return false;
+  if (!report("memcpy", d.memcpy_async(b.dsend, b.send.data(), b.send.size(), b.stream))) return false;
+  if (!report("memcpy", d.memcpy_async(b.drecv, b.recv.data(), b.recv.size(), b.stream))) return false;
+  return device_sync(b);
+}
+
+bool device_sync(Buffers& b) {
+  return !b.device || report("stream_synchronize", kolo::device::runtime().stream_synchronize(b.stream, kolo::Deadline(kolo::env_timeout_seconds())));
+}
+
+bool device_download(Buffers& b) {
+  const kolo::device::DeviceOps& d = kolo::device::runtime();
+  if (!report("memcpy", d.memcpy_async(b.send.data(), b.dsend, b.send.size(), b.stream))) return false;
+  if (!report("memcpy", d.memcpy_async(b.recv.data(), b.drecv, b.recv.size(), b.stream))) return false;
+  return device_sync(b);
+}
+
+const char* device_runtime_name() { return kolo::device::runtime().name; }
 
 }  // namespace kolo_perf

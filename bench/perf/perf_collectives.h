@@ -20,10 +20,32 @@ struct Case {
 };
 
 // Buffers for one size; in-place calls use recv for both sides where the contract says so.
+// Filled and checked in host memory; in device mode (kolo-perf -G) the calls use device
+// mirrors (dsend, drecv) on `stream`, which device_upload/device_download copy.
 struct Buffers {
   std::vector<char> send;
   std::vector<char> recv;
+  bool device = false;
+  char* dsend = nullptr;
+  char* drecv = nullptr;
+  size_t dsend_bytes = 0, drecv_bytes = 0;
+  void* stream = nullptr;
+  Buffers() = default;
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  ~Buffers();
+  char* send_ptr() { return device ? dsend : send.data(); }
+  char* recv_ptr() { return device ? drecv : recv.data(); }
 };
+
+// Device mode, through kolo's device runtime (support/device: the emulated device, or a
+// GPU): allocate the mirrors and a stream, copy the host buffers in; wait for the stream;
+// copy the device buffers back for checking. Each returns false and prints why on failure.
+bool device_upload(Buffers& b);
+bool device_sync(Buffers& b);
+bool device_download(Buffers& b);
+// Which device runtime runs ("emulated", "cuda", "none").
+const char* device_runtime_name();
 
 struct Collective {
   const char* name;

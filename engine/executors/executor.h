@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "engine/collective.h"
@@ -32,6 +33,9 @@ struct ExecutorEnv {
   int size = 1;
   Fabric* fabric = nullptr;
   SharedDomain* shared = nullptr;  // null unless every rank shares memory with this one
+  // Runs host calls (one, or n as a group) on the communicator now, in its call order;
+  // for executors that wrap a host plan (device staging).
+  std::function<Status(const CollCall* calls, size_t n)> run_host;
 };
 
 class Executor {
@@ -40,6 +44,9 @@ class Executor {
   // Runs calls[0..n) as one program (n > 1 only for executors that concatenate, which
   // plan() guarantees for groups); blocks until done or failed.
   virtual Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) = 0;
+  // Executors that finish work after run() returns (stream-ordered device calls): wait
+  // until all of it is done, so that a blocking call that follows keeps the call order.
+  virtual Status drain(const Deadline& deadline) { return Status(); }
 };
 
 struct ExecutorRow {
@@ -54,5 +61,6 @@ const ExecutorRow& executor_row(ExecutorKind kind);
 // The rows (each defined beside its executor).
 std::unique_ptr<Executor> create_schedule_executor(const ExecutorEnv& env);
 std::unique_ptr<Executor> create_local_executor(const ExecutorEnv& env);
+std::unique_ptr<Executor> create_staged_device_executor(const ExecutorEnv& env);
 
 }  // namespace kolo

@@ -7,6 +7,7 @@ namespace {
 constexpr ExecutorRow kRows[kExecutorCount] = {
     {ExecutorKind::kSchedule, "schedule", create_schedule_executor},
     {ExecutorKind::kLocal, "local", create_local_executor},
+    {ExecutorKind::kDeviceStaged, "device_staged", create_staged_device_executor},
 };
 
 }  // namespace

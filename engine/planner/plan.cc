@@ -105,7 +105,7 @@ Algorithm forced_for(const CollSpec& spec, const PlanContext& ctx) {
 // The one-host executor takes a single call when the whole communicator shares memory and
 // no algorithm of the schedule executor is forced.
 bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
-  if (grouped || !ctx.shared_memory || is_empty(spec)) return false;
+  if (grouped || spec.device || !ctx.shared_memory || is_empty(spec)) return false;
   const Algorithm forced = forced_for(spec, ctx);
   if (forced != Algorithm::kAuto && forced != Algorithm::kOneShot && forced != Algorithm::kTwoShot) return false;
   return std::any_of(std::begin(kTable), std::end(kTable),
@@ -119,6 +119,15 @@ bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec
 
 Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   Plan p;
+  if (spec.device) {
+    // The only device path so far: copy to pinned host memory, run the host plan of the
+    // same call there, copy back, all in the caller's stream order.
+    CollSpec host = spec;
+    host.device = false;
+    p.executor = ExecutorKind::kDeviceStaged;
+    p.algorithm = plan(host, ctx, grouped).algorithm;
+    return p;
+  }
   if (plan_runs_locally(spec, ctx, grouped)) {
     p.executor = ExecutorKind::kLocal;
     // Only allreduce and reduce have a choice; the others run their one pipeline.
@@ -170,6 +179,7 @@ const char* executor_name(ExecutorKind kind) {
   switch (kind) {
     case ExecutorKind::kSchedule: return "schedule";
     case ExecutorKind::kLocal: return "local";
+    case ExecutorKind::kDeviceStaged: return "device_staged";
   }
   return "?";
 }

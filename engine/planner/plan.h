@@ -17,13 +17,15 @@ namespace kolo {
 enum class ExecutorKind : uint8_t {
   kSchedule = 0,  // a Schedule of sends, receives, reduces and copies over the fabric's links
   kLocal = 1,     // the one-host pipeline over staging slots in shared memory (engine/local)
+  kDeviceStaged = 2,  // device buffers: staged through pinned host memory, in stream order,
+                      // around the host plan of the same call (engine/executors)
 };
-constexpr int kExecutorCount = 2;
+constexpr int kExecutorCount = 3;
 const char* executor_name(ExecutorKind kind);
 
 struct Plan {
   ExecutorKind executor = ExecutorKind::kSchedule;
-  Algorithm algorithm = Algorithm::kDirect;
+  Algorithm algorithm = Algorithm::kDirect;  // kDeviceStaged: the host plan's algorithm
   // The program. kSchedule: this rank's steps. kLocal: the pipeline of `algorithm` over the
   // domain's slots, whose parameters are the spec's; record_local_program
   // (engine/local/local_program.h) lists its steps for the verifier, simulator and kolo-plan.

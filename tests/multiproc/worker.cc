@@ -18,6 +18,7 @@
 #include "worker_checks.h"
 #include "perf_collectives.h"
 #include "perf_data.h"
+#include "support/device/device.h"
 
 using namespace kolo_perf;
 
@@ -34,8 +35,10 @@ std::string describe(const char* coll, const Case& c, size_t count, bool in_plac
          (in_place ? " in-place" : " out-of-place") + " root " + std::to_string(c.root);
 }
 
-// Every collective x dtype x op x in-place x count (x two roots for rooted ones).
-void scenario_collectives(kolo_comm_t comm, bool quick) {
+// Every collective x dtype x op x in-place x count (x two roots for rooted ones). With
+// `device`, the buffers are device memory (KOLO_DEVICE=emulated in CI) and the calls are
+// enqueued on a stream; the results are read back after the stream is done.
+void scenario_collectives(kolo_comm_t comm, bool quick, bool device = false) {
   const int p = kolo_comm_size(comm);
   std::vector<size_t> counts{0, 1, 7, 1000};
   if (!quick) counts.push_back((size_t{1} << 20) + 3);
@@ -56,7 +59,9 @@ void scenario_collectives(kolo_comm_t comm, bool quick) {
               Case c{static_cast<kolo_dtype_t>(d), op, root, kolo_comm_rank(comm), p};
               Buffers b;
               coll.prepare(b, count, c, in_place);
+              if (device) expect(device_upload(b), "device upload");
               must(coll.call(b, count, c, in_place, comm), describe(coll.name, c, count, in_place));
+              if (device) expect(device_download(b), "device download");
               size_t wrong = coll.check(b, count, c, in_place);
               expect(wrong == 0, describe(coll.name, c, count, in_place) + ": " + std::to_string(wrong) + " wrong");
             }
@@ -65,6 +70,7 @@ void scenario_collectives(kolo_comm_t comm, bool quick) {
       }
     }
   }
+  if (device) return;
   // Repeated calls on the same buffers (plans come from the cache).
   std::vector<float> data(4099);
   for (int iter = 0; iter < 50; ++iter) {
@@ -386,6 +392,77 @@ int scenario_group(kolo_comm_t comm) {
 // same): KOLO_TEST_TCP_RANKS=1,3 puts those ranks on KOLO_TRANSPORTS=tcp (mixed
 // transports); KOLO_TEST_HOSTS=k splits the ranks into k emulated hosts (KOLO_HOSTID);
 // KOLO_TEST_ONE_CPU_RANKS=0 pins those ranks to one CPU.
+// Stream order on the emulated device: work before a collective on its stream is seen by
+// it, work after it sees its result; mixed host/device buffers are refused; many device
+// calls in flight, then a host call, keep the call order on every rank.
+void scenario_device_stream(kolo_comm_t comm) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  const size_t n = 1000;
+  void* stream = nullptr;
+  must(dev.stream_create(&stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "stream_create");
+  void* d = nullptr;
+  must(dev.malloc(&d, n * sizeof(float)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "malloc");
+  std::vector<float> host(n, static_cast<float>(me + 1)), out(n, -1);
+  // Enqueued before the collective on the same stream: the collective must see it.
+  must(dev.memcpy_async(d, host.data(), n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d");
+  const int rounds = 20;
+  for (int r = 0; r < rounds; ++r) {
+    must(kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream), "device allreduce in flight");
+  }
+  must(dev.memcpy_async(out.data(), d, n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h");
+  // A host call now: it runs after the queued device calls on every rank.
+  float one = 1, sum = 0;
+  must(kolo_allreduce(&one, &sum, 1, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "host allreduce after device calls");
+  expect(sum == static_cast<float>(p), "host allreduce after device calls");
+  must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
+  // After r rounds each element is (sum of rank+1) * p^(r-1).
+  double want = p * (p + 1) / 2.0;
+  for (int r = 1; r < rounds; ++r) want *= p;
+  bool ok = true;
+  for (float v : out) ok &= static_cast<double>(v) == static_cast<double>(static_cast<float>(want));
+  expect(ok, "device allreduces in stream order");
+  // Mixed buffers are refused with a clear error.
+  kolo_result_t mixed = kolo_allreduce(host.data(), d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream);
+  expect(mixed == KOLO_ERR_INVALID_ARGUMENT && std::strstr(kolo_last_error(), "host memory") != nullptr,
+         std::string("mixed host/device buffers refused: ") + kolo_last_error());
+  kolo_result_t async = KOLO_ERR_INTERNAL;
+  must(kolo_comm_get_async_error(comm, &async), "get_async_error");
+  expect(async == KOLO_SUCCESS, "no async error");
+  (void)dev.free(d);
+  (void)dev.stream_destroy(stream);
+}
+
+// The last rank dies while the others have device allreduces queued on a stream: every
+// survivor's stream is released within KOLO_TIMEOUT and the error is reported.
+int scenario_device_kill(kolo_comm_t comm) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  const size_t n = 1 << 16;
+  void* stream = nullptr;
+  void* d = nullptr;
+  if (!dev.stream_create(&stream).ok() || !dev.malloc(&d, n * sizeof(float)).ok()) return 3;
+  float one = 1, sum = 0;
+  must(kolo_allreduce(&one, &sum, 1, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "warm-up");
+  if (me == p - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    kill(getpid(), SIGKILL);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 50; ++r) {
+    if (kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream) != KOLO_SUCCESS) break;  // failed already
+  }
+  kolo::Status synced = dev.stream_synchronize(stream, kolo::Deadline(120));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  kolo_result_t async = KOLO_SUCCESS;
+  kolo_comm_get_async_error(comm, &async);
+  std::printf("rank %d: stream released after %.1f s (%s), async error %s: %s\n", me, waited,
+              synced.ok() ? "ok" : synced.message().c_str(), kolo_result_string(async), kolo_last_error());
+  expect(synced.ok(), "the stream is released, not held");
+  expect(async != KOLO_SUCCESS, "the peer's death is reported as an async error");
+  return g_failures > 0 ? 1 : 0;
+}
+
 void per_rank_environment() {
   const char* rank_text = std::getenv("KOLO_RANK");
   const char* size_text = std::getenv("KOLO_SIZE");
@@ -431,6 +508,9 @@ int main(int argc, char** argv) {
   g_rank = kolo_comm_rank(comm);
   int rc = 0;
   if (scenario == "collectives") scenario_collectives(comm, false);
+  else if (scenario == "device_collectives") scenario_collectives(comm, true, true);
+  else if (scenario == "device_stream") scenario_device_stream(comm);
+  else if (scenario == "device_kill") rc = scenario_device_kill(comm);
   else if (scenario == "quick") scenario_collectives(comm, true);
   else if (scenario == "options") scenario_options(comm);
   else if (scenario == "split") scenario_split(comm);
@@ -447,7 +527,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
-  if (scenario != "fault" && scenario != "kill" && scenario != "mismatch") must(kolo_comm_destroy(comm), "destroy");
+  if (scenario != "fault" && scenario != "kill" && scenario != "mismatch" && scenario != "device_kill") must(kolo_comm_destroy(comm), "destroy");
   if (g_rank == 0 || g_failures > 0) {
     std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
   }

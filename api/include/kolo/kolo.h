@@ -72,6 +72,10 @@ kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_uniq
 kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t* out);
 kolo_result_t kolo_comm_destroy(kolo_comm_t comm);
 kolo_result_t kolo_comm_abort(kolo_comm_t comm); /* safe from another thread */
+/* The communicator's first failure, including one that happened after a device call had
+ * returned (a peer died while the call was queued on a stream): KOLO_SUCCESS while it
+ * works; kolo_last_error() then says what failed. Safe from another thread. */
+kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error);
 int kolo_comm_rank(kolo_comm_t comm);
 int kolo_comm_size(kolo_comm_t comm);
 int kolo_comm_local_rank(kolo_comm_t comm);

@@ -1,0 +1,265 @@
+// The cuda backend: the device runtime's ops table over the CUDA runtime API (linked
+// statically, so libkolo loads where there is no driver) plus three driver entry points
+// taken from libcuda.so.1 with dlsym. Only real hardware can check this file: keep it
+// thin, one CUDA call per op, and check every call's own return value.
+//   - Presence and pointer queries use the driver directly: neither may create a context
+//     (cudaPointerGetAttributes on a host buffer creates one on GPU 0 in every rank).
+//   - Errors come from each call's own result, never cudaGetLastError (that would report,
+//     and clear, an error some other call left behind).
+//   - No wait is unbounded: synchronisation polls the stream or event until a Deadline.
+#include <cuda.h>  // driver types and enums only; libcuda is dlopen'ed, never linked
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "support/device/device.h"
+
+namespace kolo::device {
+namespace {
+
+// ---- the driver, through dlopen ---------------------------------------------------------
+
+struct Driver {
+  bool present = false;  // libcuda loads, cuInit succeeds and there is a GPU
+  CUresult (*get_attribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;
+};
+
+// Loaded once per process; a missing driver is the normal case on a CPU machine: silent.
+// The handle is never dlclose'd (the CUDA runtime holds libcuda open as well).
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver out;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return out;
+    auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(lib, "cuInit"));
+    auto count = reinterpret_cast<CUresult (*)(int*)>(dlsym(lib, "cuDeviceGetCount"));
+    auto attr = reinterpret_cast<CUresult (*)(void*, CUpointer_attribute, CUdeviceptr)>(
+        dlsym(lib, "cuPointerGetAttribute"));
+    if (init == nullptr || count == nullptr || attr == nullptr) return out;
+    // cuInit initialises the driver for this process; it creates no context.
+    if (init(0) != CUDA_SUCCESS) return out;
+    int devices = 0;
+    if (count(&devices) != CUDA_SUCCESS || devices <= 0) return out;
+    out.present = true;
+    out.get_attribute = attr;
+    return out;
+  }();
+  return d;
+}
+
+// ---- errors -----------------------------------------------------------------------------
+
+Code code_of(cudaError_t rc) {
+  if (rc == cudaErrorInvalidValue || rc == cudaErrorInvalidDevicePointer || rc == cudaErrorInvalidDevice ||
+      rc == cudaErrorInvalidResourceHandle) {
+    return Code::kInvalidArgument;
+  }
+  return Code::kSystem;  // out of memory, no driver, a failed launch, ...
+}
+
+// "cuda: <op>(<args>): <what CUDA says> (<error name>)"
+template <class... A>
+Status fail(cudaError_t rc, const char* op, const A&... args) {
+  return error(code_of(rc), "cuda: ", op, "(", args..., "): ", cudaGetErrorString(rc), " (", cudaGetErrorName(rc),
+               ")");
+}
+
+template <class... A>
+Status check(cudaError_t rc, const char* op, const A&... args) {
+  return rc == cudaSuccess ? Status() : fail(rc, op, args...);
+}
+
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
+
+// Polls query() (cudaStreamQuery / cudaEventQuery) until it stops saying "not ready" or
+// the deadline passes: spin briefly (short kernels finish in microseconds), then sleep.
+template <class Query>
+Status poll_until_done(Query query, const Deadline& deadline, const char* op, const void* what) {
+  for (int round = 0;; ++round) {
+    const cudaError_t rc = query();
+    if (rc == cudaSuccess) return Status();
+    if (rc != cudaErrorNotReady) return fail(rc, op, what);
+    if (deadline.expired()) return error(Code::kTimeout, "cuda: ", op, "(", what, "): work still pending at the deadline");
+    if (round < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(round < 1024 ? 20 : 200));
+    }
+  }
+}
+
+// ---- the ops ----------------------------------------------------------------------------
+
+int cuda_device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+Status cuda_set_device(int device) { return check(cudaSetDevice(device), "cudaSetDevice", device); }
+
+Result<int> cuda_current_device() {
+  int device = -1;
+  const cudaError_t rc = cudaGetDevice(&device);
+  if (rc != cudaSuccess) return fail(rc, "cudaGetDevice", "");
+  return device;
+}
+
+Status cuda_malloc(void** ptr, size_t bytes) { return check(cudaMalloc(ptr, bytes), "cudaMalloc", bytes, " bytes"); }
+Status cuda_free(void* ptr) { return check(cudaFree(ptr), "cudaFree", ptr); }
+
+// Portable: pinned for every device's context, not only the current one's.
+Status cuda_host_alloc(void** ptr, size_t bytes) {
+  return check(cudaHostAlloc(ptr, bytes, cudaHostAllocPortable), "cudaHostAlloc", bytes, " bytes, portable");
+}
+Status cuda_host_free(void* ptr) { return check(cudaFreeHost(ptr), "cudaFreeHost", ptr); }
+
+// The driver's attribute query creates no context; anything it does not know (ordinary
+// host memory, no driver, another error) is host memory.
+PointerInfo cuda_pointer_info(const void* ptr) {
+  PointerInfo info;
+  const Driver& d = driver();
+  if (ptr == nullptr || d.get_attribute == nullptr) return info;
+  const auto address = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
+  unsigned int type = 0;
+  if (d.get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS) return info;
+  switch (type) {
+    case CU_MEMORYTYPE_HOST:
+      info.kind = MemoryKind::kPinnedHost;
+      return info;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:  // managed memory: kolo treats it as device memory
+      info.kind = MemoryKind::kDevice;
+      break;
+    default:
+      return info;
+  }
+  int ordinal = -1;
+  if (d.get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) == CUDA_SUCCESS) info.device = ordinal;
+  return info;
+}
+
+Status cuda_memcpy_async(void* dst, const void* src, size_t bytes, void* stream) {
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), "cudaMemcpyAsync", dst, " <- ",
+               src, ", ", bytes, " bytes, stream ", stream);
+}
+
+Status cuda_memset_async(void* dst, int value, size_t bytes, void* stream) {
+  return check(cudaMemsetAsync(dst, value, bytes, as_stream(stream)), "cudaMemsetAsync", dst, ", value ", value, ", ",
+               bytes, " bytes, stream ", stream);
+}
+
+// Non-blocking: kolo's streams must not serialise with the legacy default stream.
+Status cuda_stream_create(void** stream) {
+  cudaStream_t s = nullptr;
+  KOLO_TRY(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", "non-blocking"));
+  *stream = s;
+  return Status();
+}
+
+Status cuda_stream_destroy(void* stream) { return check(cudaStreamDestroy(as_stream(stream)), "cudaStreamDestroy", stream); }
+
+Status cuda_stream_synchronize(void* stream, const Deadline& deadline) {
+  return poll_until_done([s = as_stream(stream)] { return cudaStreamQuery(s); }, deadline, "stream_synchronize", stream);
+}
+
+Status cuda_event_create(void** event) {
+  cudaEvent_t e = nullptr;
+  KOLO_TRY(check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", "disable timing"));
+  *event = e;
+  return Status();
+}
+
+Status cuda_event_destroy(void* event) { return check(cudaEventDestroy(as_event(event)), "cudaEventDestroy", event); }
+
+Status cuda_event_record(void* event, void* stream) {
+  return check(cudaEventRecord(as_event(event), as_stream(stream)), "cudaEventRecord", event, ", stream ", stream);
+}
+
+Status cuda_stream_wait_event(void* stream, void* event) {
+  return check(cudaStreamWaitEvent(as_stream(stream), as_event(event), 0), "cudaStreamWaitEvent", stream, ", event ",
+               event);
+}
+
+Result<bool> cuda_event_query(void* event) {
+  const cudaError_t rc = cudaEventQuery(as_event(event));
+  if (rc == cudaSuccess) return true;
+  if (rc == cudaErrorNotReady) return false;
+  return fail(rc, "cudaEventQuery", event);
+}
+
+Status cuda_event_synchronize(void* event, const Deadline& deadline) {
+  return poll_until_done([e = as_event(event)] { return cudaEventQuery(e); }, deadline, "event_synchronize", event);
+}
+
+Status cuda_launch_host_func(void* stream, void (*fn)(void*), void* arg) {
+  return check(cudaLaunchHostFunc(as_stream(stream), fn, arg), "cudaLaunchHostFunc", "stream ", stream);
+}
+
+// The kernel's .cu wrapper does the <<<>>> launch and checks it; here only the dispatch.
+Status cuda_launch(const Launch& l, void* stream) {
+  if (l.cuda == nullptr) {
+    return error(Code::kInvalidArgument, "cuda: launch of a kernel with no CUDA body (grid ", l.grid, ", block ",
+                 l.block, ")");
+  }
+  return l.cuda(l.args, l.grid, l.block, stream);
+}
+
+static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcHandle::bytes), "a CUDA IPC handle must fit in an IpcHandle");
+
+Status cuda_ipc_export(void* ptr, IpcHandle* handle) {
+  cudaIpcMemHandle_t h{};
+  KOLO_TRY(check(cudaIpcGetMemHandle(&h, ptr), "cudaIpcGetMemHandle", ptr));
+  *handle = IpcHandle{};
+  std::memcpy(handle->bytes, &h, sizeof(h));
+  return Status();
+}
+
+// Lazy peer access: the mapping works from the importer's device whether or not peer
+// access was enabled before.
+Status cuda_ipc_import(const IpcHandle& handle, void** ptr) {
+  cudaIpcMemHandle_t h{};
+  std::memcpy(&h, handle.bytes, sizeof(h));
+  return check(cudaIpcOpenMemHandle(ptr, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle",
+               "lazy peer access");
+}
+
+Status cuda_ipc_close(void* ptr) { return check(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHandle", ptr); }
+
+const DeviceOps kCuda = {
+    "cuda",
+    cuda_device_count,
+    cuda_set_device,
+    cuda_current_device,
+    cuda_malloc,
+    cuda_free,
+    cuda_host_alloc,
+    cuda_host_free,
+    cuda_pointer_info,
+    cuda_memcpy_async,
+    cuda_memset_async,
+    cuda_stream_create,
+    cuda_stream_destroy,
+    cuda_stream_synchronize,
+    cuda_event_create,
+    cuda_event_destroy,
+    cuda_event_record,
+    cuda_stream_wait_event,
+    cuda_event_query,
+    cuda_event_synchronize,
+    cuda_launch_host_func,
+    cuda_launch,
+    cuda_ipc_export,
+    cuda_ipc_import,
+    cuda_ipc_close,
+};
+
+}  // namespace
+
+const DeviceOps* cuda_ops() { return &kCuda; }
+bool cuda_present() { return driver().present; }
+
+}  // namespace kolo::device

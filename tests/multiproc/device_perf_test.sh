@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# kolo-perf on device memory (the emulated device): every sub-command with 3 and 5 ranks
+# prints #wrong 0 and exits 0; the header names the device runtime and the path.
+set -eu
+kolorun=$1 perf=$2
+export KOLO_DEVICE=emulated
+for np in 3 5; do
+  for coll in allreduce allgather allgatherv broadcast reduce reduce_scatter alltoall sendrecv; do
+    echo "== $coll -np $np -G"
+    out=$("$kolorun" -np "$np" "$perf" "$coll" -G -b 8 -e 1M -f 16 -n 2 -w 1 -c 1 -r $((np - 1)))
+    echo "$out" | tail -3
+    echo "$out" | grep -q "# Out of bounds values : 0 OK"
+    echo "$out" | grep -q "\[emulated\] device memory"
+  done
+done
+"$kolorun" -np 4 "$perf" allreduce -G -b 8 -e 64M -f 8 -n 2 -w 1 -c 1 | tail -3 | grep -q "# Out of bounds values : 0 OK"
+echo "kolo-perf -G: every collective checked on the emulated device"

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # kolo's main job on this machine: a 4-rank allreduce benchmark with checked results,
-# nccl-tests style. Host (CPU) memory today; the GPU executor is not built yet.
+# nccl-tests style. With a GPU (and a kolo built with nvcc) the buffers are GPU memory
+# (-G: staged through pinned host memory; never run on a GPU yet); otherwise host memory.
+# KOLO_DEVICE=emulated runs the device path on the CPU's emulated device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 bash tools/build.sh
-exec build/tools/kolorun/kolorun -np "${NP:-4}" build/bench/perf/kolo-perf allreduce -b 8 -e 64M -f 2 -c 1 "$@"
+device=()
+if [ "${KOLO_DEVICE:-auto}" = emulated ] || { [ "${KOLO_DEVICE:-auto}" != none ] && command -v nvidia-smi >/dev/null &&
+                                              nvidia-smi -L 2>/dev/null | grep -q GPU; }; then
+  device=(-G)
+fi
+exec build/tools/kolorun/kolorun -np "${NP:-4}" build/bench/perf/kolo-perf allreduce -b 8 -e 64M -f 2 -c 1 "${device[@]}" "$@"

@@ -278,7 +278,8 @@ Status Communicator::execute(const PlannedCall* calls, size_t n) {
 // every rank runs its calls in the order it made them.
 Status Communicator::drain_device() {
   Executor* staged = executors_[static_cast<int>(ExecutorKind::kDeviceStaged)].get();
-  return staged == nullptr ? Status() : staged->drain(Deadline(timeout_seconds_));
+  if (staged == nullptr || !staged->busy()) return Status();
+  return staged->drain(Deadline(timeout_seconds_));
 }
 
 Status Communicator::run(const CollCall& call) {
@@ -304,6 +305,14 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
   KOLO_TRY(usable());
   ran_plan_ = nullptr;
   bound_plan_cache();
+  if (n == 1) {  // the common case, without the group's vector
+    if (is_empty(calls[0].spec)) return Status();
+    PlannedCall call{nullptr, lowered(calls[0]), 0};
+    call.plan = &plan_for(call.call.spec, false);
+    if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
+    ran_plan_ = call.plan;
+    return execute(&call, 1);
+  }
   const bool grouped = n > 1;
   group_.clear();
   for (size_t i = 0; i < n; ++i) {

@@ -23,6 +23,11 @@ Status cuda_reduce_into(void* dst, const void* const* srcs, int nsrcs, size_t co
 Status cuda_scale_copy(void* dst, const void* src, size_t count, DType dtype, Scale scale,
                        void* stream);
 
+// The cuda backend's Launch::cuda for the reduce body (kernels/reduce_body.h): args is a
+// ReduceArgs; launches reduce_kernel<dtype, op> on the stream. The two calls above are
+// device_reduce_into / device_scale_copy (kernels/device_kernels.h) on the cuda backend.
+Status cuda_reduce_launch(const void* args, unsigned grid, unsigned block, void* stream);
+
 // Wire compression (kernels/compress.h): same contracts, layout and arithmetic
 // (kernels/compress_math.h) as compress, decompress, decompress_reduce and
 // decompress_reduce_compress on the host, bit for bit. Pointers 16-byte aligned take the

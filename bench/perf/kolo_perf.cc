@@ -204,8 +204,9 @@ std::string format_measure(const Measure& m, bool check) {
 void print_header(const Options& o, kolo_comm_t comm) {
   const int rank = kolo_comm_rank(comm);
   const int size = kolo_comm_size(comm);
-  struct Record { int rank; int pid; char host[120]; } mine{}, *all = new Record[size];
+  struct Record { int rank; int pid; int device; char host[116]; } mine{}, *all = new Record[size];
   mine.rank = rank;
+  mine.device = o.device ? device_current() : 0;
   mine.pid = static_cast<int>(getpid());
   gethostname(mine.host, sizeof(mine.host) - 1);
   kolo_result_t rc = kolo_allgather(&mine, all, sizeof(Record), KOLO_UINT8, comm, nullptr);
@@ -217,7 +218,8 @@ void print_header(const Options& o, kolo_comm_t comm) {
                 o.min_bytes, o.max_bytes, o.factor != 0 ? o.factor : double(o.increment),
                 o.factor != 0 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
     for (int r = 0; r < size; ++r) {
-      std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [%s] %s\n", all[r].rank, all[r].pid, all[r].host,
+      std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s\n", all[r].rank, all[r].pid, all[r].host,
+                  o.device ? all[r].device : 0,
                   o.device ? device_runtime_name() : "cpu",
                   o.device ? "device memory, staged through pinned host memory (device_staged)" : "host memory");
     }
@@ -254,6 +256,7 @@ int main(int argc, char** argv) {
   const int rank = kolo_comm_rank(comm);
   const int nranks = kolo_comm_size(comm);
   if (coll.rooted && (o.root < 0 || o.root >= nranks)) usage_error("root " + std::to_string(o.root) + " out of range");
+  if (o.device && !device_select(kolo_comm_local_rank(comm))) return 1;
   print_header(o, comm);
 
   nlohmann::json results = nlohmann::json::array();

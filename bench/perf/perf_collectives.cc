@@ -272,6 +272,18 @@ Buffers::~Buffers() {
   if (stream != nullptr) (void)d.stream_destroy(stream);
 }
 
+bool device_select(int local_rank) {
+  const kolo::device::DeviceOps& d = kolo::device::runtime();
+  const int count = d.device_count();
+  if (count <= 0) return report("selection", kolo::error(kolo::Code::kUnsupported, "no device (", d.name, ")"));
+  return report("set_device", d.set_device(local_rank % count));
+}
+
+int device_current() {
+  kolo::Result<int> d = kolo::device::runtime().current_device();
+  return d.ok() ? d.value() : -1;
+}
+
 bool device_upload(Buffers& b) {
   const kolo::device::DeviceOps& d = kolo::device::runtime();
   b.device = true;

@@ -41,6 +41,9 @@ struct Buffers {
 // Device mode, through kolo's device runtime (support/device: the emulated device, or a
 // GPU): allocate the mirrors and a stream, copy the host buffers in; wait for the stream;
 // copy the device buffers back for checking. Each returns false and prints why on failure.
+// The device this rank uses: its local rank's, modulo the devices there are (call once).
+bool device_select(int local_rank);
+int device_current();
 bool device_upload(Buffers& b);
 bool device_sync(Buffers& b);
 bool device_download(Buffers& b);

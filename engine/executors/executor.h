@@ -47,6 +47,8 @@ class Executor {
   // Executors that finish work after run() returns (stream-ordered device calls): wait
   // until all of it is done, so that a blocking call that follows keeps the call order.
   virtual Status drain(const Deadline& deadline) { return Status(); }
+  // Whether drain() has anything to wait for (cheap: asked before every blocking call).
+  virtual bool busy() const { return false; }
 };
 
 struct ExecutorRow {

@@ -12,6 +12,7 @@
 //
 // One staging buffer per call, from a pool of pinned buffers (pinning costs far more than
 // a collective): correct on every transport, not yet fast (no pipelining of chunks).
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -150,11 +151,14 @@ class StagedDeviceExecutor final : public Executor {
       std::lock_guard<std::mutex> lock(m_);
       queue_.push_back(op);
       ++pending_;
+      busy_.store(true, std::memory_order_release);
       if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
     }
     cv_.notify_all();
     return Status();
   }
+
+  bool busy() const override { return busy_.load(std::memory_order_acquire); }
 
   Status drain(const Deadline& deadline) override {
     std::unique_lock<std::mutex> lock(m_);
@@ -266,7 +270,7 @@ class StagedDeviceExecutor final : public Executor {
       }
       {
         std::lock_guard<std::mutex> lock(m_);
-        --pending_;
+        if (--pending_ == 0) busy_.store(false, std::memory_order_release);
       }
       cv_.notify_all();
     }
@@ -278,6 +282,7 @@ class StagedDeviceExecutor final : public Executor {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Operation>> queue_;
   size_t pending_ = 0;
+  std::atomic<bool> busy_{false};  // pending_ > 0, readable without the lock
   bool stop_ = false;
   std::vector<std::shared_ptr<Operation>> stuck_;  // streams that never finished: kept alive
   std::thread thread_;  // started by the first device call

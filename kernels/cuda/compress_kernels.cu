@@ -187,9 +187,12 @@ Status launch(const char* caller, float* fout, const float* fin, void* wout, con
   const size_t nunits = (count + unit - 1) / unit;
   size_t blocks = (nunits + kThreads - 1) / kThreads;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  pick<Op>(fmt.dtype)<<<static_cast<unsigned>(blocks), kThreads, 0,
-                        static_cast<cudaStream_t>(stream)>>>(a);
-  const cudaError_t err = cudaGetLastError();
+  // The launch's own result (cudaGetLastError would also consume another library's
+  // pending error and report it as ours).
+  void* params[] = {&a};
+  const cudaError_t err =
+      cudaLaunchKernel(reinterpret_cast<const void*>(pick<Op>(fmt.dtype)), dim3(static_cast<unsigned>(blocks)),
+                       dim3(kThreads), params, 0, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
     return error(Code::kSystem, caller, ": kernel launch failed: ", cudaGetErrorName(err), " (",
                  cudaGetErrorString(err), ")");

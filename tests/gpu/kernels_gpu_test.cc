@@ -15,8 +15,10 @@
 
 #include "kernels/compress.h"
 #include "kernels/cuda_kernels.h"
+#include "kernels/device_kernels.h"
 #include "kernels/functors.h"
 #include "kernels/host_kernels.h"
+#include "support/device/device.h"
 
 namespace kolo {
 namespace {
@@ -232,10 +234,13 @@ void random_element(DType d, std::mt19937& rng, uint8_t* out) {
   std::memcpy(out, &raw, es);
 }
 
+// max_blocks other than the default goes through device_reduce_into on the cuda backend
+// with that grid cap, so the grid-stride loops take several steps.
 void run_reduce_case(DType d, ReduceOp op, int nsrcs, size_t count, size_t shift_elems,
-                     Scale scale, std::mt19937& rng) {
+                     Scale scale, std::mt19937& rng, unsigned max_blocks = kKernelMaxBlocks) {
   SCOPED_TRACE(str_cat(dtype_name(d), " ", op_name(op), " nsrcs ", nsrcs, " count ", count,
-                       " shift ", shift_elems, " scale ", scale.factor, "/", scale.divisor));
+                       " shift ", shift_elems, " scale ", scale.factor, "/", scale.divisor,
+                       " max_blocks ", max_blocks));
   const size_t es = dtype_size(d);
   const size_t shift = shift_elems * es;
   const size_t bytes = shift + count * es + kGuard;
@@ -253,7 +258,11 @@ void run_reduce_case(DType d, ReduceOp op, int nsrcs, size_t count, size_t shift
     dp.push_back(dsrc[k]->get() + shift);
   }
   Status sh, sd;
-  if (nsrcs == 1) {
+  if (max_blocks != kKernelMaxBlocks) {
+    sh = reduce_into(dst.data() + shift, hp.data(), nsrcs, count, d, op, scale);
+    sd = device_reduce_into(*device::cuda_ops(), ddst.get() + shift, dp.data(), nsrcs, count, d, op,
+                            scale, nullptr, max_blocks);
+  } else if (nsrcs == 1) {
     sh = scale_copy(dst.data() + shift, hp[0], count, d, scale);
     sd = cuda_scale_copy(ddst.get() + shift, dp[0], count, d, scale, nullptr);
   } else {
@@ -287,6 +296,21 @@ TEST_F(Gpu, ReduceKernelsMatchHostTwinsBitForBit) {
     // One large case per dtype: many blocks and a grid-stride loop.
     run_reduce_case(d, ReduceOp::kSum, 4, (1u << 20) + 5, 0, Scale{1.0, 4}, rng);
     if (HasFatalFailure()) return;
+  }
+}
+
+// Grids of 1, 2 and 3 blocks: every grid-stride loop (prologue, packs, tail) steps many
+// times; shift 1 misaligns every pointer alike, so the bulk still goes by 16-byte vectors.
+TEST_F(Gpu, ReduceKernelsWithCappedGrids) {
+  std::mt19937 rng(5);
+  for (int di = 0; di < static_cast<int>(DType::kCount); ++di) {
+    const DType d = static_cast<DType>(di);
+    for (unsigned cap : {1u, 2u, 3u}) {
+      for (size_t shift : {0, 1}) {
+        run_reduce_case(d, ReduceOp::kMax, 3, 4099, shift, Scale{2.0, 3}, rng, cap);
+        if (HasFatalFailure()) return;
+      }
+    }
   }
 }
 

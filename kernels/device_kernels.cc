@@ -1,0 +1,159 @@
+// Device launches of the reduce / scale-copy body (kernels/reduce_body.h): checks, the
+// work split, and one device::Launch that carries both the emulated block loop (compiled
+// here, in every build) and, in CUDA builds, the .cu wrapper's launcher.
+#include "kernels/device_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/host_kernels.h"
+#include "kernels/reduce_body.h"
+#if defined(KOLO_KERNELS_HAVE_CUDA)
+#include "kernels/cuda_kernels.h"
+#endif
+
+namespace kolo {
+namespace {
+
+// One block of the emulated grid: its threads one after another, with the indices the
+// CUDA wrapper computes from blockIdx and threadIdx.
+template <DType D, ReduceOp O>
+struct EmulatedBlock {
+  static void run(const ReduceArgs& a, unsigned block_index, unsigned grid, unsigned block) {
+    const size_t nthreads = static_cast<size_t>(grid) * block;
+    const size_t first = static_cast<size_t>(block_index) * block;
+    for (unsigned t = 0; t < block; ++t) reduce_thread<D, O>(a, first + t, nthreads);
+  }
+};
+
+void emulated_reduce_block(const void* args, unsigned block_index, unsigned grid, unsigned block) {
+  ReduceArgs a;
+  std::memcpy(&a, args, sizeof(a));  // Launch::args are bytes; copy out, aligned
+  dispatch_reduce<EmulatedBlock>(a.dtype, a.op, a, block_index, grid, block);
+}
+
+ReduceScaleArgs scale_args(DType dtype, Scale scale) {
+  ReduceScaleArgs s;
+  s.factor = scale.factor;
+  s.divisor = scale.divisor;
+  s.md = scale.factor / static_cast<double>(scale.divisor);
+  s.mf = static_cast<float>(s.md);
+  if (scale.identity()) {
+    s.mode = ReduceScaleArgs::kIdentity;
+  } else if (dtype_is_float(dtype)) {
+    s.mode = ReduceScaleArgs::kMul;
+  } else {
+    s.mode = scale.factor == 1.0 ? ReduceScaleArgs::kIntDiv : ReduceScaleArgs::kIntDouble;
+  }
+  return s;
+}
+
+Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst,
+                     const void* const* srcs, int nsrcs, size_t count, DType dtype, ReduceOp op,
+                     Scale scale, void* stream, unsigned max_blocks) {
+  KOLO_TRY(check_reduce_args(caller, dst, srcs, nsrcs, count, dtype, op, scale));
+  if (max_blocks == 0) return error(Code::kInvalidArgument, caller, ": max_blocks is 0");
+  const bool is_cuda = std::strcmp(dev.name, "cuda") == 0;
+  if (!is_cuda && std::strcmp(dev.name, "emulated") != 0) {
+    return error(Code::kUnsupported, caller, ": no device runtime (backend '", dev.name,
+                 "'); set KOLO_DEVICE=emulated for a CPU device, or use the host kernels");
+  }
+  if (count == 0) return Status::ok_status();
+  // One input and no scale: the result is the input, bit for bit, whatever the op.
+  if (nsrcs == 1 && scale.identity()) {
+    if (dst == srcs[0]) return Status::ok_status();
+    return dev.memcpy_async(dst, srcs[0], count * dtype_size(dtype), stream);
+  }
+  const ReducePlan plan = plan_reduce(dst, srcs, nsrcs, count, dtype, max_blocks);
+  ReduceArgs a;
+  a.dst = dst;
+  for (int k = 0; k < nsrcs; ++k) a.src[k] = srcs[k];
+  a.nsrcs = nsrcs;
+  a.dtype = dtype;
+  a.op = op;
+  a.count = count;
+  a.head = plan.head;
+  a.npacks = plan.npacks;
+  a.scale = scale_args(dtype, scale);
+
+  device::Launch l;
+  l.grid = plan.grid;
+  l.block = kKernelThreads;
+  l.args = &a;
+  l.args_bytes = sizeof(a);
+  l.emulated = emulated_reduce_block;
+#if defined(KOLO_KERNELS_HAVE_CUDA)
+  l.cuda = cuda_reduce_launch;
+#endif
+  if (is_cuda && l.cuda == nullptr) {
+    return error(Code::kUnsupported, caller, ": this kolo was built without the CUDA kernels");
+  }
+  Status st = dev.launch(l, stream);
+  if (!st.ok()) return error(st.code(), caller, ": ", st.message());
+  return st;
+}
+
+}  // namespace
+
+ReducePlan plan_reduce(const void* dst, const void* const* srcs, int nsrcs, size_t count,
+                       DType dtype, unsigned max_blocks) {
+  const size_t es = dtype_size(dtype);
+  const size_t per_pack = 16 / es;
+  const uintptr_t mis = reinterpret_cast<uintptr_t>(dst) % 16;
+  bool same = true;
+  for (int k = 0; k < nsrcs; ++k) same = same && reinterpret_cast<uintptr_t>(srcs[k]) % 16 == mis;
+  ReducePlan p;
+  if (same) {
+    // Pointers are aligned to the element size, so (16 - mis) is a whole number of them.
+    p.head = std::min(count, ((16 - mis) % 16) / es);
+    p.npacks = (count - p.head) / per_pack;
+  }
+  const size_t tail = count - p.head - p.npacks * per_pack;
+  const size_t threads = std::max({p.head, p.npacks, tail});
+  const size_t blocks = std::max<size_t>(1, (threads + kKernelThreads - 1) / kKernelThreads);
+  p.grid = static_cast<unsigned>(std::min<size_t>(blocks, std::max(1u, max_blocks)));
+  return p;
+}
+
+Status device_reduce_into(const device::DeviceOps& dev, void* dst, const void* const* srcs,
+                          int nsrcs, size_t count, DType dtype, ReduceOp op, Scale scale,
+                          void* stream, unsigned max_blocks) {
+  return launch_reduce(dev, "device_reduce_into", dst, srcs, nsrcs, count, dtype, op, scale, stream,
+                       max_blocks);
+}
+
+Status device_scale_copy(const device::DeviceOps& dev, void* dst, const void* src, size_t count,
+                         DType dtype, Scale scale, void* stream, unsigned max_blocks) {
+  const void* srcs[1] = {src};
+  return launch_reduce(dev, "device_scale_copy", dst, srcs, 1, count, dtype, ReduceOp::kSum, scale,
+                       stream, max_blocks);
+}
+
+Status device_reduce_into(void* dst, const void* const* srcs, int nsrcs, size_t count,
+                          DType dtype, ReduceOp op, Scale scale, void* stream) {
+  return device_reduce_into(device::runtime(), dst, srcs, nsrcs, count, dtype, op, scale, stream);
+}
+
+Status device_scale_copy(void* dst, const void* src, size_t count, DType dtype, Scale scale,
+                         void* stream) {
+  return device_scale_copy(device::runtime(), dst, src, count, dtype, scale, stream);
+}
+
+#if defined(KOLO_KERNELS_HAVE_CUDA)
+// The CUDA-only entry points (kernels/cuda_kernels.h) are the cuda backend's launches.
+Status cuda_reduce_into(void* dst, const void* const* srcs, int nsrcs, size_t count,
+                        DType dtype, ReduceOp op, Scale scale, void* stream) {
+  return launch_reduce(*device::cuda_ops(), "cuda_reduce_into", dst, srcs, nsrcs, count, dtype, op,
+                       scale, stream, kKernelMaxBlocks);
+}
+
+Status cuda_scale_copy(void* dst, const void* src, size_t count, DType dtype, Scale scale,
+                       void* stream) {
+  const void* srcs[1] = {src};
+  return launch_reduce(*device::cuda_ops(), "cuda_scale_copy", dst, srcs, 1, count, dtype,
+                       ReduceOp::kSum, scale, stream, kKernelMaxBlocks);
+}
+#endif
+
+}  // namespace kolo

@@ -1,0 +1,51 @@
+// Element-wise kernels on device memory, through the device runtime (support/device):
+// the same contracts, argument checks and bit-exact results as reduce_into / scale_copy
+// (kernels/host_kernels.h), run by the kernel body of kernels/reduce_body.h.
+//   cuda      the __global__ wrapper in cuda/reduce_kernels.cu (builds with nvcc);
+//   emulated  the same body, block by block, on the stream's worker thread;
+//   none      kUnsupported.
+// Calls are asynchronous on the stream (nullptr: the default stream); the Status covers
+// argument and launch errors. One input with no scale is a memcpy_async on the stream.
+// Includes no CUDA header.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/dtype.h"
+#include "support/device/device.h"
+#include "support/status.h"
+
+namespace kolo {
+
+constexpr unsigned kKernelThreads = 256;  // threads per block
+// Grid-stride loops cover any count; more blocks than this only adds scheduling work.
+constexpr unsigned kKernelMaxBlocks = 1u << 20;
+
+// With the runtime this process chose (device::runtime()).
+Status device_reduce_into(void* dst, const void* const* srcs, int nsrcs, size_t count,
+                          DType dtype, ReduceOp op, Scale scale, void* stream);
+Status device_scale_copy(void* dst, const void* src, size_t count, DType dtype, Scale scale,
+                         void* stream);
+
+// With a given backend and grid cap (tests force 1..3 blocks so that the grid-stride
+// loops take several steps). max_blocks >= 1.
+Status device_reduce_into(const device::DeviceOps& dev, void* dst, const void* const* srcs,
+                          int nsrcs, size_t count, DType dtype, ReduceOp op, Scale scale,
+                          void* stream, unsigned max_blocks = kKernelMaxBlocks);
+Status device_scale_copy(const device::DeviceOps& dev, void* dst, const void* src, size_t count,
+                         DType dtype, Scale scale, void* stream,
+                         unsigned max_blocks = kKernelMaxBlocks);
+
+// How a launch splits the work (kernels/reduce_body.h), exposed for tests: head elements
+// up to dst's 16-byte boundary, then npacks 16-byte vectors when every source shares
+// dst's misalignment mod 16 (else 0: element by element), then the tail; grid blocks of
+// kKernelThreads.
+struct ReducePlan {
+  size_t head = 0;
+  size_t npacks = 0;
+  unsigned grid = 1;
+};
+ReducePlan plan_reduce(const void* dst, const void* const* srcs, int nsrcs, size_t count,
+                       DType dtype, unsigned max_blocks = kKernelMaxBlocks);
+
+}  // namespace kolo

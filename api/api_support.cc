@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "kernels/dtype.h"
+#include "support/device/device.h"
 
 namespace kolo {
 namespace {
@@ -86,6 +87,18 @@ Status check_rank(const char* name, int value, int size) {
   if (value < 0 || value >= size) {
     return error(Code::kInvalidArgument, name, " = ", value, " is out of range for a communicator of ", size,
                  " ranks");
+  }
+  return Status();
+}
+
+Status check_host_memory(const char* name, const void* buffer) {
+  if (buffer == nullptr) return Status();
+  const device::DeviceOps& runtime = device::runtime();
+  const device::PointerInfo info = runtime.pointer_info(buffer);
+  if (info.kind == device::MemoryKind::kDevice) {
+    return error(Code::kUnsupported, name, " is ", runtime.name, " device memory (device ", info.device,
+                 "); the runtime's named operations take host tensors (device tensors are planned; the "
+                 "collectives take device buffers)");
   }
   return Status();
 }

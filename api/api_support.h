@@ -49,6 +49,8 @@ Status check_dtype(kolo_dtype_t dtype);
 Status check_op(kolo_op_t op);
 Status check_buffer(const char* name, const void* buffer, size_t count);
 Status check_rank(const char* name, int value, int size);
+// The runtime's named operations take host memory only: kUnsupported for device memory.
+Status check_host_memory(const char* name, const void* buffer);
 // Two byte ranges that overlap without being the same range (not in-place, not apart).
 Status check_no_partial_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 

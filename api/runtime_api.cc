@@ -139,7 +139,9 @@ kolo_result_t kolo_enqueue_allreduce_group(const char* name, int ntensors, const
     const size_t elem = kolo::dtype_size(request->sig.dtype);
     for (int t = 0; t < ntensors; ++t) {
       KOLO_TRY(kolo::check_buffer(kolo::str_cat("sends[", t, "]").c_str(), sends[t], counts[t]));
+      KOLO_TRY(kolo::check_host_memory(kolo::str_cat("sends[", t, "]").c_str(), sends[t]));
       KOLO_TRY(kolo::check_buffer(kolo::str_cat("recvs[", t, "]").c_str(), recvs[t], counts[t]));
+      KOLO_TRY(kolo::check_host_memory(kolo::str_cat("recvs[", t, "]").c_str(), recvs[t]));
       KOLO_TRY(kolo::check_no_partial_overlap(sends[t], counts[t] * elem, recvs[t], counts[t] * elem));
       request->sends.push_back(sends[t]);
       request->recvs.push_back(recvs[t]);
@@ -163,6 +165,7 @@ kolo_result_t kolo_enqueue_allgather(const char* name, const void* send, size_t 
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
     KOLO_TRY(kolo::check_buffer("send", send, rows * row_count));
+    KOLO_TRY(kolo::check_host_memory("send", send));
     if (!request->alloc) return error(Code::kInvalidArgument, "options->alloc is NULL: allgather needs it");
     request->sig.kind = OpKind::kAllgather;
     request->sig.counts = {row_count};
@@ -180,6 +183,7 @@ kolo_result_t kolo_enqueue_broadcast(const char* name, void* buf, size_t count, 
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
     KOLO_TRY(kolo::check_rank("root", root, comm->impl->size()));
     KOLO_TRY(kolo::check_buffer("buf", buf, count));
+    KOLO_TRY(kolo::check_host_memory("buf", buf));
     request->sig.kind = OpKind::kBroadcast;
     request->sig.root = root;
     request->sig.counts = {count};
@@ -203,6 +207,7 @@ kolo_result_t kolo_enqueue_alltoall(const char* name, const void* send, const si
       total += send_counts[q];
     }
     KOLO_TRY(kolo::check_buffer("send", send, total));
+    KOLO_TRY(kolo::check_host_memory("send", send));
     request->sig.kind = OpKind::kAlltoall;
     request->sends = {send};
     request->recvs = {nullptr};
@@ -218,7 +223,9 @@ kolo_result_t kolo_enqueue_reduce_scatter(const char* name, const void* send, vo
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
     KOLO_TRY(check_reduce_op(op, *request));
     KOLO_TRY(kolo::check_buffer("send", send, recvcount));
+    KOLO_TRY(kolo::check_host_memory("send", send));
     KOLO_TRY(kolo::check_buffer("recv", recv, recvcount));
+    KOLO_TRY(kolo::check_host_memory("recv", recv));
     const size_t block = recvcount * kolo::dtype_size(request->sig.dtype);
     const char* own = static_cast<const char*>(send) + comm->impl->rank() * block;
     if (recv != own) KOLO_TRY(kolo::check_no_partial_overlap(send, block * comm->impl->size(), recv, block));

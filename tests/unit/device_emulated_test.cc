@@ -212,16 +212,15 @@ TEST(DeviceEmulated, IpcSharesAnAllocationWithAnotherProcess) {
 }
 
 TEST(DeviceEmulated, ChosenByKoloDevice) {
-  // The choice is made once per process: look at it in a child.
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    setenv("KOLO_DEVICE", "emulated", 1);
-    _exit(std::strcmp(runtime().name, "emulated") == 0 ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The choice is made once per process: look at it in a fresh one (the threadsafe death
+  // test style re-runs this binary for the child, so no earlier choice is inherited).
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("KOLO_DEVICE", "emulated", 1);
+        std::exit(std::strcmp(runtime().name, "emulated") == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -49,12 +49,7 @@ Status Connections::connect(const ConnectRequest& req, const Deadline& deadline)
   StoreClient& store = *req.store;
   const int n = req.size, me = req.rank;
   TransportEnv env;
-  env.store = req.store;
-  env.secret = req.secret;
-  env.prefix = req.prefix;
-  env.rank = me;
-  env.size = n;
-  env.host_of_rank = req.host_of_rank;
+  static_cast<CommSite&>(env) = req;
   env.allowed.resize(n);
   // The transport of a pair must be chosen alike at both ends.
   KOLO_TRY(store.set(str_cat(req.prefix, "/transports/", me), name_list(mine.value()), deadline));

@@ -12,17 +12,11 @@
 #include "transport/bootstrap/store.h"
 #include "transport/fabric.h"
 #include "transport/shared_domain.h"
+#include "transport/transport.h"
 
 namespace kolo {
 
-struct ConnectRequest {
-  StoreClient* store = nullptr;
-  std::string secret;  // raw bytes; empty = unauthenticated
-  std::string prefix;  // store key prefix, unique per communicator
-  int rank = 0;
-  int size = 1;
-  std::vector<int> host_of_rank;  // rank -> host index (equal = same host)
-};
+using ConnectRequest = CommSite;
 
 class Connections {
  public:

@@ -18,14 +18,19 @@
 
 namespace kolo {
 
-// What a backend knows of the communicator when it connects.
-struct TransportEnv {
+// A rank of a communicator as the transports see it: its store, its place among the ranks,
+// and which host each rank is on.
+struct CommSite {
   StoreClient* store = nullptr;
   std::string secret;  // raw bytes; empty = unauthenticated
   std::string prefix;  // store key prefix, unique per communicator
   int rank = 0;
   int size = 1;
-  std::vector<int> host_of_rank;                 // rank -> host index (equal = same host)
+  std::vector<int> host_of_rank;  // rank -> host index (equal = same host)
+};
+
+// What a backend knows of the communicator when it connects.
+struct TransportEnv : CommSite {
   std::vector<std::vector<std::string>> allowed;  // rank -> the transports it allows, preferred first
   bool allows(int rank, const char* name) const;
 };

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# What only a GPU can check, in one go, for whoever has one: builds with nvcc, runs the
+# `gpu` ctest label (kernels against their host twins, the cuda device backend), then
+# kolo-perf on GPU memory with 2 and 4 ranks sharing the GPU(s), and writes everything to
+# bench/results/<date>-gpu-check-<commit>.md with the device's name. Without a GPU it says
+# so and exits 0 having run nothing that needs one.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
+  echo "gpu-check: no GPU here (nvidia-smi lists none); nothing run"
+  exit 0
+fi
+bash tools/setup.sh && bash tools/build.sh || exit 1
+out="bench/results/$(date +%F)-gpu-check-$(git rev-parse --short HEAD).md"
+{
+  echo "# GPU check, $(date +%F), commit $(git rev-parse --short HEAD)"
+  echo; echo '```'; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; echo '```'
+  echo; echo "## ctest -L gpu"; echo; echo '```'
+  ctest --test-dir build -L gpu --output-on-failure 2>&1 | tail -40
+  echo '```'
+  for np in 2 4; do
+    echo; echo "## kolorun -np $np kolo-perf allreduce -G (KOLO_DEVICE=cuda)"; echo; echo '```'
+    KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np $np build/bench/perf/kolo-perf allreduce -G -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
+    echo '```'
+  done
+} | tee "$out"
+echo "gpu-check: wrote $out"

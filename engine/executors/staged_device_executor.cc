@@ -10,8 +10,12 @@
 // the stream, and frees the staging once `finished` has passed. A failure fails the
 // communicator: the next call and kolo_comm_get_async_error report it.
 //
-// One staging buffer per call, from a pool of pinned buffers (pinning costs far more than
-// a collective): correct on every transport, not yet fast (no pipelining of chunks).
+// Staging buffers come from a pool of pinned buffers (pinning costs far more than a
+// collective). Large allreduce, reduce and broadcast calls go in chunks of
+// kStagedChunkBytes, every chunk its own host collective: all chunks' input copies are
+// enqueued first, so the stream copies chunk i+1 in (and chunk i-1 out) while the progress
+// thread runs the collective on chunk i. The chunk size is a constant so that every rank
+// cuts alike.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -24,6 +28,7 @@
 #include "engine/executors/executor.h"
 #include "support/device/device.h"
 #include "support/env.h"
+#include "support/log.h"
 
 namespace kolo {
 namespace {
@@ -102,8 +107,16 @@ class PinnedPool {
   size_t held_ = 0;
 };
 
+constexpr size_t kStagedChunkBytes = size_t{4} << 20;
+
 struct Operation {
+  struct Copy {
+    void* device;
+    char* host;
+    size_t bytes;
+  };
   std::vector<CollCall> host_calls;  // the calls on the staging buffers
+  std::vector<Copy> outs;            // results to copy back to the device
   std::vector<void*> staging;        // from the pool, returned once `finished` has passed
   void* ready = nullptr;
   void* finished = nullptr;
@@ -141,16 +154,26 @@ class StagedDeviceExecutor final : public Executor {
                      stream, " and ", calls[i].call.stream, "); kolo runs a group on one stream");
       }
     }
-    auto op = std::make_shared<Operation>();
-    Status s = stage(dev, calls, n, stream, op.get());
+    // One operation per chunk of a large elementwise call, else one for all the calls.
+    std::vector<PlannedCall> pieces = chunks_of(calls, n);
+    const PlannedCall* parts = pieces.empty() ? calls : pieces.data();
+    const size_t nparts = pieces.empty() ? 1 : pieces.size();
+    const size_t per_op = pieces.empty() ? n : 1;
+    std::vector<std::shared_ptr<Operation>> ops;
+    Status s;
+    for (size_t k = 0; k < nparts && s.ok(); ++k) {
+      ops.push_back(std::make_shared<Operation>());
+      s = stage_inputs(dev, parts + (pieces.empty() ? 0 : k), per_op, stream, ops.back().get());
+    }
+    for (size_t k = 0; k < ops.size() && s.ok(); ++k) s = stage_outputs(dev, stream, ops[k].get());
     if (!s.ok()) {
-      release(dev, op.get());
+      for (auto& op : ops) release(dev, op.get());
       return s;
     }
     {
       std::lock_guard<std::mutex> lock(m_);
-      queue_.push_back(op);
-      ++pending_;
+      for (auto& op : ops) queue_.push_back(op);
+      pending_ += ops.size();
       busy_.store(true, std::memory_order_release);
       if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
     }
@@ -172,16 +195,29 @@ class StagedDeviceExecutor final : public Executor {
   }
 
  private:
-  // Steps 1-3 on the stream; the host calls point into the staging buffers.
-  Status stage(const device::DeviceOps& dev, const PlannedCall* calls, size_t n, void* stream, Operation* op) {
+  // A single large allreduce, reduce or broadcast as chunks (empty: run it whole).
+  static std::vector<PlannedCall> chunks_of(const PlannedCall* calls, size_t n) {
+    std::vector<PlannedCall> pieces;
+    const CollSpec& s = calls[0].call.spec;
+    const bool elementwise = s.kind == CollKind::kAllreduce || s.kind == CollKind::kReduce || s.kind == CollKind::kBroadcast;
+    if (n != 1 || !elementwise || s.bytes() <= 2 * kStagedChunkBytes) return pieces;
+    const size_t es = dtype_size(s.dtype), per = kStagedChunkBytes / es;
+    for (size_t first = 0; first < s.count; first += per) {
+      PlannedCall piece = calls[0];
+      piece.call.spec.count = std::min(per, s.count - first);
+      if (piece.call.send != nullptr) piece.call.send = static_cast<const char*>(piece.call.send) + first * es;
+      if (piece.call.recv != nullptr) piece.call.recv = static_cast<char*>(piece.call.recv) + first * es;
+      pieces.push_back(std::move(piece));
+    }
+    return pieces;
+  }
+
+  // Step 1 on the stream: staging, the copies in, `ready`. The host calls point into the
+  // staging buffers.
+  Status stage_inputs(const device::DeviceOps& dev, const PlannedCall* calls, size_t n, void* stream, Operation* op) {
     KOLO_TRY(dev.event_create(&op->ready));
     KOLO_TRY(dev.event_create(&op->finished));
-    struct Copy {
-      void* device;
-      char* host;
-      size_t bytes;
-    };
-    std::vector<Copy> outs;
+    std::vector<Operation::Copy>& outs = op->outs;
     for (size_t i = 0; i < n; ++i) {
       CollCall host = calls[i].call;
       host.spec.device = false;
@@ -226,9 +262,13 @@ class StagedDeviceExecutor final : public Executor {
       if (recv != nullptr && out > 0) outs.push_back({recv, out_stage, out});
       op->host_calls.push_back(host);
     }
-    KOLO_TRY(dev.event_record(op->ready, stream));
+    return dev.event_record(op->ready, stream);
+  }
+
+  // Steps 2-3: hold the stream until the host plan has run, copy the results out, `finished`.
+  Status stage_outputs(const device::DeviceOps& dev, void* stream, Operation* op) {
     KOLO_TRY(dev.launch_host_func(stream, hold_stream, op));
-    for (const Copy& c : outs) KOLO_TRY(dev.memcpy_async(c.device, c.host, c.bytes, stream));
+    for (const Operation::Copy& c : op->outs) KOLO_TRY(dev.memcpy_async(c.device, c.host, c.bytes, stream));
     return dev.event_record(op->finished, stream);
   }
 
@@ -246,33 +286,61 @@ class StagedDeviceExecutor final : public Executor {
       std::shared_ptr<Operation> op;
       {
         std::unique_lock<std::mutex> lock(m_);
+        if (queue_.empty() && !retiring_.empty()) {
+          lock.unlock();
+          retire(dev, true);  // idle: wait for the streams to finish copying out
+          lock.lock();
+        }
         cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
+        if (queue_.empty()) {
+          lock.unlock();
+          retire(dev, true);
+          return;
+        }
         op = queue_.front();
         queue_.pop_front();
       }
       const double timeout = env_timeout_seconds();
-      Status s = dev.event_synchronize(op->ready, Deadline(timeout));
-      // The host plan runs even after a failure: the communicator then refuses it at once
-      // with the first error, which is what the caller should see.
-      if (s.ok()) s = env_.run_host(op->host_calls.data(), op->host_calls.size());
+      // The host plan runs even when the inputs never arrived (a broken stream), so that
+      // every rank runs the same collectives; the stream's own error tells the caller.
+      Status ready = dev.event_synchronize(op->ready, Deadline(timeout));
+      if (!ready.ok()) log_warn(Subsys::kExec, "rank ", env_.rank, ": device inputs not ready: ", ready.message());
+      (void)env_.run_host(op->host_calls.data(), op->host_calls.size());  // a failure fails the communicator
       {
         std::lock_guard<std::mutex> lock(op->m);
         op->done = true;
       }
       op->cv.notify_all();
-      // Staging may be freed only once the stream has copied the results out; an operation
-      // whose stream never gets there is kept (its host function still refers to it).
-      if (dev.event_synchronize(op->finished, Deadline(timeout)).ok()) {
-        release(dev, op.get());
-      } else {
-        stuck_.push_back(op);
-      }
+      retiring_.push_back(op);
+      retire(dev, false);  // what the stream has finished with; the rest later
       {
         std::lock_guard<std::mutex> lock(m_);
         if (--pending_ == 0) busy_.store(false, std::memory_order_release);
       }
       cv_.notify_all();
+    }
+  }
+
+  // Frees the staging of operations whose results the stream has copied out, oldest first
+  // (without blocking, or waiting for each). An operation whose stream never gets there is
+  // kept: its host function still refers to it.
+  void retire(const device::DeviceOps& dev, bool block) {
+    while (!retiring_.empty()) {
+      Operation* op = retiring_.front().get();
+      bool finished;
+      if (block) {
+        finished = dev.event_synchronize(op->finished, Deadline(env_timeout_seconds())).ok();
+      } else {
+        Result<bool> query = dev.event_query(op->finished);
+        if (!query.ok() || !query.value()) return;
+        finished = true;
+      }
+      if (finished) {
+        release(dev, op);
+      } else {
+        stuck_.push_back(retiring_.front());
+      }
+      retiring_.pop_front();
     }
   }
 
@@ -284,6 +352,7 @@ class StagedDeviceExecutor final : public Executor {
   size_t pending_ = 0;
   std::atomic<bool> busy_{false};  // pending_ > 0, readable without the lock
   bool stop_ = false;
+  std::deque<std::shared_ptr<Operation>> retiring_;  // collective done, copies out pending
   std::vector<std::shared_ptr<Operation>> stuck_;  // streams that never finished: kept alive
   std::thread thread_;  // started by the first device call
 };

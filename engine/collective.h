@@ -42,6 +42,18 @@ struct CollSpec {
   bool device = false;  // the buffers are device memory (support/device): stream-ordered
 
   size_t bytes() const { return count * dtype_size(dtype); }
+  // Nothing to move (count 0, or every allgatherv count 0): the call returns at once.
+  // A barrier is never empty.
+  bool empty() const {
+    if (kind == CollKind::kBarrier) return false;
+    if (kind == CollKind::kAllgatherv) {
+      for (size_t c : counts) {
+        if (c != 0) return false;
+      }
+      return true;
+    }
+    return count == 0;
+  }
 };
 
 struct CollCall {

@@ -46,17 +46,6 @@ bool same_plan_key(const CollSpec& a, const CollSpec& b) {
          a.algorithm == b.algorithm && a.device == b.device && a.counts == b.counts && a.displs == b.displs;
 }
 
-bool is_empty(const CollSpec& spec) {
-  if (spec.kind == CollKind::kBarrier) return false;
-  if (spec.kind == CollKind::kAllgatherv) {
-    for (size_t c : spec.counts) {
-      if (c != 0) return false;
-    }
-    return true;
-  }
-  return spec.count == 0;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> store, CommIdentity id) {
@@ -306,7 +295,7 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
   ran_plan_ = nullptr;
   bound_plan_cache();
   if (n == 1) {  // the common case, without the group's vector
-    if (is_empty(calls[0].spec)) return Status();
+    if (calls[0].spec.empty()) return Status();
     PlannedCall call{nullptr, lowered(calls[0]), 0};
     call.plan = &plan_for(call.call.spec, false);
     if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
@@ -316,7 +305,7 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
   const bool grouped = n > 1;
   group_.clear();
   for (size_t i = 0; i < n; ++i) {
-    if (is_empty(calls[i].spec)) continue;
+    if (calls[i].spec.empty()) continue;
     PlannedCall call{nullptr, lowered(calls[i]), 0};
     call.plan = &plan_for(call.call.spec, grouped);
     // Device calls take their tags when their host plan runs (device staging calls back

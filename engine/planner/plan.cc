@@ -88,14 +88,6 @@ bool balanced_hosts(const PlanContext& ctx) {
   return std::all_of(per_host.begin(), per_host.end(), [&](int n) { return n == per_host[0]; });
 }
 
-bool is_empty(const CollSpec& spec) {
-  if (spec.kind == CollKind::kBarrier) return false;
-  if (spec.kind == CollKind::kAllgatherv) {
-    return std::all_of(spec.counts.begin(), spec.counts.end(), [](size_t c) { return c == 0; });
-  }
-  return spec.count == 0;
-}
-
 Algorithm forced_for(const CollSpec& spec, const PlanContext& ctx) {
   return spec.algorithm != Algorithm::kAuto ? spec.algorithm : ctx.forced;
 }
@@ -105,7 +97,7 @@ Algorithm forced_for(const CollSpec& spec, const PlanContext& ctx) {
 // The one-host executor takes a single call when the whole communicator shares memory and
 // no algorithm of the schedule executor is forced.
 bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
-  if (grouped || spec.device || !ctx.shared_memory || is_empty(spec)) return false;
+  if (grouped || spec.device || !ctx.shared_memory || spec.empty()) return false;
   const Algorithm forced = forced_for(spec, ctx);
   if (forced != Algorithm::kAuto && forced != Algorithm::kOneShot && forced != Algorithm::kTwoShot) return false;
   return std::any_of(std::begin(kTable), std::end(kTable),

@@ -13,6 +13,7 @@
 // There are kEmulatedDevices devices; an allocation belongs to the thread's current one.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -384,6 +385,15 @@ Status emu_ipc_import(const IpcHandle& handle, void** ptr) {
   if (fd < 0) {
     return error(Code::kSystem, "emulated device: cannot open the exporter's memory (", path, "): ", std::strerror(errno),
                  " (exporter gone, or another user)");
+  }
+  // The handle came from another process: map no more than the memory really holds (a
+  // larger mapping would fault on access) and keep the device number in range.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size < 0 || static_cast<uint64_t>(st.st_size) < wire.bytes ||
+      wire.device < 0 || wire.device >= kEmulatedDevices) {
+    ::close(fd);
+    return error(Code::kInvalidArgument, "emulated device: ipc_import of a handle claiming ", wire.bytes,
+                 " bytes on device ", wire.device, " for memory of ", static_cast<long long>(st.st_size), " bytes");
   }
   void* p = nullptr;
   Status s = map_memfd(fd, wire.bytes, &p);

@@ -208,6 +208,12 @@ TEST(DeviceEmulated, IpcSharesAnAllocationWithAnotherProcess) {
   IpcHandle bogus;
   void* nothing = nullptr;
   EXPECT_EQ(emu().ipc_import(bogus, &nothing).code(), Code::kInvalidArgument);
+  // A handle claiming more memory than the allocation holds is refused, not mapped.
+  IpcHandle inflated = handle;
+  const uint64_t huge = uint64_t{1} << 40;
+  std::memcpy(inflated.bytes + 24, &huge, sizeof(huge));  // the size field of the handle
+  Status s = emu().ipc_import(inflated, &nothing);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.message();
   EXPECT_TRUE(emu().free(d).ok());
 }
 

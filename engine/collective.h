@@ -63,6 +63,7 @@ struct CollCall {
   Scale prescale;
   Scale postscale;
   void* stream = nullptr;  // device calls: the caller's stream (nullptr: the default stream)
+  int device = -1;         // device calls: the device that owns the buffers (and the stream)
 };
 
 }  // namespace kolo

@@ -149,11 +149,15 @@ class StagedDeviceExecutor final : public Executor {
     const device::DeviceOps& dev = device::runtime();
     void* stream = calls[0].call.stream;
     for (size_t i = 1; i < n; ++i) {
-      if (calls[i].call.stream != stream) {
-        return error(Code::kInvalidArgument, "rank ", env_.rank, ": a group of device calls on different streams (",
-                     stream, " and ", calls[i].call.stream, "); kolo runs a group on one stream");
+      if (calls[i].call.stream != stream || calls[i].call.device != calls[0].call.device) {
+        return error(Code::kInvalidArgument, "rank ", env_.rank, ": a group of device calls on different streams or devices (",
+                     stream, " on device ", calls[0].call.device, " and ", calls[i].call.stream, " on device ",
+                     calls[i].call.device, "); kolo runs a group on one stream");
       }
     }
+    // The copies and events go to the device of the buffers and the stream.
+    device::ScopedDevice on_device(calls[0].call.device);
+    KOLO_TRY(on_device.status());
     // One operation per chunk of a large elementwise call, else one for all the calls.
     std::vector<PlannedCall> pieces = chunks_of(calls, n);
     const PlannedCall* parts = pieces.empty() ? calls : pieces.data();

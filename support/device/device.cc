@@ -97,4 +97,17 @@ Status why_none() { return chosen().status; }
 const DeviceOps& runtime() { return *chosen().ops; }
 const DeviceOps& none_ops() { return kNone; }
 
+ScopedDevice::ScopedDevice(int device) {
+  if (device < 0) return;
+  const DeviceOps& ops = runtime();
+  Result<int> current = ops.current_device();
+  if (current.ok() && current.value() == device) return;
+  status_ = ops.set_device(device);
+  if (status_.ok() && current.ok()) previous_ = current.value();
+}
+
+ScopedDevice::~ScopedDevice() {
+  if (previous_ >= 0) (void)runtime().set_device(previous_);
+}
+
 }  // namespace kolo::device

@@ -95,6 +95,23 @@ struct DeviceOps {
 // device, every op but device_count and pointer_info returns kUnsupported.
 const DeviceOps& runtime();
 
+// Makes `device` current on this thread while it lives, then restores the device that was
+// (nothing when device < 0 or it is current already). kolo enqueues a call's copies and
+// kernels on the device that owns its buffers, whatever the caller's thread had current,
+// as NCCL does with its communicator's device.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device);
+  ~ScopedDevice();
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  int previous_ = -1;  // the device to restore; -1: nothing to restore
+  Status status_;
+};
+
 // Backends (each in its own file; the cuda one only in builds with nvcc).
 const DeviceOps& emulated_ops();
 const DeviceOps& none_ops();

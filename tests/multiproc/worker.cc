@@ -426,9 +426,25 @@ void scenario_device_stream(kolo_comm_t comm) {
   kolo_result_t mixed = kolo_allreduce(host.data(), d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream);
   expect(mixed == KOLO_ERR_INVALID_ARGUMENT && std::strstr(kolo_last_error(), "host memory") != nullptr,
          std::string("mixed host/device buffers refused: ") + kolo_last_error());
+  // Buffers of device 1 while the thread has device 0 current: the call runs on device 1
+  // and leaves device 0 current; buffers of two devices in one call are refused.
+  void* other = nullptr;
+  must(dev.set_device(1).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "set_device(1)");
+  must(dev.malloc(&other, n * sizeof(float)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "malloc on device 1");
+  must(dev.set_device(0).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "set_device(0)");
+  must(dev.memcpy_async(other, host.data(), n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d 1");
+  must(kolo_allreduce(other, other, n, KOLO_FLOAT32, KOLO_SUM, comm, stream), "allreduce on device 1");
+  must(dev.memcpy_async(out.data(), other, n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h 1");
+  must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync 1");
+  expect(out[n - 1] == static_cast<float>(p * (p + 1) / 2), "allreduce of device 1 buffers");
+  expect(dev.current_device().value() == 0, "device 0 still current after a call on device 1");
+  kolo_result_t two = kolo_allreduce(d, other, n, KOLO_FLOAT32, KOLO_SUM, comm, stream);
+  expect(two == KOLO_ERR_INVALID_ARGUMENT && std::strstr(kolo_last_error(), "one device") != nullptr,
+         std::string("buffers of two devices refused: ") + kolo_last_error());
   kolo_result_t async = KOLO_ERR_INTERNAL;
   must(kolo_comm_get_async_error(comm, &async), "get_async_error");
   expect(async == KOLO_SUCCESS, "no async error");
+  (void)dev.free(other);
   (void)dev.free(d);
   (void)dev.stream_destroy(stream);
 }

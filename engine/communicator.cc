@@ -74,6 +74,11 @@ Status Communicator::read_environment() {
   if (!algorithm.ok()) return algorithm.status();
   forced_algorithm_ = algorithm.value();
   timeout_seconds_ = env_timeout_seconds();
+  const std::string backend = env_string("KOLO_BACKEND");
+  if (backend != "kolo" && backend != "nccl" && !backend.empty()) {
+    return error(Code::kInvalidArgument, "KOLO_BACKEND='", backend, "' is not kolo or nccl");
+  }
+  nccl_backend_ = backend == "nccl";
   return Status();
 }
 
@@ -154,14 +159,31 @@ Status Communicator::connect(const Deadline& deadline) {
   auto connections = Connections::create(request, deadline);
   if (!connections.ok()) return connections.status();
   connections_ = connections.take();
-  ExecutorEnv env{id_.rank, id_.size, &connections_->fabric(), connections_->shared(), nullptr};
+  ExecutorEnv env;
+  env.rank = id_.rank;
+  env.size = id_.size;
+  env.fabric = &connections_->fabric();
+  env.shared = connections_->shared();
   // Device staging runs the host plan of each call from its own thread, in call order.
   env.run_host = [this](const CollCall* calls, size_t n) {
     std::lock_guard<std::mutex> lock(run_mutex_);
     return run_locked(calls, n);
   };
-  for (int k = 0; k < kExecutorCount; ++k) executors_[k] = executor_row(static_cast<ExecutorKind>(k)).create(env);
+  env.from_rank0 = [this](const std::string& name, const std::string& value) -> Result<std::string> {
+    const std::string key = str_cat(id_.prefix, "/executor/", name);
+    const Deadline deadline(timeout_seconds_);
+    if (id_.rank == 0) KOLO_TRY(store_->client->set(key, value, deadline));
+    return store_->client->get(key, deadline);
+  };
+  env.fail = [this](Status status) { (void)fail(std::move(status)); };
+  env.nccl_backend = nccl_backend_;
+  for (int k = 0; k < kExecutorCount; ++k) {
+    MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);
+    if (!made.ok()) return made.status().with_context(str_cat("rank ", id_.rank, ": "));
+    executors_[k] = made.take();
+  }
   plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
+  plan_context_.nccl_backend = nccl_backend_;
   if (SharedDomain* shared = connections_->shared()) {
     plan_context_.shared_memory = executors_[static_cast<int>(ExecutorKind::kLocal)] != nullptr;
     plan_context_.slot_bytes = shared->slot_bytes();
@@ -266,9 +288,10 @@ Status Communicator::execute(const PlannedCall* calls, size_t n) {
 // A blocking (host) call first lets the device calls queued before it finish, so that
 // every rank runs its calls in the order it made them.
 Status Communicator::drain_device() {
-  Executor* staged = executors_[static_cast<int>(ExecutorKind::kDeviceStaged)].get();
-  if (staged == nullptr || !staged->busy()) return Status();
-  return staged->drain(Deadline(timeout_seconds_));
+  for (auto& executor : executors_) {
+    if (executor && executor->busy()) KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
+  }
+  return Status();
 }
 
 Status Communicator::run(const CollCall& call) {
@@ -347,6 +370,9 @@ Result<std::unique_ptr<Communicator>> Communicator::duplicate(const std::string&
 
 void Communicator::abort() {
   if (connections_) connections_->abort();
+  for (auto& executor : executors_) {
+    if (executor) executor->abort();
+  }
 }
 
 }  // namespace kolo

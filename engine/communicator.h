@@ -118,6 +118,7 @@ class Communicator {
   size_t chunk_bytes_ = 1 << 20;
   Algorithm forced_algorithm_ = Algorithm::kAuto;
   double timeout_seconds_ = 300;
+  bool nccl_backend_ = false;  // KOLO_BACKEND=nccl
 };
 
 }  // namespace kolo

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What only a GPU can check, in one go, for whoever has one: builds with nvcc, runs the
 # `gpu` ctest label (kernels against their host twins, the cuda device backend), then
-# kolo-perf on GPU memory with 2 and 4 ranks sharing the GPU(s), and writes everything to
+# kolo-perf on GPU memory with 2 and 4 ranks sharing the GPU(s), through kolo and through
+# NCCL (--backend nccl; NCCL refuses two ranks on one GPU, so that runs with one rank per
+# GPU only), and writes everything to
 # bench/results/<date>-gpu-check-<commit>.md with the device's name. Without a GPU it says
 # so and exits 0 having run nothing that needs one.
 set -uo pipefail
@@ -23,5 +25,14 @@ out="bench/results/$(date +%F)-gpu-check-$(git rev-parse --short HEAD).md"
     KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np $np build/bench/perf/kolo-perf allreduce -G -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
     echo '```'
   done
+  gpus=$(nvidia-smi -L | grep -c GPU)
+  if [ "$gpus" -ge 2 ]; then
+    echo; echo "## kolorun -np $gpus kolo-perf allreduce --backend nccl (one rank per GPU)"; echo; echo '```'
+    KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np "$gpus" build/bench/perf/kolo-perf allreduce --backend nccl -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
+    echo '```'
+  fi
+  echo; echo "## kolo-perf allreduce --backend nccl, one rank (NCCL's own path on this GPU)"; echo; echo '```'
+  KOLO_DEVICE=cuda build/bench/perf/kolo-perf allreduce --backend nccl -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
+  echo '```'
 } | tee "$out"
 echo "gpu-check: wrote $out"

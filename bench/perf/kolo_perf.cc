@@ -37,12 +37,13 @@ struct Options {
   std::vector<kolo_op_t> ops{KOLO_SUM};
   std::string json_path;
   bool device = false;  // -G / --device: buffers in device memory, calls on a stream
+  std::string backend = "kolo";  // --backend kolo|nccl: who runs device calls (KOLO_BACKEND)
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
   std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
-                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-G] [--json FILE]\n"
+                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-G] [--backend kolo|nccl] [--json FILE]\n"
                        "collectives:");
   for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
   std::fprintf(stderr, "\n");
@@ -71,6 +72,7 @@ Options parse(int argc, char** argv) {
   if (argc < 2) usage_error("missing collective");
   Options o;
   o.collective = argv[1];
+  if (const char* backend = std::getenv("KOLO_BACKEND")) o.backend = backend;
   if (find_collective(o.collective) == nullptr) usage_error("unknown collective '" + o.collective + "'");
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
@@ -95,6 +97,10 @@ Options parse(int argc, char** argv) {
     else if (flag == "-a" || flag == "--average") o.average = parse_int(value, "-a");
     else if (flag == "-r" || flag == "--root") o.root = parse_int(value, "-r");
     else if (flag == "--json") o.json_path = value;
+    else if (flag == "--backend") {
+      if (value != "kolo" && value != "nccl") usage_error("--backend takes kolo or nccl, not '" + value + "'");
+      o.backend = value;
+    }
     else if (flag == "-d" || flag == "--datatype") {
       o.dtypes.clear();
       for (int d = 0; d < KOLO_DTYPE_COUNT; ++d) {
@@ -120,6 +126,7 @@ Options parse(int argc, char** argv) {
   if (o.max_bytes < o.min_bytes) usage_error("-e must be at least -b");
   if (o.factor != 0 && o.factor <= 1) usage_error("-f must be greater than 1");
   if (o.iters < 1) usage_error("-n must be at least 1");
+  if (o.backend == "nccl") o.device = true;  // NCCL takes device memory only
   return o;
 }
 
@@ -221,7 +228,9 @@ void print_header(const Options& o, kolo_comm_t comm) {
       std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s\n", all[r].rank, all[r].pid, all[r].host,
                   o.device ? all[r].device : 0,
                   o.device ? device_runtime_name() : "cpu",
-                  o.device ? "device memory, staged through pinned host memory (device_staged)" : "host memory");
+                  !o.device ? "host memory"
+                  : o.backend == "nccl" ? "device memory, through NCCL (KOLO_BACKEND=nccl)"
+                                        : "device memory, staged through pinned host memory (device_staged)");
     }
     std::printf("#\n");
     std::printf("#%94s%35s\n", "out-of-place", "in-place");
@@ -249,6 +258,8 @@ std::vector<size_t> sizes(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
+  // --backend is KOLO_BACKEND for this process (read when the communicator is made).
+  setenv("KOLO_BACKEND", o.backend.c_str(), 1);
   kolo_comm_t comm = nullptr;
   kolo_result_t rc = kolo_init(&comm);
   if (rc != KOLO_SUCCESS) die("kolo_init", rc);

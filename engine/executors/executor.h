@@ -1,7 +1,7 @@
 // Executors run Plans. They are the rows of one table (executor_table.cc), indexed by the
 // Plan's ExecutorKind: the schedule executor over the fabric's links, and the one-host
-// executor over staging slots in shared memory; device staging, device IPC kernels and
-// NCCL come as further rows. Each communicator holds one instance per row that can run
+// executor over staging slots in shared memory, device staging through pinned host memory,
+// and NCCL (KOLO_BACKEND=nccl); device IPC kernels come as a further row. Each communicator holds one instance per row that can run
 // on it (none where it cannot: the one-host executor needs the whole communicator in one
 // shared-memory domain). The communicator never names a row; the Plan does.
 #pragma once
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "engine/collective.h"
 #include "engine/planner/plan.h"
@@ -36,6 +37,13 @@ struct ExecutorEnv {
   // Runs host calls (one, or n as a group) on the communicator now, in its call order;
   // for executors that wrap a host plan (device staging).
   std::function<Status(const CollCall* calls, size_t n)> run_host;
+  // Bytes that rank 0 gives and every rank gets, through the rendezvous store under this
+  // communicator's name (other ranks pass anything); for NCCL's unique id.
+  std::function<Result<std::string>(const std::string& name, const std::string& value)> from_rank0;
+  // Fails the communicator from an executor's own thread: later calls and
+  // kolo_comm_get_async_error report `status`.
+  std::function<void(Status status)> fail;
+  bool nccl_backend = false;  // KOLO_BACKEND=nccl: device calls go to NCCL
 };
 
 class Executor {
@@ -49,20 +57,30 @@ class Executor {
   virtual Status drain(const Deadline& deadline) { return Status(); }
   // Whether drain() has anything to wait for (cheap: asked before every blocking call).
   virtual bool busy() const { return false; }
+  // From any thread (kolo_comm_abort): end what runs on the executor's own threads.
+  virtual void abort() {}
 };
+
+// A group of device calls must share one stream and one device; an error names the rank.
+Status check_device_group(const PlannedCall* calls, size_t n, int rank);
+
+// What a row makes: null when the executor cannot run on the communicator env describes;
+// an error when it was asked for and cannot (KOLO_BACKEND=nccl without NCCL), which fails
+// the communicator's creation.
+using MadeExecutor = Result<std::unique_ptr<Executor>>;
 
 struct ExecutorRow {
   ExecutorKind kind;
   const char* name;
-  // Null when this executor cannot run on the communicator env describes.
-  std::unique_ptr<Executor> (*create)(const ExecutorEnv& env);
+  MadeExecutor (*create)(const ExecutorEnv& env);
 };
 
 const ExecutorRow& executor_row(ExecutorKind kind);
 
 // The rows (each defined beside its executor).
-std::unique_ptr<Executor> create_schedule_executor(const ExecutorEnv& env);
-std::unique_ptr<Executor> create_local_executor(const ExecutorEnv& env);
-std::unique_ptr<Executor> create_staged_device_executor(const ExecutorEnv& env);
+MadeExecutor create_schedule_executor(const ExecutorEnv& env);
+MadeExecutor create_local_executor(const ExecutorEnv& env);
+MadeExecutor create_staged_device_executor(const ExecutorEnv& env);
+MadeExecutor create_nccl_executor(const ExecutorEnv& env);
 
 }  // namespace kolo

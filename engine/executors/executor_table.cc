@@ -8,9 +8,21 @@ constexpr ExecutorRow kRows[kExecutorCount] = {
     {ExecutorKind::kSchedule, "schedule", create_schedule_executor},
     {ExecutorKind::kLocal, "local", create_local_executor},
     {ExecutorKind::kDeviceStaged, "device_staged", create_staged_device_executor},
+    {ExecutorKind::kNccl, "nccl", create_nccl_executor},
 };
 
 }  // namespace
+
+Status check_device_group(const PlannedCall* calls, size_t n, int rank) {
+  for (size_t i = 1; i < n; ++i) {
+    if (calls[i].call.stream != calls[0].call.stream || calls[i].call.device != calls[0].call.device) {
+      return error(Code::kInvalidArgument, "rank ", rank, ": a group of device calls on different streams or devices (",
+                   calls[0].call.stream, " on device ", calls[0].call.device, " and ", calls[i].call.stream,
+                   " on device ", calls[i].call.device, "); kolo runs a group on one stream");
+    }
+  }
+  return Status();
+}
 
 const ExecutorRow& executor_row(ExecutorKind kind) { return kRows[static_cast<int>(kind)]; }
 

@@ -206,8 +206,8 @@ class ScheduleExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> create_schedule_executor(const ExecutorEnv& env) {
-  return std::make_unique<ScheduleExecutor>(*env.fabric);
+MadeExecutor create_schedule_executor(const ExecutorEnv& env) {
+  return MadeExecutor(std::make_unique<ScheduleExecutor>(*env.fabric));
 }
 
 }  // namespace kolo

@@ -363,8 +363,8 @@ class StagedDeviceExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> create_staged_device_executor(const ExecutorEnv& env) {
-  return std::make_unique<StagedDeviceExecutor>(env);
+MadeExecutor create_staged_device_executor(const ExecutorEnv& env) {
+  return MadeExecutor(std::make_unique<StagedDeviceExecutor>(env));
 }
 
 }  // namespace kolo

@@ -112,9 +112,9 @@ class LocalExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> create_local_executor(const ExecutorEnv& env) {
-  if (env.shared == nullptr) return nullptr;
-  return std::make_unique<LocalExecutor>(*env.shared);
+MadeExecutor create_local_executor(const ExecutorEnv& env) {
+  if (env.shared == nullptr) return std::unique_ptr<Executor>();
+  return MadeExecutor(std::make_unique<LocalExecutor>(*env.shared));
 }
 
 }  // namespace kolo

@@ -111,8 +111,13 @@ bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec
 
 Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   Plan p;
+  if (spec.device && ctx.nccl_backend) {
+    p.executor = ExecutorKind::kNccl;
+    p.algorithm = Algorithm::kAuto;
+    return p;
+  }
   if (spec.device) {
-    // The only device path so far: copy to pinned host memory, run the host plan of the
+    // kolo's only device path so far: copy to pinned host memory, run the host plan of the
     // same call there, copy back, all in the caller's stream order.
     CollSpec host = spec;
     host.device = false;
@@ -172,6 +177,7 @@ const char* executor_name(ExecutorKind kind) {
     case ExecutorKind::kSchedule: return "schedule";
     case ExecutorKind::kLocal: return "local";
     case ExecutorKind::kDeviceStaged: return "device_staged";
+    case ExecutorKind::kNccl: return "nccl";
   }
   return "?";
 }

@@ -19,13 +19,15 @@ enum class ExecutorKind : uint8_t {
   kLocal = 1,     // the one-host pipeline over staging slots in shared memory (engine/local)
   kDeviceStaged = 2,  // device buffers: staged through pinned host memory, in stream order,
                       // around the host plan of the same call (engine/executors)
+  kNccl = 3,          // device buffers through NCCL (KOLO_BACKEND=nccl)
 };
-constexpr int kExecutorCount = 3;
+constexpr int kExecutorCount = 4;
 const char* executor_name(ExecutorKind kind);
 
 struct Plan {
   ExecutorKind executor = ExecutorKind::kSchedule;
-  Algorithm algorithm = Algorithm::kDirect;  // kDeviceStaged: the host plan's algorithm
+  Algorithm algorithm = Algorithm::kDirect;  // kDeviceStaged: the host plan's algorithm;
+                                             // kNccl: auto (NCCL chooses)
   // The program. kSchedule: this rank's steps. kLocal: the pipeline of `algorithm` over the
   // domain's slots, whose parameters are the spec's; record_local_program
   // (engine/local/local_program.h) lists its steps for the verifier, simulator and kolo-plan.

@@ -30,6 +30,8 @@ struct PlanContext {
   bool shared_memory = false;
   size_t slot_bytes = 1 << 20;
   int agreed_cores = 1;
+  // KOLO_BACKEND=nccl: device calls go to NCCL, not kolo's device path.
+  bool nccl_backend = false;
 };
 
 // Parses a KOLO_ALGO value: "" or "auto" = automatic, else an algorithm_name().

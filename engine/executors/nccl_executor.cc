@@ -3,7 +3,8 @@
 // per communicator), so each call maps to one NCCL call, or a group of them:
 //   allreduce, broadcast, reduce, allgather, reduce_scatter  the NCCL collective;
 //   allgatherv   one broadcast per rank, in a group (NCCL has no allgatherv);
-//   alltoall     a send and a receive per peer, in a group;
+//   alltoall     a send and a receive per peer, in a group (in place: from a copy of the
+//                input in a scratch buffer, which NCCL's sends read while its receives write);
 //   send, recv   ncclSend, ncclRecv.
 // AVG arrives lowered to SUM and a divisor (as on every executor): kolo's own scale kernel
 // divides on the stream after NCCL, so the result equals kolo's bit for bit.
@@ -44,6 +45,12 @@ class NcclExecutor final : public Executor {
     }
     cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
+    const device::DeviceOps& dev = device::runtime();
+    if (scratch_ != nullptr) {
+      (void)dev.event_synchronize(scratch_free_, Deadline(env_timeout_seconds()));
+      (void)dev.free(scratch_);
+      (void)dev.event_destroy(scratch_free_);
+    }
     if (comm_ == nullptr || aborted_) return;  // (ncclCommAbort freed it)
     // Finalize flushes what is queued, then destroy; if that does not finish, abort.
     int rc = lib_.comm_finalize(comm_);
@@ -61,6 +68,7 @@ class NcclExecutor final : public Executor {
       return error(Code::kAborted, "rank ", env_.rank, ": the NCCL communicator was aborted");
     }
     KOLO_TRY(ensure_comm(device, deadline));
+    scratch_used_ = false;
     const int started = lib_.group_start();
     if (started != nccl::kSuccess) return nccl::failure(lib_, comm_, started, "ncclGroupStart");
     Status enqueued;
@@ -69,6 +77,10 @@ class NcclExecutor final : public Executor {
     KOLO_TRY(enqueued);
     KOLO_TRY(settle(rc, "ncclGroupEnd", deadline));
     for (size_t i = 0; i < n; ++i) KOLO_TRY(postscale(calls[i].call));
+    if (scratch_used_) {  // the scratch is free again once this call's sends are done
+      scratch_used_ = false;
+      KOLO_TRY(device::runtime().event_record(scratch_free_, stream));
+    }
     return watch(stream);
   }
 
@@ -179,6 +191,11 @@ class NcclExecutor final : public Executor {
         }
         break;
       case CollKind::kAlltoall:
+        if (send == recv && s.count > 0) {
+          Result<const char*> copy = input_copy(send, env_.size * s.count * es, st);
+          if (!copy.ok()) return copy.status();
+          send = copy.value();
+        }
         for (int r = 0; r < env_.size && rc == nccl::kSuccess; ++r) {
           rc = lib_.send(send + r * s.count * es, s.count, t, r, comm_, st);
           if (rc == nccl::kSuccess) rc = lib_.recv(recv + r * s.count * es, s.count, t, r, comm_, st);
@@ -192,6 +209,32 @@ class NcclExecutor final : public Executor {
     // Inside a group a nonblocking communicator may answer "in progress": group_end settles.
     if (rc != nccl::kSuccess && rc != nccl::kInProgress) return nccl::failure(lib_, comm_, rc, coll_name(s.kind));
     return Status();
+  }
+
+  // A copy of `bytes` at `input` in the scratch buffer, in stream order: the copy waits
+  // until the previous call that used the scratch (on any stream) has finished with it.
+  // Grows only; one per executor.
+  Result<const char*> input_copy(const char* input, size_t bytes, void* stream) {
+    const device::DeviceOps& dev = device::runtime();
+    if (scratch_used_) {
+      return error(Code::kUnsupported, "rank ", env_.rank, ": KOLO_BACKEND=nccl takes one in-place alltoall per group");
+    }
+    if (scratch_bytes_ < bytes) {
+      if (scratch_ != nullptr) {
+        KOLO_TRY(dev.event_synchronize(scratch_free_, Deadline(env_timeout_seconds())));
+        KOLO_TRY(dev.free(scratch_));
+        scratch_ = nullptr;
+        scratch_bytes_ = 0;
+      }
+      if (scratch_free_ == nullptr) KOLO_TRY(dev.event_create(&scratch_free_));
+      KOLO_TRY(dev.malloc(&scratch_, bytes));
+      scratch_bytes_ = bytes;
+    } else {
+      KOLO_TRY(dev.stream_wait_event(stream, scratch_free_));
+    }
+    KOLO_TRY(dev.memcpy_async(scratch_, input, bytes, stream));
+    scratch_used_ = true;
+    return static_cast<const char*>(scratch_);
   }
 
   // AVG's division (and any postscale) on the stream, after NCCL, by kolo's kernel.
@@ -275,6 +318,10 @@ class NcclExecutor final : public Executor {
   const nccl::Library& lib_;
   nccl::Comm comm_ = nullptr;
   int device_ = -1;
+  void* scratch_ = nullptr;  // in-place alltoall's input copy (device memory)
+  size_t scratch_bytes_ = 0;
+  void* scratch_free_ = nullptr;  // recorded after the last call that read the scratch
+  bool scratch_used_ = false;     // by the call being enqueued
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<Pending> pending_;

@@ -1,5 +1,10 @@
-// GPUs through the CUDA runtime and NVLinks through NVML, both opened with dlopen so that
+// GPUs through the CUDA driver API and NVLinks through NVML, both opened with dlopen so that
 // kolo builds without CUDA headers and runs where the driver is missing.
+// GPUs come from the driver (libcuda.so.1), not the runtime: kolo already links the CUDA
+// runtime statically (support/device/cuda_device.cc), and dlopen'ing libcudart would load a
+// second runtime into the process, whose calls create and attach state of their own. The
+// driver calls used here (cuInit, cuDeviceGet*, cuDeviceGetP2PAttribute) create no context,
+// and libcuda.so.1 is the library cuda_device.cc opens: one loaded instance, refcounted.
 #include <dlfcn.h>
 
 #include <cctype>
@@ -29,24 +34,40 @@ std::string lower(std::string s) {
   return s;
 }
 
-// cudaDeviceAttr and cudaDeviceP2PAttr values (stable since CUDA 8).
+// The driver ABI, declared here so that this file compiles without cuda.h (values checked
+// against CUDA 13.0's cuda.h; the driver ABI is stable).
+using CuResult = int;  // CUresult; CUDA_SUCCESS is 0
+using CuDevice = int;  // CUdevice
+constexpr CuResult kCudaSuccess = 0;
+// CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR.
 constexpr int kComputeMajor = 75, kComputeMinor = 76;
+// CUdevice_P2PAttribute: CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, _ACCESS_SUPPORTED,
+// _NATIVE_ATOMIC_SUPPORTED.
 constexpr int kP2PPerfRank = 1, kP2PAccess = 2, kP2PAtomics = 3;
 
 bool add_cuda(HostTopology* topo) {
-  void* lib = open_first({"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"});
+  // Never dlclose'd, like the handle in support/device/cuda_device.cc: libcuda does not
+  // tolerate being unloaded while the process (or the CUDA runtime) may still use it.
+  void* lib = open_first({"libcuda.so.1"});
   if (lib == nullptr) return false;
-  auto count_fn = sym<int (*)(int*)>(lib, "cudaGetDeviceCount");
-  auto bus_fn = sym<int (*)(char*, int, int)>(lib, "cudaDeviceGetPCIBusId");
-  auto attr_fn = sym<int (*)(int*, int, int)>(lib, "cudaDeviceGetAttribute");
-  auto p2p_fn = sym<int (*)(int*, int, int, int)>(lib, "cudaDeviceGetP2PAttribute");
+  auto init_fn = sym<CuResult (*)(unsigned)>(lib, "cuInit");
+  auto count_fn = sym<CuResult (*)(int*)>(lib, "cuDeviceGetCount");
+  auto get_fn = sym<CuResult (*)(CuDevice*, int)>(lib, "cuDeviceGet");
+  auto bus_fn = sym<CuResult (*)(char*, int, CuDevice)>(lib, "cuDeviceGetPCIBusId");
+  auto attr_fn = sym<CuResult (*)(int*, int, CuDevice)>(lib, "cuDeviceGetAttribute");
+  auto p2p_fn = sym<CuResult (*)(int*, int, CuDevice, CuDevice)>(lib, "cuDeviceGetP2PAttribute");
+  if (!init_fn || !count_fn || !get_fn || !bus_fn || !attr_fn) return false;
   int count = 0;
-  if (!count_fn || !bus_fn || !attr_fn || count_fn(&count) != 0 || count <= 0) return false;  // leaked on purpose:
-  // unloading the CUDA runtime at exit races with its own destructors.
+  // cuInit initialises the driver for this process; it creates no context.
+  if (init_fn(0) != kCudaSuccess || count_fn(&count) != kCudaSuccess || count <= 0) return false;
   std::vector<int> node_of(count, -1);
+  std::vector<CuDevice> dev_of(count, 0);
   for (int d = 0; d < count; ++d) {
+    CuDevice dev = 0;
+    if (get_fn(&dev, d) != kCudaSuccess) continue;
+    dev_of[d] = dev;
     char bus[32] = {};
-    if (bus_fn(bus, sizeof(bus) - 1, d) != 0) continue;
+    if (bus_fn(bus, sizeof(bus) - 1, dev) != kCudaSuccess) continue;
     std::string bus_id = lower(bus);
     int n = topo->find_bus(bus_id);
     if (n < 0) {  // hwloc did not see it (no hwloc, or a container hiding the PCI tree)
@@ -56,8 +77,8 @@ bool add_cuda(HostTopology* topo) {
       topo->add_link(TopoLink{n, cpu_for_bus(*topo, bus_id), LinkKind::kPcie, gen, width});
     }
     int major = 0, minor = 0;
-    attr_fn(&major, kComputeMajor, d);
-    attr_fn(&minor, kComputeMinor, d);
+    attr_fn(&major, kComputeMajor, dev);
+    attr_fn(&minor, kComputeMinor, dev);
     topo->node(n).index = d;
     topo->node(n).sm = major * 10 + minor;
     node_of[d] = n;
@@ -67,9 +88,9 @@ bool add_cuda(HostTopology* topo) {
       if (a == b || node_of[a] < 0 || node_of[b] < 0) continue;
       PeerAccess p{node_of[a], node_of[b]};
       int v = 0;
-      if (p2p_fn(&v, kP2PAccess, a, b) == 0) p.access = v != 0;
-      if (p2p_fn(&v, kP2PAtomics, a, b) == 0) p.atomics = v != 0;
-      if (p2p_fn(&v, kP2PPerfRank, a, b) == 0) p.perf_rank = v;
+      if (p2p_fn(&v, kP2PAccess, dev_of[a], dev_of[b]) == kCudaSuccess) p.access = v != 0;
+      if (p2p_fn(&v, kP2PAtomics, dev_of[a], dev_of[b]) == kCudaSuccess) p.atomics = v != 0;
+      if (p2p_fn(&v, kP2PPerfRank, dev_of[a], dev_of[b]) == kCudaSuccess) p.perf_rank = v;
       topo->peers.push_back(p);
     }
   }

@@ -19,6 +19,7 @@
 // Only a GPU runs this file past loading the library (NCCL refuses other memory).
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -45,37 +46,45 @@ class NcclExecutor final : public Executor {
     }
     cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
-    const device::DeviceOps& dev = device::runtime();
-    if (scratch_ != nullptr) {
-      (void)dev.event_synchronize(scratch_free_, Deadline(env_timeout_seconds()));
-      (void)dev.free(scratch_);
-      (void)dev.event_destroy(scratch_free_);
+    device::ScopedDevice on_device(device_);  // events and memory of this device only
+    {
+      // Finalize flushes what is queued, then destroy; if that fails or does not finish
+      // in time, abort, as NCCL advises after an error.
+      std::unique_lock<std::mutex> lock(comm_m_);
+      if (comm_ != nullptr && !aborted_) {
+        Status finalized = settle(lib_.comm_finalize(comm_), "ncclCommFinalize", Deadline(env_timeout_seconds()), lock);
+        if (finalized.ok()) {
+          (void)lib_.comm_destroy(comm_);
+        } else {
+          abort_comm();
+        }
+      }
     }
-    if (comm_ == nullptr || aborted_) return;  // (ncclCommAbort freed it)
-    // Finalize flushes what is queued, then destroy; if that does not finish, abort.
-    int rc = lib_.comm_finalize(comm_);
-    if (!settle(rc, "ncclCommFinalize", Deadline(env_timeout_seconds())).ok()) return;
-    (void)lib_.comm_destroy(comm_);
+    // NCCL is done with the scratch now (finalized or aborted).
+    const device::DeviceOps& dev = device::runtime();
+    if (scratch_ != nullptr) (void)dev.free(scratch_);
+    if (scratch_free_ != nullptr) (void)dev.event_destroy(scratch_free_);
   }
 
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
     KOLO_TRY(check_device_group(calls, n, env_.rank));
+    for (size_t i = 0; i < n; ++i) KOLO_TRY(check(calls[i].call, n));  // before any NCCL call
     const int device = calls[0].call.device;
     void* stream = calls[0].call.stream;
     device::ScopedDevice on_device(device);
     KOLO_TRY(on_device.status());
-    if (aborted_.load(std::memory_order_acquire)) {
-      return error(Code::kAborted, "rank ", env_.rank, ": the NCCL communicator was aborted");
-    }
-    KOLO_TRY(ensure_comm(device, deadline));
-    scratch_used_ = false;
+    std::unique_lock<std::mutex> lock(comm_m_);
+    KOLO_TRY(ensure_comm(device, deadline, lock));
     const int started = lib_.group_start();
     if (started != nccl::kSuccess) return nccl::failure(lib_, comm_, started, "ncclGroupStart");
     Status enqueued;
     for (size_t i = 0; i < n && enqueued.ok(); ++i) enqueued = enqueue(calls[i].call);
-    const int rc = lib_.group_end();  // always closes the group, even after an error
+    // The group is always closed and settled, even after an error: a nonblocking
+    // communicator takes no other call while it is in progress.
+    Status ended = settle(lib_.group_end(), "ncclGroupEnd", deadline, lock);
     KOLO_TRY(enqueued);
-    KOLO_TRY(settle(rc, "ncclGroupEnd", deadline));
+    KOLO_TRY(ended);
+    lock.unlock();
     for (size_t i = 0; i < n; ++i) KOLO_TRY(postscale(calls[i].call));
     if (scratch_used_) {  // the scratch is free again once this call's sends are done
       scratch_used_ = false;
@@ -89,10 +98,14 @@ class NcclExecutor final : public Executor {
   Status drain(const Deadline& deadline) override {
     std::unique_lock<std::mutex> lock(m_);
     while (!pending_.empty()) {
+      if (aborted_.load(std::memory_order_acquire)) break;
       if (deadline.expired()) {
         return error(Code::kTimeout, "rank ", env_.rank, ": NCCL calls still running at the deadline (KOLO_TIMEOUT)");
       }
       cv_.wait_for(lock, std::chrono::milliseconds(1));
+    }
+    if (aborted_.load(std::memory_order_acquire)) {
+      return error(Code::kAborted, "rank ", env_.rank, ": the NCCL communicator was aborted");
     }
     return Status();
   }
@@ -109,25 +122,34 @@ class NcclExecutor final : public Executor {
   };
 
   // NCCL calls on a nonblocking communicator may return "in progress"; the call is done
-  // when the communicator's state leaves it.
-  Status settle(int rc, const char* what, const Deadline& deadline) {
+  // when the communicator's state leaves it. Polls under comm_m_ (held by `lock`), which
+  // it lets go while it sleeps so that the watchdog can abort; ends at the deadline and on
+  // kolo_comm_abort, aborting the NCCL communicator.
+  Status settle(int rc, const char* what, const Deadline& deadline, std::unique_lock<std::mutex>& lock) {
     while (rc == nccl::kInProgress) {
+      if (abort_requested_.load(std::memory_order_acquire)) {
+        abort_comm();
+        return error(Code::kAborted, "rank ", env_.rank, ": communicator aborted during ", what);
+      }
       if (deadline.expired()) {
-        {
-          std::lock_guard<std::mutex> lock(m_);
-          abort_comm();
-        }
+        abort_comm();
         return error(Code::kTimeout, "rank ", env_.rank, ": ", what, " still in progress at the deadline (KOLO_TIMEOUT)");
       }
+      lock.unlock();
       std::this_thread::sleep_for(std::chrono::microseconds(20));
-      if (lib_.comm_get_async_error(comm_, &rc) != nccl::kSuccess) break;
+      lock.lock();
+      if (aborted_) return error(Code::kAborted, "rank ", env_.rank, ": the NCCL communicator was aborted during ", what);
+      const int polled = lib_.comm_get_async_error(comm_, &rc);
+      if (polled != nccl::kSuccess) return nccl::failure(lib_, comm_, polled, "ncclCommGetAsyncError");
     }
     if (rc != nccl::kSuccess) return nccl::failure(lib_, comm_, rc, what);
     return Status();
   }
 
-  // The NCCL communicator, made at the first call on the device of its buffers.
-  Status ensure_comm(int device, const Deadline& deadline) {
+  // The NCCL communicator, made at the first call on the device of its buffers. Under
+  // comm_m_.
+  Status ensure_comm(int device, const Deadline& deadline, std::unique_lock<std::mutex>& lock) {
+    if (aborted_) return error(Code::kAborted, "rank ", env_.rank, ": the NCCL communicator was aborted");
     if (comm_ != nullptr) {
       if (device == device_) return Status();
       return error(Code::kInvalidArgument, "rank ", env_.rank, ": KOLO_BACKEND=nccl runs a communicator on one device; it "
@@ -148,32 +170,44 @@ class NcclExecutor final : public Executor {
     nccl::Config config;
     config.blocking = 0;  // so that kolo's deadlines can end every wait
     const int rc = lib_.comm_init_rank_config(&comm_, env_.size, id, env_.rank, &config);
-    if (rc != nccl::kSuccess && rc != nccl::kInProgress) {
-      comm_ = nullptr;
-      return nccl::failure(lib_, nullptr, rc, "ncclCommInitRankConfig");
-    }
-    KOLO_TRY(settle(rc, "ncclCommInitRankConfig", deadline));
     device_ = device;
+    Status made = rc == nccl::kSuccess || rc == nccl::kInProgress
+                      ? settle(rc, "ncclCommInitRankConfig", deadline, lock)
+                      : nccl::failure(lib_, comm_, rc, "ncclCommInitRankConfig");
+    if (!made.ok()) {
+      abort_comm();  // a communicator NCCL handed back frees with an abort
+      return made;
+    }
     log_info(Subsys::kInit, "rank ", env_.rank, ": NCCL communicator of ", env_.size, " ranks on device ", device);
     watchdog_ = std::thread([this] { watch_loop(); });
     return Status();
   }
 
-  Status enqueue(const CollCall& call) {
+  // What NCCL cannot take, refused before the group starts.
+  Status check(const CollCall& call, size_t group_size) {
     const CollSpec& s = call.spec;
     if (s.prescaled) {
       return error(Code::kUnsupported, "rank ", env_.rank, ": KOLO_BACKEND=nccl does not prescale device buffers");
     }
+    if (s.kind == CollKind::kBarrier) {
+      return error(Code::kInternal, "rank ", env_.rank, ": a barrier reached the nccl executor (it has no buffers)");
+    }
+    if (s.kind == CollKind::kAlltoall && call.send == call.recv && group_size > 1) {
+      return error(Code::kUnsupported, "rank ", env_.rank, ": KOLO_BACKEND=nccl runs an in-place alltoall alone, not in a group");
+    }
     Result<int> dtype = nccl::dtype_of(s.dtype, lib_.version);
     if (!dtype.ok()) return dtype.status();
     const bool reduces = s.kind == CollKind::kAllreduce || s.kind == CollKind::kReduce || s.kind == CollKind::kReduceScatter;
-    int op = 0;
-    if (reduces) {
-      Result<int> o = nccl::op_of(s.op);
-      if (!o.ok()) return o.status();
-      op = o.value();
-    }
-    const int t = dtype.value();
+    if (reduces) return nccl::op_of(s.op).status();
+    return Status();
+  }
+
+  // One call's NCCL calls, inside the group (checked already).
+  Status enqueue(const CollCall& call) {
+    const CollSpec& s = call.spec;
+    const int t = nccl::dtype_of(s.dtype, lib_.version).value();
+    const bool reduces = s.kind == CollKind::kAllreduce || s.kind == CollKind::kReduce || s.kind == CollKind::kReduceScatter;
+    const int op = reduces ? nccl::op_of(s.op).value() : 0;
     const size_t es = dtype_size(s.dtype);
     void* st = call.stream;
     const char* send = static_cast<const char*>(call.send);
@@ -203,8 +237,7 @@ class NcclExecutor final : public Executor {
         break;
       case CollKind::kSend: rc = lib_.send(send, s.count, t, s.peer, comm_, st); break;
       case CollKind::kRecv: rc = lib_.recv(recv, s.count, t, s.peer, comm_, st); break;
-      case CollKind::kBarrier:
-        return error(Code::kInternal, "rank ", env_.rank, ": a barrier reached the nccl executor (it has no buffers)");
+      case CollKind::kBarrier: break;  // refused by check()
     }
     // Inside a group a nonblocking communicator may answer "in progress": group_end settles.
     if (rc != nccl::kSuccess && rc != nccl::kInProgress) return nccl::failure(lib_, comm_, rc, coll_name(s.kind));
@@ -213,12 +246,10 @@ class NcclExecutor final : public Executor {
 
   // A copy of `bytes` at `input` in the scratch buffer, in stream order: the copy waits
   // until the previous call that used the scratch (on any stream) has finished with it.
-  // Grows only; one per executor.
+  // Grows only; one per executor, one use per group (check() sees to it).
   Result<const char*> input_copy(const char* input, size_t bytes, void* stream) {
     const device::DeviceOps& dev = device::runtime();
-    if (scratch_used_) {
-      return error(Code::kUnsupported, "rank ", env_.rank, ": KOLO_BACKEND=nccl takes one in-place alltoall per group");
-    }
+    if (scratch_free_ == nullptr) KOLO_TRY(dev.event_create(&scratch_free_));
     if (scratch_bytes_ < bytes) {
       if (scratch_ != nullptr) {
         KOLO_TRY(dev.event_synchronize(scratch_free_, Deadline(env_timeout_seconds())));
@@ -226,7 +257,6 @@ class NcclExecutor final : public Executor {
         scratch_ = nullptr;
         scratch_bytes_ = 0;
       }
-      if (scratch_free_ == nullptr) KOLO_TRY(dev.event_create(&scratch_free_));
       KOLO_TRY(dev.malloc(&scratch_, bytes));
       scratch_bytes_ = bytes;
     } else {
@@ -266,49 +296,61 @@ class NcclExecutor final : public Executor {
 
   void watch_loop() {
     const device::DeviceOps& dev = device::runtime();
-    std::unique_lock<std::mutex> lock(m_);
-    while (!(stop_ && pending_.empty()) && !aborted_.load(std::memory_order_acquire)) {
-      cv_.wait_for(lock, std::chrono::milliseconds(1));
-      while (!pending_.empty()) {  // retire what has finished, oldest first
-        Result<bool> done = dev.event_query(pending_.front().event);
-        if (!done.ok() || !done.value()) break;
-        (void)dev.event_destroy(pending_.front().event);
-        pending_.pop_front();
+    (void)dev.set_device(device_);  // its events' device; no context on another GPU
+    while (true) {
+      Status why;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait_for(lock, std::chrono::milliseconds(1));
+        if (stop_ && pending_.empty()) break;
+        while (!pending_.empty()) {  // retire what has finished, oldest first
+          Result<bool> done = dev.event_query(pending_.front().event);
+          if (!done.ok() || !done.value()) break;
+          (void)dev.event_destroy(pending_.front().event);
+          pending_.pop_front();
+        }
+        if (pending_.empty()) busy_.store(false, std::memory_order_release);
+        if (!pending_.empty() && pending_.front().deadline.expired()) {
+          why = error(Code::kTimeout, "rank ", env_.rank, ": an NCCL call did not finish within KOLO_TIMEOUT (",
+                      env_timeout_seconds(), " s); a peer may have died");
+        }
       }
-      if (pending_.empty()) busy_.store(false, std::memory_order_release);
-      Status why = trouble();
-      if (why.ok()) continue;
-      abort_comm();
-      for (Pending& p : pending_) (void)dev.event_destroy(p.event);  // released by the abort
-      pending_.clear();
-      busy_.store(false, std::memory_order_release);
-      lock.unlock();
-      env_.fail(why);
-      cv_.notify_all();
-      lock.lock();
+      if (why.ok()) why = nccl_trouble();
+      if (why.ok() && !aborted_) continue;
+      // Fail the communicator first, so that nothing that sees the queue empty passes.
+      if (!why.ok()) env_.fail(why);
+      {
+        std::lock_guard<std::mutex> lock(comm_m_);
+        abort_comm();  // releases the streams
+      }
+      break;
     }
+    // Whatever is left will never be waited for.
+    std::lock_guard<std::mutex> lock(m_);
+    for (Pending& p : pending_) (void)dev.event_destroy(p.event);
+    pending_.clear();
+    busy_.store(false, std::memory_order_release);
+    cv_.notify_all();
   }
 
-  // Why the NCCL communicator must be aborted (ok: it need not). Under m_.
-  Status trouble() {
+  // An abort asked for, or an error NCCL reports (a peer died): ok when neither. Does not
+  // wait for a call that holds the communicator; the next round asks again.
+  Status nccl_trouble() {
     if (abort_requested_.load(std::memory_order_acquire)) {
       return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
     }
+    std::unique_lock<std::mutex> lock(comm_m_, std::try_to_lock);
+    if (!lock.owns_lock() || aborted_) return Status();
     int state = nccl::kSuccess;
     if (lib_.comm_get_async_error(comm_, &state) == nccl::kSuccess && state != nccl::kSuccess &&
         state != nccl::kInProgress) {
       return nccl::failure(lib_, comm_, state, str_cat("rank ", env_.rank, ": NCCL").c_str());
     }
-    if (!pending_.empty() && pending_.front().deadline.expired()) {
-      return error(Code::kTimeout, "rank ", env_.rank, ": an NCCL call did not finish within KOLO_TIMEOUT (",
-                   env_timeout_seconds(), " s); a peer may have died");
-    }
     return Status();
   }
 
-  // Under m_, so that the watchdog never asks a communicator that is being freed. A call
-  // that another thread is enqueuing at that moment is NCCL's to end (it allows aborting a
-  // nonblocking communicator from another thread); later calls see aborted_.
+  // Under comm_m_, so that no other thread is inside an NCCL call on the communicator it
+  // frees; later calls see aborted_.
   void abort_comm() {
     if (comm_ == nullptr || aborted_.exchange(true)) return;
     (void)lib_.comm_abort(comm_);
@@ -316,18 +358,22 @@ class NcclExecutor final : public Executor {
 
   ExecutorEnv env_;
   const nccl::Library& lib_;
+  // Every NCCL call on comm_ (NCCL takes one thread at a time per communicator), and the
+  // abort; never held while waiting for m_.
+  std::mutex comm_m_;
   nccl::Comm comm_ = nullptr;
+  std::atomic<bool> aborted_{false};  // comm_ aborted (and freed): no NCCL call on it again
   int device_ = -1;
   void* scratch_ = nullptr;  // in-place alltoall's input copy (device memory)
   size_t scratch_bytes_ = 0;
   void* scratch_free_ = nullptr;  // recorded after the last call that read the scratch
   bool scratch_used_ = false;     // by the call being enqueued
+  // The watchdog's queue.
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   std::atomic<bool> busy_{false};
   std::atomic<bool> abort_requested_{false};
-  std::atomic<bool> aborted_{false};
   bool stop_ = false;
   std::thread watchdog_;
 };
@@ -344,6 +390,10 @@ MadeExecutor create_nccl_executor(const ExecutorEnv& env) {
   if (std::string(runtime) != "cuda") {
     return error(Code::kUnsupported, "KOLO_BACKEND=nccl needs the cuda device runtime, and this process has '", runtime,
                  "' (KOLO_DEVICE=", env_string("KOLO_DEVICE"), "); NCCL runs on GPU memory only");
+  }
+  const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
+  if (blocking != nullptr && std::string(blocking) == "1") {
+    log_warn(Subsys::kInit, "NCCL_COMM_BLOCKING=1 makes NCCL's calls block: KOLO_TIMEOUT cannot end a hang in them");
   }
   return MadeExecutor(std::make_unique<NcclExecutor>(env, *lib.value()));
 }

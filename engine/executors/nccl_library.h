@@ -22,18 +22,17 @@ struct UniqueId {
 };
 using Comm = struct Opaque*;  // ncclComm_t
 
-// ncclConfig_t as NCCL 2.14 introduced it. NCCL reads as many fields as `size` says and
-// takes its defaults for the rest, so this prefix is valid for every later version.
+// ncclConfig_t as NCCL 2.14 introduced it (size, magic, version, blocking). NCCL reads
+// min(size, its own) bytes and takes its defaults for the fields a config of an older
+// version lacks, so this prefix is valid for every later version.
 struct Config {
   size_t size = sizeof(Config);
   unsigned magic = 0xcafebeef;
   unsigned version = 21400;  // NCCL_VERSION(2, 14, 0)
   int blocking = 1;
-  int cga_cluster_size = kUndefined;
-  int min_ctas = kUndefined;
-  int max_ctas = kUndefined;
-  const char* net_name = nullptr;
-  static constexpr int kUndefined = -2147483647 - 1;  // NCCL_CONFIG_UNDEF_INT
+  // The next field of later versions, in what would be padding (NCCL copies the struct's
+  // size, 24 bytes), set to NCCL_CONFIG_UNDEF_INT: "not set, use NCCL's default".
+  int cga_cluster_size = -2147483647 - 1;
 };
 
 // The oldest NCCL kolo drives: nonblocking communicators (ncclCommInitRankConfig) and

@@ -83,12 +83,12 @@ TEST(NcclLibrary, AbiMatchesNcclHeader) {
   ncclConfig_t header = NCCL_CONFIG_INITIALIZER;
   Config mine;
   EXPECT_EQ(mine.magic, header.magic);
-  EXPECT_EQ(mine.cga_cluster_size, header.cgaClusterSize);  // NCCL_CONFIG_UNDEF_INT
   EXPECT_EQ(offsetof(Config, magic), offsetof(ncclConfig_t, magic));
   EXPECT_EQ(offsetof(Config, version), offsetof(ncclConfig_t, version));
   EXPECT_EQ(offsetof(Config, blocking), offsetof(ncclConfig_t, blocking));
-  EXPECT_EQ(offsetof(Config, max_ctas), offsetof(ncclConfig_t, maxCTAs));
-  EXPECT_EQ(offsetof(Config, net_name), offsetof(ncclConfig_t, netName));
+  EXPECT_EQ(offsetof(Config, cga_cluster_size), offsetof(ncclConfig_t, cgaClusterSize));
+  EXPECT_EQ(mine.cga_cluster_size, header.cgaClusterSize);  // NCCL_CONFIG_UNDEF_INT
+  EXPECT_EQ(sizeof(Config), offsetof(ncclConfig_t, minCTAs));  // nothing beyond it
   EXPECT_EQ(mine.version, static_cast<unsigned>(NCCL_VERSION(2, 14, 0)));
 }
 #endif

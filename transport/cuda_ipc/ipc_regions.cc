@@ -1,0 +1,77 @@
+#include "transport/cuda_ipc/ipc_regions.h"
+
+#include <cstring>
+
+#include "support/log.h"
+
+namespace kolo {
+namespace {
+
+// What a rank publishes: its handle and its region's size (checked by every peer: all must
+// have made the same call).
+struct Published {
+  device::IpcHandle handle;
+  uint64_t bytes;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size_t bytes, const Deadline& deadline,
+                                                       const device::DeviceOps& dev) {
+  if (site.store == nullptr || site.size < 1 || site.index < 0 || site.index >= site.size || bytes == 0) {
+    return error(Code::kInvalidArgument, "IPC regions: bad site (index ", site.index, " of ", site.size, ", ", bytes,
+                 " bytes)");
+  }
+  std::unique_ptr<IpcRegions> r(new IpcRegions(dev));
+  r->index_ = site.index;
+  r->bytes_ = bytes;
+  r->regions_.assign(site.size, nullptr);
+  void* mine = nullptr;
+  KOLO_TRY(dev.malloc(&mine, bytes));
+  r->regions_[site.index] = mine;  // freed by the destructor from here on
+  KOLO_TRY(dev.memset_async(mine, 0, bytes, nullptr));
+  KOLO_TRY(dev.stream_synchronize(nullptr, deadline));
+  Published out{};
+  out.bytes = bytes;
+  KOLO_TRY(dev.ipc_export(mine, &out.handle));
+  KOLO_TRY(site.store->set(str_cat(site.prefix, "/ipc/", site.index),
+                           std::string(reinterpret_cast<const char*>(&out), sizeof out), deadline));
+  for (int p = 0; p < site.size; ++p) {
+    if (p == site.index) continue;
+    Result<std::string> value = site.store->get(str_cat(site.prefix, "/ipc/", p), deadline);
+    if (!value.ok()) return value.status().with_context(str_cat("IPC regions: waiting for local rank ", p, ": "));
+    Published in{};
+    if (value.value().size() != sizeof in) {
+      return error(Code::kRemote, "IPC regions: local rank ", p, " published ", value.value().size(), " bytes, not ",
+                   sizeof in);
+    }
+    std::memcpy(&in, value.value().data(), sizeof in);
+    if (in.bytes != bytes) {
+      return error(Code::kMismatch, "IPC regions: local rank ", p, " has a region of ", in.bytes, " bytes and rank ",
+                   site.index, " of ", bytes);
+    }
+    void* mapped = nullptr;
+    Status s = dev.ipc_import(in.handle, &mapped);
+    if (!s.ok()) return s.with_context(str_cat("IPC regions: mapping local rank ", p, "'s region: "));
+    r->regions_[p] = mapped;
+    r->open_order_.push_back(p);
+  }
+  // Nobody frees its region (on an error) before every rank has mapped it.
+  KOLO_TRY(site.store->barrier(str_cat(site.prefix, "/ipc/mapped"), site.size, deadline));
+  log_info(Subsys::kTransport, "IPC regions: local rank ", site.index, " of ", site.size, " maps ", site.size - 1,
+           " peers' ", bytes, " B regions (", dev.name, ")");
+  return r;
+}
+
+IpcRegions::~IpcRegions() {
+  for (auto p = open_order_.rbegin(); p != open_order_.rend(); ++p) {
+    Status s = dev_.ipc_close(regions_[*p]);
+    if (!s.ok()) log_warn(Subsys::kTransport, "IPC regions: closing local rank ", *p, "'s mapping: ", s.message());
+  }
+  if (regions_.size() > static_cast<size_t>(index_) && regions_[index_] != nullptr) {
+    Status s = dev_.free(regions_[index_]);
+    if (!s.ok()) log_warn(Subsys::kTransport, "IPC regions: freeing the own region: ", s.message());
+  }
+}
+
+}  // namespace kolo

@@ -1,0 +1,59 @@
+// Device memory that every rank of one host addresses directly: each rank allocates one
+// region on its device, exports it (CUDA IPC; on the emulated device, its memfd) and maps
+// every peer's, through the rendezvous store. This is the memory the one-host device
+// collectives (kernels that read and write peer GPUs over NVLink or PCIe) work in: staging
+// slots and the flags that order their steps.
+//
+// Mapping is all or nothing: a peer that never publishes its handle, or publishes one that
+// cannot be mapped, is an error naming it at the deadline. Peers' mappings are closed in
+// the reverse order of opening, then the own region is freed, after every rank has mapped
+// (a rank never frees memory another is still importing).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/clock.h"
+#include "support/device/device.h"
+#include "support/status.h"
+#include "transport/bootstrap/store.h"
+
+namespace kolo {
+
+struct IpcSite {
+  StoreClient* store = nullptr;
+  std::string prefix;  // unique per communicator and use
+  int index = 0;       // this rank among the ranks of the host
+  int size = 1;        // ranks of the host
+};
+
+class IpcRegions {
+ public:
+  // Collective over the site's ranks: every one calls it with the same bytes. `dev` is the
+  // device runtime (the process's own unless a test gives another); the region is memory
+  // of the device current on the calling thread, zeroed.
+  static Result<std::unique_ptr<IpcRegions>> create(const IpcSite& site, size_t bytes, const Deadline& deadline,
+                                                    const device::DeviceOps& dev = device::runtime());
+  ~IpcRegions();
+  IpcRegions(const IpcRegions&) = delete;
+  IpcRegions& operator=(const IpcRegions&) = delete;
+
+  int size() const { return static_cast<int>(regions_.size()); }
+  int index() const { return index_; }
+  size_t bytes() const { return bytes_; }
+  // Rank `index`'s region as this process addresses it (its own allocation, or a mapping).
+  char* region(int index) const { return static_cast<char*>(regions_[index]); }
+
+ private:
+  IpcRegions(const device::DeviceOps& dev) : dev_(dev) {}
+
+  const device::DeviceOps& dev_;
+  int index_ = 0;
+  size_t bytes_ = 0;
+  std::vector<void*> regions_;   // by rank index; null where not (yet) mapped
+  std::vector<int> open_order_;  // peers in the order their mappings were opened
+};
+
+}  // namespace kolo

@@ -11,11 +11,25 @@
 // communicator: the next call and kolo_comm_get_async_error report it.
 //
 // Staging buffers come from a pool of pinned buffers (pinning costs far more than a
-// collective). Large allreduce, reduce and broadcast calls go in chunks of
-// kStagedChunkBytes, every chunk its own host collective: all chunks' input copies are
-// enqueued first, so the stream copies chunk i+1 in (and chunk i-1 out) while the progress
-// thread runs the collective on chunk i. The chunk size is a constant so that every rank
-// cuts alike.
+// collective). Large single allreduce, reduce, broadcast, allgather, reduce_scatter and
+// alltoall calls go in chunks, every chunk its own host collective (chunk_elems says when
+// and how large): the input copies of the chunks are enqueued ahead of the holds, so the
+// stream copies chunk i+1 in (and chunk i-1 out) while the progress thread runs the
+// collective on chunk i. A chunk of a rank-major call (allgather's recv, reduce_scatter's
+// send, alltoall's both: `ranks` blocks of `count`) is `ranks` strided pieces on the
+// device, staged end to end as `ranks` blocks of the chunk's count: several copies per
+// chunk, one host collective with the chunk's count. The chunk size depends only on
+// constants, the call's count and dtype and the communicator size, so that every rank
+// cuts alike. Allgatherv runs whole: its blocks have a count per rank and displacements
+// of the caller's choosing, so a chunk would be an uneven host allgatherv of clipped
+// counts, and its recv may have gaps that staging must carry through unchanged.
+//
+// The pinned staging in flight is bounded (kStagedInFlightBytes): past it, a chunk takes
+// the buffers of the oldest queued operation, and its copies in wait on the device for
+// that operation's copies out. The wait is on the stream, never in run(): run() is called
+// with the communicator's call lock held, which the progress thread needs to run any host
+// collective, so nothing queued could finish while run() waited on the host.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -26,6 +40,7 @@
 #include <vector>
 
 #include "engine/executors/executor.h"
+#include "engine/executors/staged_layout.h"
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
@@ -33,93 +48,38 @@
 namespace kolo {
 namespace {
 
-// Bytes of the input and output buffers of a call on `ranks` ranks (what the API checks).
-struct CallBytes {
-  size_t in = 0, out = 0;
+using namespace staged;  // NOLINT: the layout is this executor's own vocabulary
+
+
+struct Buffer {
+  void* p;
+  size_t bytes;  // capacity
 };
-
-CallBytes bytes_of(const CollSpec& s, int ranks, int rank) {
-  const size_t n = s.bytes(), all = n * static_cast<size_t>(ranks);
-  switch (s.kind) {
-    case CollKind::kAllreduce:
-    case CollKind::kBroadcast:
-    case CollKind::kReduce: return {n, n};
-    case CollKind::kAllgather: return {n, all};
-    case CollKind::kAllgatherv: {
-      size_t end = 0;
-      for (size_t q = 0; q < s.counts.size() && q < s.displs.size(); ++q) end = std::max(end, s.displs[q] + s.counts[q]);
-      return {s.counts.size() > static_cast<size_t>(rank) ? s.counts[rank] * dtype_size(s.dtype) : n,
-              end * dtype_size(s.dtype)};
-    }
-    case CollKind::kReduceScatter: return {all, n};
-    case CollKind::kAlltoall: return {all, all};
-    case CollKind::kSend: return {n, 0};
-    case CollKind::kRecv: return {0, n};
-    case CollKind::kBarrier: return {0, 0};
-  }
-  return {0, 0};
-}
-
-// Pinned buffers kept for reuse, by size. A request takes the smallest free buffer that
-// fits and is at most twice as large; the pool keeps at most kPoolBytes.
-class PinnedPool {
- public:
-  static constexpr size_t kPoolBytes = size_t{1} << 30;
-  ~PinnedPool() {
-    for (auto& [bytes, p] : free_) (void)device::runtime().host_free(p);
-  }
-  Status take(size_t bytes, void** out) {
-    std::lock_guard<std::mutex> lock(m_);
-    auto it = free_.lower_bound(bytes);
-    if (it != free_.end() && it->first <= 2 * bytes) {
-      *out = it->second;
-      size_of_[*out] = it->first;
-      held_ -= it->first;
-      free_.erase(it);
-      return Status();
-    }
-    KOLO_TRY(device::runtime().host_alloc(out, bytes));
-    size_of_[*out] = bytes;
-    return Status();
-  }
-  void give(void* p) {
-    std::lock_guard<std::mutex> lock(m_);
-    const size_t bytes = size_of_[p];
-    size_of_.erase(p);
-    while (held_ + bytes > kPoolBytes && !free_.empty()) {  // make room: the largest go first
-      auto last = std::prev(free_.end());
-      (void)device::runtime().host_free(last->second);
-      held_ -= last->first;
-      free_.erase(last);
-    }
-    if (held_ + bytes > kPoolBytes) {
-      (void)device::runtime().host_free(p);
-      return;
-    }
-    free_.emplace(bytes, p);
-    held_ += bytes;
-  }
-
- private:
-  std::mutex m_;
-  std::multimap<size_t, void*> free_;
-  std::map<void*, size_t> size_of_;
-  size_t held_ = 0;
-};
-
-constexpr size_t kStagedChunkBytes = size_t{4} << 20;
 
 struct Operation {
   struct Copy {
-    void* device;
+    char* device;
     char* host;
     size_t bytes;
   };
+  ~Operation() {
+    if (!own_events) return;
+    if (ready != nullptr) (void)device::runtime().event_destroy(ready);
+    if (finished != nullptr) (void)device::runtime().event_destroy(finished);
+  }
+  void* stream = nullptr;
   std::vector<CollCall> host_calls;  // the calls on the staging buffers
+  std::vector<Copy> ins;             // inputs to copy from the device
   std::vector<Copy> outs;            // results to copy back to the device
-  std::vector<void*> staging;        // from the pool, returned once `finished` has passed
+  // Under the executor's m_: pinned buffers held (from the pool, or taken from an earlier
+  // operation), returned to the pool once `finished` has passed.
+  std::vector<Buffer> staging;
+  // Operations whose buffers this one took on another stream: kept (their `finished`
+  // event with them) until this one's stream is past its wait for them.
+  std::vector<std::shared_ptr<Operation>> waits_on;
   void* ready = nullptr;
   void* finished = nullptr;
+  bool own_events = true;  // false: a stream may still refer to them (never destroyed)
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
@@ -131,6 +91,15 @@ void hold_stream(void* arg) {
   std::unique_lock<std::mutex> lock(op->m);
   op->cv.wait_for(lock, std::chrono::duration<double>(env_timeout_seconds()), [&] { return op->done; });
 }
+
+// An operation being staged: its parts, where they go, and the buffer of each region.
+struct Staging {
+  std::shared_ptr<Operation> op;
+  std::vector<Part> parts;
+  std::vector<Layout> layouts;
+  std::vector<size_t> sizes;  // every region of every part, in order
+  std::vector<int> buffer;    // per region: its index in op->staging; -1 until taken
+};
 
 class StagedDeviceExecutor final : public Executor {
  public:
@@ -148,40 +117,48 @@ class StagedDeviceExecutor final : public Executor {
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
     const device::DeviceOps& dev = device::runtime();
     void* stream = calls[0].call.stream;
-    for (size_t i = 1; i < n; ++i) {
-      if (calls[i].call.stream != stream || calls[i].call.device != calls[0].call.device) {
-        return error(Code::kInvalidArgument, "rank ", env_.rank, ": a group of device calls on different streams or devices (",
-                     stream, " on device ", calls[0].call.device, " and ", calls[i].call.stream, " on device ",
-                     calls[i].call.device, "); kolo runs a group on one stream");
-      }
-    }
+    KOLO_TRY(check_device_group(calls, n, env_.rank));
     // The copies and events go to the device of the buffers and the stream.
     device::ScopedDevice on_device(calls[0].call.device);
     KOLO_TRY(on_device.status());
-    // One operation per chunk of a large elementwise call, else one for all the calls.
-    std::vector<PlannedCall> pieces = chunks_of(calls, n);
-    const PlannedCall* parts = pieces.empty() ? calls : pieces.data();
-    const size_t nparts = pieces.empty() ? 1 : pieces.size();
-    const size_t per_op = pieces.empty() ? n : 1;
-    std::vector<std::shared_ptr<Operation>> ops;
+    // One operation per chunk of a large single call, else one for all the calls.
+    std::vector<std::vector<Part>> plan = parts_of(calls, n);
+    // Stages operations while their staging fits (or can be taken from queued operations);
+    // when neither, enqueues the hold and copies out of the oldest staged one, which makes
+    // its buffers available to the next. Past the cap the stream gets in_0 .. in_w,
+    // hold_0, out_0, in_w+1 (into chunk 0's buffers), hold_1, out_1, in_w+2, ... Nothing
+    // here waits: the caller holds the communicator's call lock, which the progress thread
+    // needs for every host collective.
+    std::deque<std::shared_ptr<Operation>> staged;  // inputs enqueued, hold not yet
+    Staging next;
+    size_t k = 0;
     Status s;
-    for (size_t k = 0; k < nparts && s.ok(); ++k) {
-      ops.push_back(std::make_shared<Operation>());
-      s = stage_inputs(dev, parts + (pieces.empty() ? 0 : k), per_op, stream, ops.back().get());
+    while (s.ok() && (k < plan.size() || !staged.empty())) {
+      if (k < plan.size()) {
+        if (next.op == nullptr) s = begin(dev, std::move(plan[k]), stream, &next);
+        bool got = false;
+        if (s.ok()) s = acquire(dev, &next, staged.empty(), &got);
+        if (s.ok() && got) {
+          s = stage_inputs(dev, &next);
+          if (s.ok()) {
+            staged.push_back(std::move(next.op));
+            next = Staging();
+            ++k;
+          }
+          continue;
+        }
+        if (!s.ok()) break;
+      }
+      s = finish(dev, staged.front());
+      if (s.ok()) staged.pop_front();
     }
-    for (size_t k = 0; k < ops.size() && s.ok(); ++k) s = stage_outputs(dev, stream, ops[k].get());
     if (!s.ok()) {
-      for (auto& op : ops) release(dev, op.get());
+      // What is on the stream may still touch these: they are kept, never reused.
+      if (next.op != nullptr) staged.push_back(next.op);
+      std::lock_guard<std::mutex> lock(m_);
+      for (auto& op : staged) abandon_locked(op);
       return s;
     }
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      for (auto& op : ops) queue_.push_back(op);
-      pending_ += ops.size();
-      busy_.store(true, std::memory_order_release);
-      if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
-    }
-    cv_.notify_all();
     return Status();
   }
 
@@ -199,89 +176,168 @@ class StagedDeviceExecutor final : public Executor {
   }
 
  private:
-  // A single large allreduce, reduce or broadcast as chunks (empty: run it whole).
-  static std::vector<PlannedCall> chunks_of(const PlannedCall* calls, size_t n) {
-    std::vector<PlannedCall> pieces;
-    const CollSpec& s = calls[0].call.spec;
-    const bool elementwise = s.kind == CollKind::kAllreduce || s.kind == CollKind::kReduce || s.kind == CollKind::kBroadcast;
-    if (n != 1 || !elementwise || s.bytes() <= 2 * kStagedChunkBytes) return pieces;
-    const size_t es = dtype_size(s.dtype), per = kStagedChunkBytes / es;
-    for (size_t first = 0; first < s.count; first += per) {
-      PlannedCall piece = calls[0];
-      piece.call.spec.count = std::min(per, s.count - first);
-      if (piece.call.send != nullptr) piece.call.send = static_cast<const char*>(piece.call.send) + first * es;
-      if (piece.call.recv != nullptr) piece.call.recv = static_cast<char*>(piece.call.recv) + first * es;
-      pieces.push_back(std::move(piece));
+  // A single large call as chunks (chunk_elems), else one operation for all the calls.
+  std::vector<std::vector<Part>> parts_of(const PlannedCall* calls, size_t n) const {
+    std::vector<std::vector<Part>> ops;
+    const size_t per = n == 1 ? chunk_elems(calls[0].call, env_.size, env_.rank) : 0;
+    if (per == 0) {
+      ops.emplace_back();
+      for (size_t i = 0; i < n; ++i) {
+        ops.back().push_back(part_of(calls[i].call, 0, calls[i].call.spec.count, env_.size, env_.rank));
+      }
+      return ops;
     }
-    return pieces;
+    const size_t count = calls[0].call.spec.count;
+    for (size_t first = 0; first < count; first += per) {
+      ops.push_back({part_of(calls[0].call, first, std::min(per, count - first), env_.size, env_.rank)});
+    }
+    return ops;
   }
 
-  // Step 1 on the stream: staging, the copies in, `ready`. The host calls point into the
-  // staging buffers.
-  Status stage_inputs(const device::DeviceOps& dev, const PlannedCall* calls, size_t n, void* stream, Operation* op) {
-    KOLO_TRY(dev.event_create(&op->ready));
-    KOLO_TRY(dev.event_create(&op->finished));
-    std::vector<Operation::Copy>& outs = op->outs;
-    for (size_t i = 0; i < n; ++i) {
-      CollCall host = calls[i].call;
+  // A new operation for `parts`: its events and the regions its staging must hold.
+  Status begin(const device::DeviceOps& dev, std::vector<Part> parts, void* stream, Staging* st) {
+    st->op = std::make_shared<Operation>();
+    st->op->stream = stream;
+    st->parts = std::move(parts);
+    KOLO_TRY(dev.event_create(&st->op->ready));
+    KOLO_TRY(dev.event_create(&st->op->finished));
+    for (const Part& p : st->parts) {
+      st->layouts.emplace_back();
+      KOLO_TRY(layout_of(p, env_.rank, &st->layouts.back()));
+      for (int r = 0; r < st->layouts.back().regions; ++r) st->sizes.push_back(st->layouts.back().region[r].total());
+    }
+    st->buffer.assign(st->sizes.size(), -1);
+    return Status();
+  }
+
+  // Takes a buffer for every region of st: one the operation holds already and does not
+  // use, else a new one from the pool while the staging in flight stays within the cap,
+  // else the buffers of the oldest queued operation (the stream waits for its copies out).
+  // *got = false when none of these can be had and `alone` is false (this call has staged
+  // operations whose holds are not enqueued: enqueuing one makes its buffers available).
+  // When `alone` and no queued operation holds staging, a region the cap has no room for
+  // is taken from the pool all the same: the cap bounds reuse, it refuses nothing.
+  Status acquire(const device::DeviceOps& dev, Staging* st, bool alone, bool* got) {
+    Operation* op = st->op.get();
+    std::unique_lock<std::mutex> lock(m_);
+    for (size_t r = 0; r < st->sizes.size(); ++r) {
+      const size_t need = st->sizes[r];
+      while (st->buffer[r] < 0) {
+        int best = -1;
+        for (size_t b = 0; b < op->staging.size(); ++b) {
+          if (op->staging[b].bytes < need) continue;
+          if (std::find(st->buffer.begin(), st->buffer.end(), static_cast<int>(b)) != st->buffer.end()) continue;
+          if (best < 0 || op->staging[b].bytes < op->staging[best].bytes) best = static_cast<int>(b);
+        }
+        if (best >= 0) {
+          st->buffer[r] = best;
+          break;
+        }
+        if (in_flight_ + need <= kStagedInFlightBytes || (held_.empty() && alone)) {
+          in_flight_ += need;  // reserved while the pool pins it
+          lock.unlock();
+          Buffer b{nullptr, 0};
+          Status taken = pool_.take(need, &b.p, &b.bytes);
+          lock.lock();
+          if (!taken.ok()) {
+            in_flight_ -= need;
+            return taken;
+          }
+          in_flight_ += b.bytes - need;
+          op->staging.push_back(b);
+          continue;
+        }
+        if (held_.empty()) {
+          *got = false;
+          return Status();
+        }
+        std::shared_ptr<Operation> old = std::move(held_.front());
+        held_.pop_front();
+        if (old->stream != op->stream) {
+          // On the same stream, its order puts our copies in after old's copies out.
+          KOLO_TRY(dev.stream_wait_event(op->stream, old->finished));
+          op->waits_on.push_back(old);
+        }
+        for (const Buffer& b : old->staging) op->staging.push_back(b);
+        old->staging.clear();
+      }
+    }
+    *got = true;
+    return Status();
+  }
+
+  // Step 1 on the stream: the copies in, `ready`. The host calls point into the staging.
+  Status stage_inputs(const device::DeviceOps& dev, Staging* st) {
+    Operation* op = st->op.get();
+    size_t next_region = 0;
+    for (size_t i = 0; i < st->parts.size(); ++i) {
+      const Part& p = st->parts[i];
+      const Layout& l = st->layouts[i];
+      char* base[2] = {nullptr, nullptr};
+      for (int r = 0; r < l.regions; ++r) base[r] = static_cast<char*>(op->staging[st->buffer[next_region++]].p);
+      CollCall host = p.call;
       host.spec.device = false;
       host.stream = nullptr;
-      const CallBytes b = bytes_of(host.spec, env_.size, env_.rank);
-      // A broadcast's send buffer is read at the root only; elsewhere it may be anything.
-      if (host.spec.kind == CollKind::kBroadcast && host.spec.root != env_.rank && !host.spec.in_place) {
-        host.send = nullptr;
+      host.send = l.send_in < 0 ? nullptr : base[l.send_in] + l.region[l.send_in].locate(p.send.device, p.send.bytes);
+      host.recv = l.recv_in < 0 ? nullptr : base[l.recv_in] + l.region[l.recv_in].locate(p.recv.device, p.recv.bytes);
+      if (l.whole_in) {
+        add_copies(l.region[0], l.region[0], base[0], &op->ins);
+      } else if (l.send_in >= 0) {
+        add_copies(p.send, l.region[l.send_in], base[l.send_in], &op->ins);
       }
-      const char* send = static_cast<const char*>(host.send);
-      char* recv = static_cast<char*>(host.recv);
-      const size_t in = send != nullptr ? b.in : 0, out = recv != nullptr ? b.out : 0;
-      // In place the input lies inside the output (or, reduce_scatter, the other way):
-      // one staging buffer covers both, so the host plan sees the same aliasing.
-      const char* lo = send;
-      const char* hi = send + in;
-      const bool overlap = send != nullptr && recv != nullptr && send < recv + out && recv < send + in;
-      if (recv != nullptr && (send == nullptr || overlap)) {
-        lo = send == nullptr ? recv : std::min<const char*>(send, recv);
-        hi = std::max<const char*>(send == nullptr ? recv + out : send + in, recv + out);
-      }
-      char* in_stage = nullptr;
-      char* out_stage = nullptr;
-      if (hi > lo) {
-        void* p = nullptr;
-        KOLO_TRY(pool_.take(static_cast<size_t>(hi - lo), &p));
-        op->staging.push_back(p);
-        char* base = static_cast<char*>(p);
-        if (send != nullptr) in_stage = base + (send - lo);
-        if (recv != nullptr && (send == nullptr || overlap)) out_stage = base + (recv - lo);
-        // Copies the whole span in place: the host plan may read any of it.
-        if (send != nullptr) KOLO_TRY(dev.memcpy_async(base, lo, static_cast<size_t>(hi - lo), stream));
-      }
-      if (recv != nullptr && out_stage == nullptr && out > 0) {
-        void* p = nullptr;
-        KOLO_TRY(pool_.take(out, &p));
-        op->staging.push_back(p);
-        out_stage = static_cast<char*>(p);
-      }
-      host.send = in_stage;
-      host.recv = out_stage;
-      if (recv != nullptr && out > 0) outs.push_back({recv, out_stage, out});
+      if (l.recv_in >= 0) add_copies(p.recv, l.region[l.recv_in], base[l.recv_in], &op->outs);
       op->host_calls.push_back(host);
     }
-    return dev.event_record(op->ready, stream);
+    for (const Operation::Copy& c : op->ins) KOLO_TRY(dev.memcpy_async(c.host, c.device, c.bytes, op->stream));
+    return dev.event_record(op->ready, op->stream);
   }
 
-  // Steps 2-3: hold the stream until the host plan has run, copy the results out, `finished`.
-  Status stage_outputs(const device::DeviceOps& dev, void* stream, Operation* op) {
-    KOLO_TRY(dev.launch_host_func(stream, hold_stream, op));
-    for (const Operation::Copy& c : op->outs) KOLO_TRY(dev.memcpy_async(c.device, c.host, c.bytes, stream));
-    return dev.event_record(op->finished, stream);
+  // The pieces of `view`, each to where it lies in the staging of `region` (at `base`).
+  static void add_copies(const View& view, const View& region, char* base, std::vector<Operation::Copy>* copies) {
+    for (size_t q = 0; q < view.blocks; ++q) {
+      const char* d = view.device + q * view.stride;
+      copies->push_back({const_cast<char*>(d), base + region.locate(d, view.bytes), view.bytes});
+    }
   }
 
-  void release(const device::DeviceOps& dev, Operation* op) {
-    for (void* p : op->staging) pool_.give(p);
-    op->staging.clear();
-    if (op->ready != nullptr) (void)dev.event_destroy(op->ready);
-    if (op->finished != nullptr) (void)dev.event_destroy(op->finished);
-    op->ready = op->finished = nullptr;
+  // Steps 2-3: hold the stream until the host plan has run, copy the results out,
+  // `finished`; then the operation goes to the progress thread.
+  Status finish(const device::DeviceOps& dev, const std::shared_ptr<Operation>& op) {
+    KOLO_TRY(dev.launch_host_func(op->stream, hold_stream, op.get()));
+    for (const Operation::Copy& c : op->outs) KOLO_TRY(dev.memcpy_async(c.device, c.host, c.bytes, op->stream));
+    KOLO_TRY(dev.event_record(op->finished, op->stream));
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.push_back(op);
+      if (!op->staging.empty()) held_.push_back(op);
+      ++pending_;
+      busy_.store(true, std::memory_order_release);
+      if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
+    }
+    cv_.notify_all();
+    return Status();
+  }
+
+  // An operation a stream may still refer to, but that will not run: kept as it is.
+  void abandon_locked(const std::shared_ptr<Operation>& op) {
+    for (const Buffer& b : op->staging) in_flight_ -= b.bytes;
+    op->own_events = false;
+    kept_.push_back(op);
+  }
+
+  // Returns the staging of an operation whose `finished` has passed to the pool.
+  void release(Operation* op) {
+    std::vector<Buffer> staging;
+    std::vector<std::shared_ptr<Operation>> waited;  // dropped after the lock
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      staging.swap(op->staging);
+      waited.swap(op->waits_on);
+      for (const Buffer& b : staging) in_flight_ -= b.bytes;
+      auto it = std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.get() == op; });
+      if (it != held_.end()) held_.erase(it);
+    }
+    for (const Buffer& b : staging) pool_.give(b.p);
   }
 
   void progress() {
@@ -327,10 +383,10 @@ class StagedDeviceExecutor final : public Executor {
 
   // Frees the staging of operations whose results the stream has copied out, oldest first
   // (without blocking, or waiting for each). An operation whose stream never gets there is
-  // kept: its host function still refers to it.
+  // kept, out of the staging in flight: its host function still refers to it.
   void retire(const device::DeviceOps& dev, bool block) {
     while (!retiring_.empty()) {
-      Operation* op = retiring_.front().get();
+      const std::shared_ptr<Operation>& op = retiring_.front();
       bool finished;
       if (block) {
         finished = dev.event_synchronize(op->finished, Deadline(env_timeout_seconds())).ok();
@@ -340,9 +396,12 @@ class StagedDeviceExecutor final : public Executor {
         finished = true;
       }
       if (finished) {
-        release(dev, op);
+        release(op.get());
       } else {
-        stuck_.push_back(retiring_.front());
+        std::lock_guard<std::mutex> lock(m_);
+        auto it = std::find(held_.begin(), held_.end(), op);
+        if (it != held_.end()) held_.erase(it);
+        abandon_locked(op);
       }
       retiring_.pop_front();
     }
@@ -356,8 +415,12 @@ class StagedDeviceExecutor final : public Executor {
   size_t pending_ = 0;
   std::atomic<bool> busy_{false};  // pending_ > 0, readable without the lock
   bool stop_ = false;
+  // Under m_: queued operations that hold staging, oldest first (a new operation past the
+  // cap takes theirs), and the bytes of staging that operations hold.
+  std::deque<std::shared_ptr<Operation>> held_;
+  size_t in_flight_ = 0;
   std::deque<std::shared_ptr<Operation>> retiring_;  // collective done, copies out pending
-  std::vector<std::shared_ptr<Operation>> stuck_;  // streams that never finished: kept alive
+  std::vector<std::shared_ptr<Operation>> kept_;  // streams that never finished, or failed enqueues
   std::thread thread_;  // started by the first device call
 };
 

@@ -16,9 +16,9 @@
 namespace kolo::device {
 namespace {
 
-// The test binary sees the CUDA headers exactly when kolo was built with CUDA (the
-// CUDA runtime's include directory comes with kolo_internal's link interface).
-#if __has_include(<cuda_runtime_api.h>)
+// Whether kolo was built with nvcc, as CMake says (tests/CMakeLists.txt); the headers
+// on the include path cannot tell, since nccl.h's directory may hold CUDA's too.
+#if KOLO_CUDA_BUILD
 constexpr bool kCudaBuild = true;
 #else
 constexpr bool kCudaBuild = false;

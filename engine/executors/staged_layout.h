@@ -1,0 +1,264 @@
+// How the device_staged executor (staged_device_executor.cc) cuts a device call and lays
+// it out in pinned host staging: the bytes a call reads and writes, the pool of pinned
+// buffers, the chunk rule, and the views (sets of equal pieces on the device) that become
+// the copies in and out. Separate from the executor's threads and queues so that each
+// reads on its own; only that executor includes it.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "engine/collective.h"
+#include "support/device/device.h"
+#include "support/status.h"
+
+namespace kolo::staged {
+
+// Bytes of the input and output buffers of a call on `ranks` ranks (what the API checks).
+struct CallBytes {
+  size_t in = 0, out = 0;
+};
+
+inline CallBytes bytes_of(const CollSpec& s, int ranks, int rank) {
+  const size_t n = s.bytes(), all = n * static_cast<size_t>(ranks);
+  switch (s.kind) {
+    case CollKind::kAllreduce:
+    case CollKind::kBroadcast:
+    case CollKind::kReduce: return {n, n};
+    case CollKind::kAllgather: return {n, all};
+    case CollKind::kAllgatherv: {
+      size_t end = 0;
+      for (size_t q = 0; q < s.counts.size() && q < s.displs.size(); ++q) end = std::max(end, s.displs[q] + s.counts[q]);
+      return {s.counts.size() > static_cast<size_t>(rank) ? s.counts[rank] * dtype_size(s.dtype) : n,
+              end * dtype_size(s.dtype)};
+    }
+    case CollKind::kReduceScatter: return {all, n};
+    case CollKind::kAlltoall: return {all, all};
+    case CollKind::kSend: return {n, 0};
+    case CollKind::kRecv: return {0, n};
+    case CollKind::kBarrier: return {0, 0};
+  }
+  return {0, 0};
+}
+
+// Pinned buffers kept for reuse, by size. A request takes the smallest free buffer that
+// fits and is at most twice as large; the pool keeps at most kPoolBytes.
+class PinnedPool {
+ public:
+  static constexpr size_t kPoolBytes = size_t{1} << 30;
+  ~PinnedPool() {
+    for (auto& [bytes, p] : free_) (void)device::runtime().host_free(p);
+  }
+  // *capacity: the buffer's real size (at least `bytes`).
+  Status take(size_t bytes, void** out, size_t* capacity) {
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first <= 2 * bytes) {
+      *out = it->second;
+      *capacity = it->first;
+      size_of_[*out] = it->first;
+      held_ -= it->first;
+      free_.erase(it);
+      return Status();
+    }
+    KOLO_TRY(device::runtime().host_alloc(out, bytes));
+    *capacity = bytes;
+    size_of_[*out] = bytes;
+    return Status();
+  }
+  void give(void* p) {
+    std::lock_guard<std::mutex> lock(m_);
+    const size_t bytes = size_of_[p];
+    size_of_.erase(p);
+    while (held_ + bytes > kPoolBytes && !free_.empty()) {  // make room: the largest go first
+      auto last = std::prev(free_.end());
+      (void)device::runtime().host_free(last->second);
+      held_ -= last->first;
+      free_.erase(last);
+    }
+    if (held_ + bytes > kPoolBytes) {
+      (void)device::runtime().host_free(p);
+      return;
+    }
+    free_.emplace(bytes, p);
+    held_ += bytes;
+  }
+
+ private:
+  std::mutex m_;
+  std::multimap<size_t, void*> free_;
+  std::map<void*, size_t> size_of_;
+  size_t held_ = 0;
+};
+
+// The staging one chunk aims at (for a rank-major call: its strided side, all ranks'
+// pieces together).
+constexpr size_t kStagedChunkBytes = size_t{4} << 20;
+// The smallest piece of a rank-major chunk: with many ranks, kStagedChunkBytes / ranks
+// would make each of the chunk's `ranks` copies too small to pay for its own launch (a
+// few microseconds each on a GPU; 512 KB take about 20 us at PCIe speed).
+constexpr size_t kStagedMinPieceBytes = size_t{512} << 10;
+// Pinned staging held by the operations in flight on one communicator (one executor).
+// Beyond it a new chunk reuses the buffers of the oldest queued operation instead of
+// pinning more: a 2 GB allreduce stages at most this much, not 2 GB. 256 MB keeps 32
+// out-of-place allreduce chunks (8 MB staged each) ahead of the collectives, far more than
+// the overlap of copies and collectives needs. A bound on memory, never a refusal: an
+// operation larger than the cap runs alone (it takes what it needs when nothing else is
+// held).
+constexpr size_t kStagedInFlightBytes = size_t{256} << 20;
+
+// Where one buffer of a host call lies on the device: `blocks` pieces of `bytes`, `stride`
+// apart. The staging holds the pieces end to end. A whole buffer is one piece.
+struct View {
+  const char* device = nullptr;  // the first piece; null: the buffer is not used
+  size_t blocks = 1, stride = 0, bytes = 0;
+  size_t total() const { return blocks * bytes; }
+  bool used() const { return device != nullptr && total() > 0; }
+  const char* end() const { return device + (blocks - 1) * stride + bytes; }  // of the last piece
+  // Adjacent pieces are one piece.
+  View normal() const {
+    if (blocks > 1 && stride == bytes) return View{device, 1, 0, total()};
+    return *this;
+  }
+  // Where [d, d + n) lies in this view's staging; npos when it is not inside one piece.
+  static constexpr size_t npos = ~size_t{0};
+  size_t locate(const char* d, size_t n) const {
+    if (d < device) return npos;
+    const size_t rel = static_cast<size_t>(d - device);
+    const size_t q = blocks == 1 ? 0 : rel / stride;
+    if (q >= blocks) return npos;
+    const size_t in_piece = rel - q * stride;
+    if (in_piece + n > bytes) return npos;
+    return q * bytes + in_piece;
+  }
+  // Whether every piece of `inner` lies inside one piece of this view.
+  bool holds(const View& inner) const {
+    for (size_t q = 0; q < inner.blocks; ++q) {
+      if (locate(inner.device + q * inner.stride, inner.bytes) == npos) return false;
+    }
+    return true;
+  }
+};
+
+inline bool overlap(const View& a, const View& b) {
+  return a.used() && b.used() && a.device < b.end() && b.device < a.end();
+}
+
+// One host call of an operation: the call (device pointers, the chunk's count) and where
+// its send and recv buffers lie on the device.
+struct Part {
+  CollCall call;
+  View send, recv;
+};
+
+// Where a part's buffers go: one or two regions, each one host buffer holding the pieces of
+// its view end to end.
+struct Layout {
+  View region[2];
+  int regions = 0;
+  int send_in = -1, recv_in = -1;  // the region that holds each buffer; -1: not used
+  bool whole_in = false;           // copy the whole region in (a span), not only the send pieces
+};
+
+// Aliasing is kept: buffers that overlap on the device overlap alike in the staging, so
+// the host plan runs in place exactly when the device call does.
+inline Status layout_of(const Part& p, int rank, Layout* out) {
+  Layout l;
+  const View& s = p.send;
+  const View& r = p.recv;
+  if (overlap(s, r)) {
+    if (s.blocks == 1 && r.blocks == 1) {
+      // One span covers both, copied in whole: the host plan may read any of it (and an
+      // allgatherv's gaps must come back as they were).
+      const char* lo = std::min(s.device, r.device);
+      const char* hi = std::max(s.end(), r.end());
+      l.region[0] = View{lo, 1, 0, static_cast<size_t>(hi - lo)};
+      l.whole_in = true;
+    } else {
+      // A chunk in place: the one-piece side is a piece of the strided side (allgather's
+      // own block in recv, reduce_scatter's in send), or both are the same (alltoall).
+      const View& outer = s.total() >= r.total() ? s : r;
+      const View& inner = s.total() >= r.total() ? r : s;
+      if (!outer.holds(inner)) {
+        return error(Code::kInternal, "rank ", rank, ": device ", coll_name(p.call.spec.kind),
+                     " chunk with send and recv overlapping in a way staging cannot reproduce");
+      }
+      l.region[0] = outer;
+    }
+    l.regions = 1;
+    l.send_in = l.recv_in = 0;
+  } else {
+    if (s.used()) {
+      l.region[l.regions] = s;
+      l.send_in = l.regions++;
+    }
+    if (r.used()) {
+      l.region[l.regions] = r;
+      l.recv_in = l.regions++;
+    }
+  }
+  *out = l;
+  return Status();
+}
+
+inline bool rank_major(CollKind kind) {
+  return kind == CollKind::kAllgather || kind == CollKind::kReduceScatter || kind == CollKind::kAlltoall;
+}
+inline bool elementwise(CollKind kind) {
+  return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kBroadcast;
+}
+
+// Elements [first, first + c) of every block of `call` (the whole call: 0, count).
+inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int rank) {
+  Part p;
+  p.call = call;
+  CollSpec& s = p.call.spec;
+  // A broadcast's send buffer is read at the root only; elsewhere it may be anything.
+  if (s.kind == CollKind::kBroadcast && s.root != rank && !s.in_place) p.call.send = nullptr;
+  const char* send = static_cast<const char*>(p.call.send);
+  const char* recv = static_cast<const char*>(p.call.recv);
+  if (elementwise(s.kind) || rank_major(s.kind)) {
+    const size_t es = dtype_size(s.dtype), block = s.count * es, piece = c * es, off = first * es;
+    const bool strided_send = s.kind == CollKind::kReduceScatter || s.kind == CollKind::kAlltoall;
+    const bool strided_recv = s.kind == CollKind::kAllgather || s.kind == CollKind::kAlltoall;
+    const size_t n = static_cast<size_t>(ranks);
+    if (send != nullptr) p.send = View{send + off, strided_send ? n : 1, block, piece}.normal();
+    if (recv != nullptr) p.recv = View{recv + off, strided_recv ? n : 1, block, piece}.normal();
+    s.count = c;
+  } else {  // whole calls only
+    const CallBytes b = bytes_of(s, ranks, rank);
+    if (send != nullptr) p.send = View{send, 1, 0, b.in};
+    if (recv != nullptr) p.recv = View{recv, 1, 0, b.out};
+  }
+  return p;
+}
+
+// The elements per chunk of a single call, or 0: run it whole. A chunk stages about
+// kStagedChunkBytes on its larger side: an elementwise call's buffer, or all `ranks` pieces
+// of a rank-major call's strided buffer (each piece at least kStagedMinPieceBytes). A call
+// is cut when it stages more than two such chunks (for a rank-major call with up to
+// kStagedChunkBytes / kStagedMinPieceBytes ranks: a block of more than
+// 2 * kStagedChunkBytes / ranks): below that, the copies in and out of one more chunk cost
+// more than the overlap saves. The chunks are then evened out (equal counts, within one
+// element), so that no tiny chunk comes last. Every rank computes the same from the count,
+// the dtype and the communicator size. Calls whose send and recv overlap other than in
+// place (an allgather with send == recv off its own block) run whole, as the host plan
+// gets them.
+inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
+  const CollSpec& s = call.spec;
+  if (!elementwise(s.kind) && !rank_major(s.kind)) return 0;
+  const size_t blocks = rank_major(s.kind) ? static_cast<size_t>(ranks) : 1;
+  const size_t es = dtype_size(s.dtype);
+  const size_t piece = std::max(kStagedChunkBytes / blocks, kStagedMinPieceBytes);
+  const size_t most = std::max<size_t>(piece / es, 1);
+  if (s.count <= 2 * most) return 0;
+  const Part whole = part_of(call, 0, s.count, ranks, rank);
+  if (overlap(whole.send, whole.recv) && !s.in_place) return 0;
+  const size_t chunks = (s.count + most - 1) / most;
+  return (s.count + chunks - 1) / chunks;  // even chunks: no small one at the end
+}
+
+}  // namespace kolo::staged

@@ -177,6 +177,8 @@ Status Communicator::connect(const Deadline& deadline) {
   };
   env.fail = [this](Status status) { (void)fail(std::move(status)); };
   env.nccl_backend = nccl_backend_;
+  env.store = store_->client.get();
+  env.store_prefix = id_.prefix;
   for (int k = 0; k < kExecutorCount; ++k) {
     MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);
     if (!made.ok()) return made.status().with_context(str_cat("rank ", id_.rank, ": "));
@@ -184,6 +186,7 @@ Status Communicator::connect(const Deadline& deadline) {
   }
   plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
   plan_context_.nccl_backend = nccl_backend_;
+  plan_context_.device_ipc = executors_[static_cast<int>(ExecutorKind::kDeviceIpc)] != nullptr;
   if (SharedDomain* shared = connections_->shared()) {
     plan_context_.shared_memory = executors_[static_cast<int>(ExecutorKind::kLocal)] != nullptr;
     plan_context_.slot_bytes = shared->slot_bytes();

@@ -27,6 +27,8 @@ Status cuda_scale_copy(void* dst, const void* src, size_t count, DType dtype, Sc
 // ReduceArgs; launches reduce_kernel<dtype, op> on the stream. The two calls above are
 // device_reduce_into / device_scale_copy (kernels/device_kernels.h) on the cuda backend.
 Status cuda_reduce_launch(const void* args, unsigned grid, unsigned block, void* stream);
+// The same for the one-host step barrier (kernels/barrier_body.h): args is a BarrierArgs.
+Status cuda_barrier_launch(const void* args, unsigned grid, unsigned block, void* stream);
 
 // Wire compression (kernels/compress.h): same contracts, layout and arithmetic
 // (kernels/compress_math.h) as compress, decompress, decompress_reduce and

@@ -33,6 +33,12 @@ void emulated_reduce_block(const void* args, unsigned block_index, unsigned grid
   dispatch_reduce<EmulatedBlock>(a.dtype, a.op, a, block_index, grid, block);
 }
 
+void emulated_barrier_block(const void* args, unsigned, unsigned, unsigned) {
+  BarrierArgs a;
+  std::memcpy(&a, args, sizeof(a));
+  barrier_thread(a, 0);
+}
+
 ReduceScaleArgs scale_args(DType dtype, Scale scale) {
   ReduceScaleArgs s;
   s.factor = scale.factor;
@@ -95,6 +101,26 @@ Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst
 }
 
 }  // namespace
+
+Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, void* stream) {
+  if (args.ranks < 1 || args.ranks > kMaxIpcRanks || args.abort == nullptr || args.status == nullptr) {
+    return error(Code::kInvalidArgument, "device_barrier: ", args.ranks, " ranks (1..", kMaxIpcRanks,
+                 ") or no abort/status word");
+  }
+  device::Launch l;
+  l.grid = 1;
+  l.block = 1;
+  l.args = &args;
+  l.args_bytes = sizeof(args);
+  l.emulated = emulated_barrier_block;
+#if defined(KOLO_KERNELS_HAVE_CUDA)
+  l.cuda = cuda_barrier_launch;
+#endif
+  if (std::strcmp(dev.name, "cuda") == 0 && l.cuda == nullptr) {
+    return error(Code::kUnsupported, "device_barrier: this kolo was built without the CUDA kernels");
+  }
+  return dev.launch(l, stream);
+}
 
 ReducePlan plan_reduce(const void* dst, const void* const* srcs, int nsrcs, size_t count,
                        DType dtype, unsigned max_blocks) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 
+#include "kernels/barrier_body.h"
 #include "kernels/dtype.h"
 #include "support/device/device.h"
 #include "support/status.h"
@@ -35,6 +36,10 @@ Status device_reduce_into(const device::DeviceOps& dev, void* dst, const void* c
 Status device_scale_copy(const device::DeviceOps& dev, void* dst, const void* src, size_t count,
                          DType dtype, Scale scale, void* stream,
                          unsigned max_blocks = kKernelMaxBlocks);
+
+// The one-host step barrier (kernels/barrier_body.h) on the stream: one thread posts this
+// rank's number to every peer and waits for theirs, until args.timeout_ns or abort.
+Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, void* stream);
 
 // How a launch splits the work (kernels/reduce_body.h), exposed for tests: head elements
 // up to dst's 16-byte boundary, then npacks 16-byte vectors when every source shares

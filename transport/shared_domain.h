@@ -67,6 +67,9 @@ class SharedDomain {
   virtual Status wait_for_all(int counter, uint64_t at_least, const Deadline& deadline, const char* what) = 0;
   // Makes every member's waits return at once with an error (this rank failed).
   virtual void mark_failed() = 0;
+  // Ok while every member lives and none has failed; else an error naming the rank. From
+  // any thread, without waiting (for executors whose waits run elsewhere: device kernels).
+  virtual Status members_alive() const = 0;
 };
 
 }  // namespace kolo

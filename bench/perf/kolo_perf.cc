@@ -230,7 +230,8 @@ void print_header(const Options& o, kolo_comm_t comm) {
                   o.device ? device_runtime_name() : "cpu",
                   !o.device ? "host memory"
                   : o.backend == "nccl" ? "device memory, through NCCL (KOLO_BACKEND=nccl)"
-                                        : "device memory, staged through pinned host memory (device_staged)");
+                                        : "device memory, kolo's device path (device_ipc kernels on one host where "
+                                          "they apply, else staged through pinned host memory)");
     }
     std::printf("#\n");
     std::printf("#%94s%35s\n", "out-of-place", "in-place");

@@ -1,7 +1,7 @@
 // Executors run Plans. They are the rows of one table (executor_table.cc), indexed by the
 // Plan's ExecutorKind: the schedule executor over the fabric's links, and the one-host
 // executor over staging slots in shared memory, device staging through pinned host memory,
-// and NCCL (KOLO_BACKEND=nccl); device IPC kernels come as a further row. Each communicator holds one instance per row that can run
+// kernels over peers' device memory on one host (device_ipc), and NCCL (KOLO_BACKEND=nccl). Each communicator holds one instance per row that can run
 // on it (none where it cannot: the one-host executor needs the whole communicator in one
 // shared-memory domain). The communicator never names a row; the Plan does.
 #pragma once
@@ -16,6 +16,7 @@
 #include "engine/planner/plan.h"
 #include "support/clock.h"
 #include "support/status.h"
+#include "transport/bootstrap/store.h"
 #include "transport/fabric.h"
 #include "transport/shared_domain.h"
 
@@ -44,6 +45,10 @@ struct ExecutorEnv {
   // kolo_comm_get_async_error report `status`.
   std::function<void(Status status)> fail;
   bool nccl_backend = false;  // KOLO_BACKEND=nccl: device calls go to NCCL
+  // The rendezvous store and this communicator's key prefix in it (executors that set
+  // up memory with their peers: device IPC regions).
+  StoreClient* store = nullptr;
+  std::string store_prefix;
 };
 
 class Executor {
@@ -82,5 +87,6 @@ MadeExecutor create_schedule_executor(const ExecutorEnv& env);
 MadeExecutor create_local_executor(const ExecutorEnv& env);
 MadeExecutor create_staged_device_executor(const ExecutorEnv& env);
 MadeExecutor create_nccl_executor(const ExecutorEnv& env);
+MadeExecutor create_ipc_device_executor(const ExecutorEnv& env);
 
 }  // namespace kolo

@@ -9,6 +9,7 @@ constexpr ExecutorRow kRows[kExecutorCount] = {
     {ExecutorKind::kLocal, "local", create_local_executor},
     {ExecutorKind::kDeviceStaged, "device_staged", create_staged_device_executor},
     {ExecutorKind::kNccl, "nccl", create_nccl_executor},
+    {ExecutorKind::kDeviceIpc, "device_ipc", create_ipc_device_executor},
 };
 
 }  // namespace

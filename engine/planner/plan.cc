@@ -104,6 +104,21 @@ bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool groupe
                      [&](const AlgorithmRow& row) { return row.executor == kLocal && row.kind == spec.kind; });
 }
 
+// Device calls on one host, when the communicator has the device_ipc executor: the
+// collectives it has kernels for, alone (not in a group), without prescale, up to 8 ranks.
+bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
+  if (!spec.device || !ctx.device_ipc || grouped || spec.prescaled || spec.empty()) return false;
+  switch (spec.kind) {
+    case CollKind::kAllreduce:
+    case CollKind::kReduce:
+    case CollKind::kBroadcast:
+    case CollKind::kAllgather:
+    case CollKind::kReduceScatter:
+    case CollKind::kAlltoall: return true;
+    default: return false;
+  }
+}
+
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx) {
   if (find_row(algorithm, executor, spec.kind) == nullptr) return false;
   return algorithm != Algorithm::kHierarchical || balanced_hosts(ctx);
@@ -116,8 +131,16 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
     p.algorithm = Algorithm::kAuto;
     return p;
   }
+  if (plan_runs_on_device_ipc(spec, ctx, grouped)) {
+    p.executor = ExecutorKind::kDeviceIpc;
+    // One pass over the peers' memory; a large allreduce reduces a share per rank and
+    // gathers the shares (two-shot), so each rank reads its peers' data once, not n times.
+    p.algorithm = spec.kind == CollKind::kAllreduce && spec.bytes() > kDeviceOneShotBytes ? Algorithm::kTwoShot
+                                                                                          : Algorithm::kOneShot;
+    return p;
+  }
   if (spec.device) {
-    // kolo's only device path so far: copy to pinned host memory, run the host plan of the
+    // Everything else on device buffers: copy to pinned host memory, run the host plan of the
     // same call there, copy back, all in the caller's stream order.
     CollSpec host = spec;
     host.device = false;
@@ -178,6 +201,7 @@ const char* executor_name(ExecutorKind kind) {
     case ExecutorKind::kLocal: return "local";
     case ExecutorKind::kDeviceStaged: return "device_staged";
     case ExecutorKind::kNccl: return "nccl";
+    case ExecutorKind::kDeviceIpc: return "device_ipc";
   }
   return "?";
 }

@@ -20,8 +20,9 @@ enum class ExecutorKind : uint8_t {
   kDeviceStaged = 2,  // device buffers: staged through pinned host memory, in stream order,
                       // around the host plan of the same call (engine/executors)
   kNccl = 3,          // device buffers through NCCL (KOLO_BACKEND=nccl)
+  kDeviceIpc = 4,     // device buffers, one host: kernels over the peers' mapped memory
 };
-constexpr int kExecutorCount = 4;
+constexpr int kExecutorCount = 5;
 const char* executor_name(ExecutorKind kind);
 
 struct Plan {
@@ -44,6 +45,14 @@ bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool groupe
 
 // One line for logs and the timeline: "allreduce of 1048576 B on 4 ranks: local two_shot".
 std::string plan_summary(const CollSpec& spec, int ranks, const Plan& plan);
+
+// Whether plan() gives the device_ipc executor (kernels over peers' memory on one host).
+bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped);
+// Device allreduce up to this size reads every peer's whole input (one-shot); larger ones
+// reduce a share each and gather (two-shot). NVLink systems switch near here (vLLM's
+// and TensorRT-LLM's custom allreduce); a cost model over the topology's device links
+// is to replace this constant.
+constexpr size_t kDeviceOneShotBytes = size_t{256} << 10;
 
 // Whether `algorithm` has a program for spec on `executor` (the table in plan.cc).
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx);

@@ -32,6 +32,8 @@ struct PlanContext {
   int agreed_cores = 1;
   // KOLO_BACKEND=nccl: device calls go to NCCL, not kolo's device path.
   bool nccl_backend = false;
+  // The device_ipc executor runs here (one host, a device runtime that maps peers' memory).
+  bool device_ipc = false;
 };
 
 // Parses a KOLO_ALGO value: "" or "auto" = automatic, else an algorithm_name().

@@ -113,7 +113,10 @@ Status cuda_free(void* ptr) { return check(cudaFree(ptr), "cudaFree", ptr); }
 
 // Portable: pinned for every device's context, not only the current one's.
 Status cuda_host_alloc(void** ptr, size_t bytes) {
-  return check(cudaHostAlloc(ptr, bytes, cudaHostAllocPortable), "cudaHostAlloc", bytes, " bytes, portable");
+  // Mapped: kernels read and write it through the same pointer (UVA), as the IPC
+  // barrier does its abort and status words.
+  return check(cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped), "cudaHostAlloc", bytes,
+               " bytes, portable, mapped");
 }
 Status cuda_host_free(void* ptr) { return check(cudaFreeHost(ptr), "cudaFreeHost", ptr); }
 

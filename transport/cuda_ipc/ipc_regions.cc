@@ -1,6 +1,8 @@
 #include "transport/cuda_ipc/ipc_regions.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "support/log.h"
 
@@ -13,6 +15,28 @@ struct Published {
   device::IpcHandle handle;
   uint64_t bytes;
 };
+
+// Waits until local rank p has added 1 to `name`/p (polling, so that site.alive can end
+// the wait when a peer dies; a blocking store get could not be interrupted).
+Status wait_for_rank(const IpcSite& site, const std::string& name, int p, const Deadline& deadline) {
+  const std::string key = str_cat(site.prefix, "/ipc/", name, "/", p);
+  for (int polls = 0;; ++polls) {
+    // A poll is one round trip to a live store: its own short deadline, so that the
+    // wait's deadline ends the wait, not a store call (which would close the connection).
+    Result<int64_t> count = site.store->add(key, 0, Deadline(10));
+    if (!count.ok()) return count.status();
+    if (count.value() > 0) return Status();
+    if (site.alive) KOLO_TRY(site.alive());
+    if (deadline.expired()) {
+      return error(Code::kTimeout, "IPC regions: waiting for local rank ", p, " (", name, "): not there by the deadline");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(polls < 100 ? 200 : 2000));
+  }
+}
+
+Status announce(const IpcSite& site, const std::string& name, const Deadline& deadline) {
+  return site.store->add(str_cat(site.prefix, "/ipc/", name, "/", site.index), 1, deadline).status();
+}
 
 }  // namespace
 
@@ -36,9 +60,11 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
   KOLO_TRY(dev.ipc_export(mine, &out.handle));
   KOLO_TRY(site.store->set(str_cat(site.prefix, "/ipc/", site.index),
                            std::string(reinterpret_cast<const char*>(&out), sizeof out), deadline));
+  KOLO_TRY(announce(site, "published", deadline));
   for (int p = 0; p < site.size; ++p) {
     if (p == site.index) continue;
-    Result<std::string> value = site.store->get(str_cat(site.prefix, "/ipc/", p), deadline);
+    KOLO_TRY(wait_for_rank(site, "published", p, deadline));
+    Result<std::string> value = site.store->get(str_cat(site.prefix, "/ipc/", p), deadline);  // there already
     if (!value.ok()) return value.status().with_context(str_cat("IPC regions: waiting for local rank ", p, ": "));
     Published in{};
     if (value.value().size() != sizeof in) {
@@ -57,7 +83,10 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
     r->open_order_.push_back(p);
   }
   // Nobody frees its region (on an error) before every rank has mapped it.
-  KOLO_TRY(site.store->barrier(str_cat(site.prefix, "/ipc/mapped"), site.size, deadline));
+  KOLO_TRY(announce(site, "mapped", deadline));
+  for (int p = 0; p < site.size; ++p) {
+    if (p != site.index) KOLO_TRY(wait_for_rank(site, "mapped", p, deadline));
+  }
   log_info(Subsys::kTransport, "IPC regions: local rank ", site.index, " of ", site.size, " maps ", site.size - 1,
            " peers' ", bytes, " B regions (", dev.name, ")");
   return r;

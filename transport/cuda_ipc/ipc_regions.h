@@ -5,12 +5,14 @@
 // slots and the flags that order their steps.
 //
 // Mapping is all or nothing: a peer that never publishes its handle, or publishes one that
-// cannot be mapped, is an error naming it at the deadline. Peers' mappings are closed in
+// cannot be mapped, is an error naming it (at the deadline, or as soon as site.alive says
+// a peer died: the waits poll the store rather than block in it). Peers' mappings are closed in
 // the reverse order of opening, then the own region is freed, after every rank has mapped
 // (a rank never frees memory another is still importing).
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +29,9 @@ struct IpcSite {
   std::string prefix;  // unique per communicator and use
   int index = 0;       // this rank among the ranks of the host
   int size = 1;        // ranks of the host
+  // Asked between polls while waiting for peers: an error (a peer on this host died)
+  // ends the wait at once instead of at the deadline. Optional.
+  std::function<Status()> alive;
 };
 
 class IpcRegions {

@@ -284,6 +284,28 @@ Status Domain::wait_for_all(int c, uint64_t at_least, const Deadline& deadline, 
   return Status();
 }
 
+// Whether the process of member `index` has exited (its pidfd turns readable).
+bool Domain::exited(int index) const {
+  if (pidfds_[index].valid()) {
+    pollfd p{pidfds_[index].get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
+  }
+  return ::kill(pids_[index], 0) != 0 && errno == ESRCH;
+}
+
+Status Domain::members_alive() const {
+  const SegmentHeader& h = header();
+  if (h.failed.load(std::memory_order_acquire) != 0) {
+    return error(Code::kRemote, "rank ", h.failed_rank.load(std::memory_order_relaxed), " on this host failed");
+  }
+  for (int i = 0; i < static_cast<int>(pids_.size()); ++i) {
+    if (i != my_index_ && exited(i)) {
+      return error(Code::kRemote, "rank ", members_[i], " (pid ", pids_[i], ") on this host exited");
+    }
+  }
+  return Status();
+}
+
 Status Domain::health(int index) {
   if (aborted_.load(std::memory_order_relaxed)) return error(Code::kAborted, "communicator aborted by kolo_comm_abort");
   const SegmentHeader& h = header();
@@ -293,14 +315,7 @@ Status Domain::health(int index) {
   const double t = now_seconds();
   if (index == my_index_ || t < next_health_check_[index]) return Status();
   next_health_check_[index] = t + kHealthPeriod;
-  bool dead = false;
-  if (pidfds_[index].valid()) {
-    pollfd p{pidfds_[index].get(), POLLIN, 0};
-    dead = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;  // readable once the process exits
-  } else {
-    dead = ::kill(pids_[index], 0) != 0 && errno == ESRCH;
-  }
-  if (dead) return error(Code::kRemote, "rank ", members_[index], " (pid ", pids_[index], ") on this host exited");
+  if (exited(index)) return error(Code::kRemote, "rank ", members_[index], " (pid ", pids_[index], ") on this host exited");
   return Status();
 }
 

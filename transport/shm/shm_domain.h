@@ -86,8 +86,10 @@ class Domain final : public SharedDomain {
   // process having exited (checked at most every 50 ms). Only the rank waited on counts:
   // a peer that finished its part and exited is no failure for the others.
   Status health(int index);
+  bool exited(int index) const;
   // Marks the domain failed so that every peer's wait returns at once.
   void mark_failed() override;
+  Status members_alive() const override;
   // From any thread: waits in this process return kAborted.
   void abort();
 

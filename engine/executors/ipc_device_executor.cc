@@ -1,0 +1,277 @@
+// The device_ipc executor: one-host device collectives as kernels over the peers' memory,
+// no host in between. Every rank maps every peer's IPC region (transport/cuda_ipc):
+//   header   one 128-byte word per rank, written only by that rank (the step barrier,
+//            kernels/barrier_body.h);
+//   slot 0, slot 1   each an `in` half and an `out` half of kIpcChunkBytes.
+// A call goes in chunks; chunk k uses slot k % 2 (counted over the communicator's calls).
+// Per chunk, on the caller's stream:
+//   1. copy this rank's input piece(s) of the chunk into its own slot's `in`;
+//   2. barrier: every rank's input is in place;
+//   3. read the peers' slots: reduce all `in`s (allreduce one-shot, reduce at the root,
+//      reduce_scatter), or copy a peer's `in` (broadcast, allgather, alltoall); two-shot
+//      allreduce reduces only its share into its `out`, barriers, then copies every
+//      rank's share from the peers' `out`s.
+// A slot is written again two chunks later, after the next chunk's barrier, which every
+// rank passes only once its stream has finished this chunk: nobody overwrites memory a
+// peer still reads, with one barrier per step. Barrier numbers follow the call order, so
+// calls of one communicator are kept in call order across streams (an event).
+// A barrier that gives up (KOLO_TIMEOUT: a dead peer; or kolo_comm_abort) leaves a reason
+// in a host-mapped status word and returns, releasing the stream; later barriers return at
+// once; a watcher thread fails the communicator with the reason.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "engine/executors/executor.h"
+#include "kernels/device_kernels.h"
+#include "support/device/device.h"
+#include "support/env.h"
+#include "support/log.h"
+#include "transport/cuda_ipc/ipc_regions.h"
+
+namespace kolo {
+namespace {
+
+constexpr size_t kIpcHeaderBytes = 4096;
+constexpr size_t kIpcWordStride = 128;  // one barrier word per rank, a line of its own
+constexpr size_t kIpcChunkBytes = size_t{4} << 20;
+constexpr size_t kIpcRegionBytes = kIpcHeaderBytes + 2 * 2 * kIpcChunkBytes;
+static_assert(kMaxIpcRanks * kIpcWordStride <= kIpcHeaderBytes);
+
+// The host-mapped words the barrier kernels read and write.
+struct Control {
+  uint32_t abort;
+  uint32_t status;
+};
+
+class IpcDeviceExecutor final : public Executor {
+ public:
+  explicit IpcDeviceExecutor(const ExecutorEnv& env) : env_(env) {}
+
+  ~IpcDeviceExecutor() override {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+    device::ScopedDevice on_device(device_);
+    const device::DeviceOps& dev = device::runtime();
+    if (regions_ != nullptr && !release_together()) {
+      log_warn(Subsys::kExec, "rank ", env_.rank, ": device IPC memory kept at destroy: a peer may still use it");
+      (void)regions_.release();  // and control_: a kernel may still read it
+      return;
+    }
+    regions_.reset();
+    if (order_ != nullptr) (void)dev.event_destroy(order_);
+    if (control_ != nullptr) (void)dev.host_free(control_);
+  }
+
+  // A last barrier after every call this rank made, so that no rank frees its region
+  // while a peer still reads it; false when that cannot be known (then nothing is freed).
+  bool release_together() {
+    const device::DeviceOps& dev = device::runtime();
+    // After a failure a peer may still be reading (or be dead): keep the memory.
+    if (__atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) != 0) return false;
+    void* stream = nullptr;
+    if (!dev.stream_create(&stream).ok()) return false;
+    bool ok = dev.stream_wait_event(stream, order_).ok() && barrier(stream).ok() &&
+              dev.stream_synchronize(stream, Deadline(env_timeout_seconds() + 5)).ok() &&
+              __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) == 0;
+    (void)dev.stream_destroy(stream);
+    return ok;
+  }
+
+  Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
+    if (n != 1) return error(Code::kInternal, "rank ", env_.rank, ": a group reached the device_ipc executor");
+    const PlannedCall& pc = calls[0];
+    const CollCall& call = pc.call;
+    device::ScopedDevice on_device(call.device);
+    KOLO_TRY(on_device.status());
+    KOLO_TRY(ensure(call.device, deadline));
+    if (control_->status != 0) return failure();
+    const device::DeviceOps& dev = device::runtime();
+    KOLO_TRY(dev.stream_wait_event(call.stream, order_));  // after the previous call
+    KOLO_TRY(enqueue(call, pc.plan->algorithm));
+    return dev.event_record(order_, call.stream);
+  }
+
+  void abort() override {
+    if (control_ != nullptr) __atomic_store_n(&control_->abort, 1u, __ATOMIC_RELEASE);
+  }
+
+ private:
+  // The regions, control words, order event and watcher, made at the first call (every
+  // rank makes the same first device_ipc call), on the device of its buffers.
+  Status ensure(int device, const Deadline& deadline) {
+    if (regions_ != nullptr) {
+      if (device == device_) return Status();
+      return error(Code::kInvalidArgument, "rank ", env_.rank, ": the device_ipc path of a communicator runs on one "
+                   "device; it was set up on device ", device_, " and this call's buffers are on device ", device);
+    }
+    const device::DeviceOps& dev = device::runtime();
+    void* control = nullptr;
+    KOLO_TRY(dev.host_alloc(&control, sizeof(Control)));
+    control_ = static_cast<Control*>(control);
+    std::memset(control_, 0, sizeof(Control));
+    KOLO_TRY(dev.event_create(&order_));
+    IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared->index(), env_.shared->size(),
+                 [this] { return env_.shared->members_alive(); }};
+    Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
+    if (!regions.ok()) return regions.status().with_context(str_cat("rank ", env_.rank, ": "));
+    regions_ = regions.take();
+    device_ = device;
+    watcher_ = std::thread([this] { watch(); });
+    return Status();
+  }
+
+  Status enqueue(const CollCall& call, Algorithm algorithm) {
+    const CollSpec& s = call.spec;
+    const int n = regions_->size(), me = regions_->index();
+    const size_t es = dtype_size(s.dtype);
+    // Elements per chunk of a rank's block: a slot's `in` holds every rank's piece for the
+    // rank-major collectives, one piece otherwise.
+    const bool rank_major = s.kind == CollKind::kReduceScatter || s.kind == CollKind::kAlltoall;
+    const size_t per_chunk = std::max<size_t>(1, kIpcChunkBytes / es / (rank_major ? n : 1));
+    const char* send = static_cast<const char*>(call.send);
+    char* recv = static_cast<char*>(call.recv);
+    for (size_t first = 0; first < s.count; first += per_chunk) {
+      const size_t c = std::min(per_chunk, s.count - first);
+      const size_t off = first * es, bytes = c * es;
+      const int slot = static_cast<int>(chunks_++ & 1);
+      auto in = [&](int r) { return regions_->region(r) + kIpcHeaderBytes + slot * 2 * kIpcChunkBytes; };
+      auto out = [&](int r) { return in(r) + kIpcChunkBytes; };
+      const void* ins[kMaxIpcRanks];
+      for (int r = 0; r < n; ++r) ins[r] = in(r);
+      // 1. this rank's input into its slot
+      switch (s.kind) {
+        case CollKind::kBroadcast:
+          if (me == s.root) KOLO_TRY(copy(in(me), send + off, bytes, call.stream));
+          break;
+        case CollKind::kReduceScatter:
+        case CollKind::kAlltoall:
+          for (int p = 0; p < n; ++p) KOLO_TRY(copy(in(me) + p * bytes, send + p * s.count * es + off, bytes, call.stream));
+          break;
+        default: KOLO_TRY(copy(in(me), send + off, bytes, call.stream));
+      }
+      KOLO_TRY(barrier(call.stream));  // 2.
+      // 3. read the peers
+      switch (s.kind) {
+        case CollKind::kAllreduce:
+          if (algorithm == Algorithm::kTwoShot) {
+            const size_t lo = c * me / n, hi = c * (me + 1) / n;
+            const void* mine[kMaxIpcRanks];
+            for (int r = 0; r < n; ++r) mine[r] = in(r) + lo * es;
+            KOLO_TRY(device_reduce_into(out(me) + lo * es, mine, n, hi - lo, s.dtype, s.op, call.postscale, call.stream));
+            KOLO_TRY(barrier(call.stream));
+            for (int p = 0; p < n; ++p) {
+              const size_t plo = c * p / n, phi = c * (p + 1) / n;
+              KOLO_TRY(copy(recv + off + plo * es, out(p) + plo * es, (phi - plo) * es, call.stream));
+            }
+          } else {
+            KOLO_TRY(device_reduce_into(recv + off, ins, n, c, s.dtype, s.op, call.postscale, call.stream));
+          }
+          break;
+        case CollKind::kReduce:
+          if (me == s.root) KOLO_TRY(device_reduce_into(recv + off, ins, n, c, s.dtype, s.op, call.postscale, call.stream));
+          break;
+        case CollKind::kBroadcast: KOLO_TRY(copy(recv + off, in(s.root), bytes, call.stream)); break;
+        case CollKind::kAllgather:
+          for (int p = 0; p < n; ++p) KOLO_TRY(copy(recv + p * s.count * es + off, in(p), bytes, call.stream));
+          break;
+        case CollKind::kReduceScatter: {
+          const void* mine[kMaxIpcRanks];
+          for (int r = 0; r < n; ++r) mine[r] = in(r) + me * bytes;
+          KOLO_TRY(device_reduce_into(recv + off, mine, n, c, s.dtype, s.op, call.postscale, call.stream));
+          break;
+        }
+        case CollKind::kAlltoall:
+          for (int p = 0; p < n; ++p) KOLO_TRY(copy(recv + p * s.count * es + off, in(p) + me * bytes, bytes, call.stream));
+          break;
+        default:
+          return error(Code::kInternal, "rank ", env_.rank, ": ", coll_name(s.kind), " reached the device_ipc executor");
+      }
+    }
+    return Status();
+  }
+
+  static Status copy(void* dst, const void* src, size_t bytes, void* stream) {
+    if (dst == src || bytes == 0) return Status();
+    return device::runtime().memcpy_async(dst, src, bytes, stream);
+  }
+
+  Status barrier(void* stream) {
+    const int n = regions_->size(), me = regions_->index();
+    BarrierArgs a;
+    for (int p = 0; p < n; ++p) {
+      a.post[p] = reinterpret_cast<uint64_t*>(regions_->region(p) + me * kIpcWordStride);
+      a.wait[p] = reinterpret_cast<const uint64_t*>(regions_->region(me) + p * kIpcWordStride);
+    }
+    a.ranks = n;
+    a.value = ++barriers_;
+    a.timeout_ns = static_cast<uint64_t>(env_timeout_seconds() * 1e9);
+    a.abort = &control_->abort;
+    a.status = &control_->status;
+    return device_barrier(device::runtime(), a, stream);
+  }
+
+  // Why the barriers gave up, as the communicator's error.
+  Status failure() const {
+    const uint32_t status = __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE);
+    if (status == kBarrierAborted) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
+    const int local = static_cast<int>(status - kBarrierTimedOut);
+    return error(Code::kTimeout, "rank ", env_.rank, ": device collective waited more than KOLO_TIMEOUT (",
+                 env_timeout_seconds(), " s) for rank ", env_.shared->global_rank(local),
+                 " (dead, or not making the same calls)");
+  }
+
+  // Fails the communicator once a barrier has given up (the status word: host memory, a
+  // load), and ends the barriers early when a peer on this host died or failed (the
+  // abort word), instead of letting them wait out KOLO_TIMEOUT.
+  void watch() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(5));
+      Status why;
+      if (__atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) != 0) {
+        why = failure();
+      } else {
+        why = env_.shared->members_alive();
+        if (!why.ok()) __atomic_store_n(&control_->abort, 1u, __ATOMIC_RELEASE);  // release the streams
+      }
+      if (why.ok()) continue;
+      lock.unlock();
+      env_.fail(why.with_context(str_cat("rank ", env_.rank, ", device collective: ")));
+      return;
+    }
+  }
+
+  ExecutorEnv env_;
+  std::unique_ptr<IpcRegions> regions_;
+  Control* control_ = nullptr;  // pinned host memory, mapped for the kernels
+  void* order_ = nullptr;       // recorded after each call: the next one waits for it
+  int device_ = -1;
+  uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
+  uint64_t barriers_ = 0;  // barrier numbers given so far
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread watcher_;
+};
+
+}  // namespace
+
+// Where every rank of the communicator is on this host, the device runtime can map
+// peers' memory, and NCCL was not asked for (KOLO_DEVICE_IPC=0 turns it off).
+MadeExecutor create_ipc_device_executor(const ExecutorEnv& env) {
+  const std::string runtime = device::runtime().name;
+  const bool can = env.shared != nullptr && env.store != nullptr && env.size <= kMaxIpcRanks && !env.nccl_backend &&
+                   (runtime == "cuda" || runtime == "emulated") && env_string("KOLO_DEVICE_IPC") != "0";
+  if (!can) return std::unique_ptr<Executor>();
+  return MadeExecutor(std::make_unique<IpcDeviceExecutor>(env));
+}
+
+}  // namespace kolo

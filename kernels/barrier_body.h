@@ -1,0 +1,109 @@
+// The step barrier of the one-host device collectives, written once for both devices:
+// cuda/barrier_kernels.cu wraps it in a __global__ function, device_kernels.cc runs it on
+// the emulated device's stream worker. Ranks of one host map each other's IPC regions
+// (transport/cuda_ipc); every rank has a word per peer in its own region, which only that
+// peer writes. A barrier is a number, the same on every rank and increasing: a rank posts
+// it into its word in every region (a system-scope release, so what it wrote before is
+// visible to whoever sees the number), then waits until every peer's word in its own
+// region has reached it (acquire). The spin ends at a deadline or on kolo_comm_abort,
+// leaving the reason in a status word the host reads: a dead peer releases the stream
+// with an error instead of holding the GPU forever.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/float_types.h"  // KOLO_HD_INLINE
+#if !defined(__CUDA_ARCH__)
+#include <sched.h>
+#include <time.h>
+#endif
+
+namespace kolo {
+
+constexpr int kMaxIpcRanks = 8;
+
+struct BarrierArgs {
+  uint64_t* post[kMaxIpcRanks] = {};        // this rank's word in each rank's region
+  const uint64_t* wait[kMaxIpcRanks] = {};  // each rank's word in this rank's region
+  int ranks = 0;
+  uint64_t value = 0;       // this barrier's number
+  uint64_t timeout_ns = 0;  // KOLO_TIMEOUT
+  // Host memory the kernel can address (pinned, mapped):
+  const volatile uint32_t* abort = nullptr;  // nonzero: kolo_comm_abort was called
+  volatile uint32_t* status = nullptr;       // 0: fine; else why a barrier gave up (below)
+};
+
+// Status words: kBarrierAborted, or kBarrierTimedOut + the rank waited for. Once set, later
+// barriers return at once (the collective has failed; the host reports it).
+constexpr uint32_t kBarrierAborted = 1;
+constexpr uint32_t kBarrierTimedOut = 16;
+
+KOLO_HD_INLINE void flag_store_release(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+KOLO_HD_INLINE uint64_t flag_load_acquire(const uint64_t* p) {
+#if defined(__CUDA_ARCH__)
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+KOLO_HD_INLINE uint64_t clock_ns() {
+#if defined(__CUDA_ARCH__)
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+#endif
+}
+
+// Between polls: a GPU thread sleeps briefly; a host thread (the emulated device, where
+// ranks may outnumber cores) yields, then sleeps, so the peer it waits for gets to run.
+KOLO_HD_INLINE void barrier_backoff(unsigned spins) {
+#if defined(__CUDA_ARCH__)
+  __nanosleep(spins < 64 ? 32 : 256);
+#else
+  if (spins < 64) return;
+  if (spins < 1024) {
+    sched_yield();
+    return;
+  }
+  timespec ts{0, 20000};
+  nanosleep(&ts, nullptr);
+#endif
+}
+
+// Thread 0 of a one-block grid does it all: the barrier is a handful of words.
+KOLO_HD_INLINE void barrier_thread(const BarrierArgs& a, size_t thread) {
+  if (thread != 0 || *a.status != 0) return;
+  for (int p = 0; p < a.ranks; ++p) flag_store_release(a.post[p], a.value);
+  const uint64_t start = clock_ns();
+  unsigned spins = 0;
+  for (int p = 0; p < a.ranks; ++p) {
+    while (flag_load_acquire(a.wait[p]) < a.value) {
+      if (*a.abort != 0) {
+        *a.status = kBarrierAborted;
+        return;
+      }
+      if (clock_ns() - start > a.timeout_ns) {
+        *a.status = kBarrierTimedOut + static_cast<uint32_t>(p);
+        return;
+      }
+      barrier_backoff(++spins);
+    }
+  }
+}
+
+}  // namespace kolo

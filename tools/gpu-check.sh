@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What only a GPU can check, in one go, for whoever has one: builds with nvcc, runs the
 # `gpu` ctest label (kernels against their host twins, the cuda device backend), then
-# kolo-perf on GPU memory with 2 and 4 ranks sharing the GPU(s), through kolo and through
+# kolo-perf on GPU memory with 1-4 ranks sharing the GPU(s) (kernels over CUDA IPC, and
+# staged for comparison), the kernel benchmark, through kolo and through
 # NCCL (--backend nccl; NCCL refuses two ranks on one GPU, so that runs with one rank per
 # GPU only), and writes everything to
 # bench/results/<date>-gpu-check-<commit>.md with the device's name. Without a GPU it says
@@ -20,7 +21,7 @@ out="bench/results/$(date +%F)-gpu-check-$(git rev-parse --short HEAD).md"
   echo; echo "## ctest -L gpu"; echo; echo '```'
   ctest --test-dir build -L gpu --output-on-failure 2>&1 | tail -40
   echo '```'
-  for np in 2 4; do
+  for np in 1 2 3 4; do
     echo; echo "## kolorun -np $np kolo-perf allreduce -G (KOLO_DEVICE=cuda)"; echo; echo '```'
     KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np $np build/bench/perf/kolo-perf allreduce -G -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
     echo '```'
@@ -29,6 +30,14 @@ out="bench/results/$(date +%F)-gpu-check-$(git rev-parse --short HEAD).md"
   if [ "$gpus" -ge 2 ]; then
     echo; echo "## kolorun -np $gpus kolo-perf allreduce --backend nccl (one rank per GPU)"; echo; echo '```'
     KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np "$gpus" build/bench/perf/kolo-perf allreduce --backend nccl -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
+    echo '```'
+  fi
+  echo; echo "## kolorun -np 2 kolo-perf allreduce -G, staged (KOLO_DEVICE_IPC=0), for comparison"; echo; echo '```'
+  KOLO_DEVICE_IPC=0 KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 2 build/bench/perf/kolo-perf allreduce -G -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
+  echo '```'
+  if [ -x build/bench/kernels/kolo_kernels_cuda_bench ]; then
+    echo; echo "## kernel benchmark (kolo_kernels_cuda_bench)"; echo; echo '```'
+    build/bench/kernels/kolo_kernels_cuda_bench 2>&1 | tail -40
     echo '```'
   fi
   echo; echo "## kolo-perf allreduce --backend nccl, one rank (NCCL's own path on this GPU)"; echo; echo '```'

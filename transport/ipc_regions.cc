@@ -1,4 +1,4 @@
-#include "transport/cuda_ipc/ipc_regions.h"
+#include "transport/ipc_regions.h"
 
 #include <chrono>
 #include <cstring>

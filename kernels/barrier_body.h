@@ -85,23 +85,46 @@ KOLO_HD_INLINE void barrier_backoff(unsigned spins) {
 #endif
 }
 
+// The status word: host memory the host reads with atomics; a GPU writes it through the
+// mapping (volatile, then a system fence so the host sees it before later work).
+KOLO_HD_INLINE uint32_t barrier_status(const BarrierArgs& a) {
+#if defined(__CUDA_ARCH__)
+  return *a.status;
+#else
+  return __atomic_load_n(const_cast<uint32_t*>(a.status), __ATOMIC_ACQUIRE);
+#endif
+}
+
+KOLO_HD_INLINE void set_barrier_status(const BarrierArgs& a, uint32_t value) {
+#if defined(__CUDA_ARCH__)
+  *a.status = value;
+  __threadfence_system();
+#else
+  __atomic_store_n(const_cast<uint32_t*>(a.status), value, __ATOMIC_RELEASE);
+#endif
+}
+
 // Thread 0 of a one-block grid does it all: the barrier is a handful of words.
 KOLO_HD_INLINE void barrier_thread(const BarrierArgs& a, size_t thread) {
-  if (thread != 0 || *a.status != 0) return;
+  if (thread != 0 || barrier_status(a) != 0) return;
   for (int p = 0; p < a.ranks; ++p) flag_store_release(a.post[p], a.value);
   const uint64_t start = clock_ns();
   unsigned spins = 0;
   for (int p = 0; p < a.ranks; ++p) {
     while (flag_load_acquire(a.wait[p]) < a.value) {
-      if (*a.abort != 0) {
-        *a.status = kBarrierAborted;
-        return;
+      // The abort word is host memory (a PCIe read from a GPU) and the clock a special
+      // register: looked at every 64 polls, not every one.
+      if ((++spins & 63) == 0) {
+        if (*a.abort != 0) {
+          set_barrier_status(a, kBarrierAborted);
+          return;
+        }
+        if (clock_ns() - start > a.timeout_ns) {
+          set_barrier_status(a, kBarrierTimedOut + static_cast<uint32_t>(p));
+          return;
+        }
       }
-      if (clock_ns() - start > a.timeout_ns) {
-        *a.status = kBarrierTimedOut + static_cast<uint32_t>(p);
-        return;
-      }
-      barrier_backoff(++spins);
+      barrier_backoff(spins);
     }
   }
 }

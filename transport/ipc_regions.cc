@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "support/env.h"
 #include "support/log.h"
 
 namespace kolo {
@@ -53,11 +54,23 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
   void* mine = nullptr;
   KOLO_TRY(dev.malloc(&mine, bytes));
   r->regions_[site.index] = mine;  // freed by the destructor from here on
-  KOLO_TRY(dev.memset_async(mine, 0, bytes, nullptr));
-  KOLO_TRY(dev.stream_synchronize(nullptr, deadline));
+  {
+    // Zeroed on a stream of its own: the legacy default stream would also wait for work
+    // the caller has queued on its blocking streams.
+    void* stream = nullptr;
+    KOLO_TRY(dev.stream_create(&stream));
+    Status zeroed = dev.memset_async(mine, 0, bytes, stream);
+    if (zeroed.ok()) zeroed = dev.stream_synchronize(stream, deadline);
+    (void)dev.stream_destroy(stream);
+    KOLO_TRY(zeroed);
+  }
   Published out{};
   out.bytes = bytes;
   KOLO_TRY(dev.ipc_export(mine, &out.handle));
+  // From here a peer may map the region: on an error it is kept, not freed (CUDA makes
+  // freeing memory another process still has open undefined).
+  r->site_ = site;
+  r->keep_own_ = true;
   KOLO_TRY(site.store->set(str_cat(site.prefix, "/ipc/", site.index),
                            std::string(reinterpret_cast<const char*>(&out), sizeof out), deadline));
   KOLO_TRY(announce(site, "published", deadline));
@@ -87,6 +100,7 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
   for (int p = 0; p < site.size; ++p) {
     if (p != site.index) KOLO_TRY(wait_for_rank(site, "mapped", p, deadline));
   }
+  r->keep_own_ = false;
   log_info(Subsys::kTransport, "IPC regions: local rank ", site.index, " of ", site.size, " maps ", site.size - 1,
            " peers' ", bytes, " B regions (", dev.name, ")");
   return r;
@@ -97,7 +111,21 @@ IpcRegions::~IpcRegions() {
     Status s = dev_.ipc_close(regions_[*p]);
     if (!s.ok()) log_warn(Subsys::kTransport, "IPC regions: closing local rank ", *p, "'s mapping: ", s.message());
   }
-  if (regions_.size() > static_cast<size_t>(index_) && regions_[index_] != nullptr) {
+  // Free the own region only once every peer has closed its mapping of it (announced
+  // through the store, waited for with a deadline); otherwise keep it.
+  if (!keep_own_ && site_.store != nullptr && site_.size > 1) {
+    const Deadline deadline(env_timeout_seconds());
+    Status closed = announce(site_, "closed", deadline);
+    for (int p = 0; p < site_.size && closed.ok(); ++p) {
+      if (p != index_) closed = wait_for_rank(site_, "closed", p, deadline);
+    }
+    if (!closed.ok()) {
+      log_warn(Subsys::kTransport, "IPC regions: a peer did not close its mapping (", closed.message(),
+               "); the region is kept");
+      keep_own_ = true;
+    }
+  }
+  if (!keep_own_ && regions_.size() > static_cast<size_t>(index_) && regions_[index_] != nullptr) {
     Status s = dev_.free(regions_[index_]);
     if (!s.ok()) log_warn(Subsys::kTransport, "IPC regions: freeing the own region: ", s.message());
   }

@@ -8,7 +8,8 @@
 // cannot be mapped, is an error naming it (at the deadline, or as soon as site.alive says
 // a peer died: the waits poll the store rather than block in it). Peers' mappings are closed in
 // the reverse order of opening, then the own region is freed, after every rank has mapped
-// (a rank never frees memory another is still importing).
+// (a rank never frees memory another is still importing), and the own region is freed
+// only once every peer has closed its mapping (kept, never freed, when that is not known).
 #pragma once
 
 #include <cstddef>
@@ -55,6 +56,8 @@ class IpcRegions {
   IpcRegions(const device::DeviceOps& dev) : dev_(dev) {}
 
   const device::DeviceOps& dev_;
+  IpcSite site_;           // for the close handshake at destroy
+  bool keep_own_ = false;  // the own region may still be mapped by a peer: never freed
   int index_ = 0;
   size_t bytes_ = 0;
   std::vector<void*> regions_;   // by rank index; null where not (yet) mapped

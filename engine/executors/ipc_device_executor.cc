@@ -74,8 +74,13 @@ class IpcDeviceExecutor final : public Executor {
   // while a peer still reads it; false when that cannot be known (then nothing is freed).
   bool release_together() {
     const device::DeviceOps& dev = device::runtime();
-    // After a failure a peer may still be reading (or be dead): keep the memory.
-    if (__atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) != 0) return false;
+    // After a failure a peer may still be reading (or be dead), and after a call that
+    // failed halfway this rank's barrier numbers may trail its peers' (its last barrier
+    // would pass on their earlier posts): keep the memory.
+    if (diverged_ || __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) != 0 ||
+        __atomic_load_n(&control_->abort, __ATOMIC_ACQUIRE) != 0 || !env_.shared->members_alive().ok()) {
+      return false;
+    }
     void* stream = nullptr;
     if (!dev.stream_create(&stream).ok()) return false;
     bool ok = dev.stream_wait_event(stream, order_).ok() && barrier(stream).ok() &&
@@ -94,19 +99,23 @@ class IpcDeviceExecutor final : public Executor {
     KOLO_TRY(ensure(call.device, deadline));
     if (control_->status != 0) return failure();
     const device::DeviceOps& dev = device::runtime();
-    KOLO_TRY(dev.stream_wait_event(call.stream, order_));  // after the previous call
-    KOLO_TRY(enqueue(call, pc.plan->algorithm));
-    return dev.event_record(order_, call.stream);
+    Status s = dev.stream_wait_event(call.stream, order_);  // after the previous call
+    if (s.ok()) s = enqueue(call, pc.plan->algorithm);
+    if (s.ok()) s = dev.event_record(order_, call.stream);
+    if (!s.ok()) diverged_ = true;  // (the communicator fails with s)
+    return s;
   }
 
   void abort() override {
-    if (control_ != nullptr) __atomic_store_n(&control_->abort, 1u, __ATOMIC_RELEASE);
+    Control* control = control_ready_.load(std::memory_order_acquire);
+    if (control != nullptr) __atomic_store_n(&control->abort, 1u, __ATOMIC_RELEASE);
   }
 
  private:
   // The regions, control words, order event and watcher, made at the first call (every
   // rank makes the same first device_ipc call), on the device of its buffers.
   Status ensure(int device, const Deadline& deadline) {
+    if (diverged_) return error(Code::kAborted, "rank ", env_.rank, ": the device_ipc path failed earlier");
     if (regions_ != nullptr) {
       if (device == device_) return Status();
       return error(Code::kInvalidArgument, "rank ", env_.rank, ": the device_ipc path of a communicator runs on one "
@@ -118,12 +127,15 @@ class IpcDeviceExecutor final : public Executor {
     control_ = static_cast<Control*>(control);
     std::memset(control_, 0, sizeof(Control));
     KOLO_TRY(dev.event_create(&order_));
+    diverged_ = true;  // until the setup has succeeded: it is not tried twice
     IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared->index(), env_.shared->size(),
                  [this] { return env_.shared->members_alive(); }};
     Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
     if (!regions.ok()) return regions.status().with_context(str_cat("rank ", env_.rank, ": "));
     regions_ = regions.take();
     device_ = device;
+    control_ready_.store(control_, std::memory_order_release);
+    diverged_ = false;
     watcher_ = std::thread([this] { watch(); });
     return Status();
   }
@@ -135,7 +147,8 @@ class IpcDeviceExecutor final : public Executor {
     // Elements per chunk of a rank's block: a slot's `in` holds every rank's piece for the
     // rank-major collectives, one piece otherwise.
     const bool rank_major = s.kind == CollKind::kReduceScatter || s.kind == CollKind::kAlltoall;
-    const size_t per_chunk = std::max<size_t>(1, kIpcChunkBytes / es / (rank_major ? n : 1));
+    // A multiple of 16 bytes, so that every rank's piece keeps the kernels' 16-byte vectors.
+    const size_t per_chunk = std::max<size_t>(16 / es, kIpcChunkBytes / es / (rank_major ? n : 1) / (16 / es) * (16 / es));
     const char* send = static_cast<const char*>(call.send);
     char* recv = static_cast<char*>(call.recv);
     for (size_t first = 0; first < s.count; first += per_chunk) {
@@ -252,6 +265,8 @@ class IpcDeviceExecutor final : public Executor {
   ExecutorEnv env_;
   std::unique_ptr<IpcRegions> regions_;
   Control* control_ = nullptr;  // pinned host memory, mapped for the kernels
+  std::atomic<Control*> control_ready_{nullptr};  // control_ once set up, for abort()
+  bool diverged_ = false;  // a call failed halfway: barrier numbers may differ from peers'
   void* order_ = nullptr;       // recorded after each call: the next one waits for it
   int device_ = -1;
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2

@@ -5,6 +5,10 @@
 #include "kernels/barrier_body.h"
 #include "kernels/cuda_kernels.h"
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#error "the barrier's release/acquire loads, %globaltimer and __nanosleep need sm_70 or newer"
+#endif
+
 namespace kolo {
 namespace {
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <unistd.h>
 #include <thread>
 
 #include "support/env.h"
@@ -15,6 +16,8 @@ namespace {
 struct Published {
   device::IpcHandle handle;
   uint64_t bytes;
+  int64_t pid;       // ranks of one process (threads) use the address as it is: a process
+  uint64_t address;  // cannot open its own IPC handle (CUDA refuses it)
 };
 
 // Waits until local rank p has added 1 to `name`/p (polling, so that site.alive can end
@@ -66,6 +69,8 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
   }
   Published out{};
   out.bytes = bytes;
+  out.pid = static_cast<int64_t>(::getpid());
+  out.address = reinterpret_cast<uintptr_t>(mine);
   KOLO_TRY(dev.ipc_export(mine, &out.handle));
   // From here a peer may map the region: on an error it is kept, not freed (CUDA makes
   // freeing memory another process still has open undefined).
@@ -88,6 +93,10 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
     if (in.bytes != bytes) {
       return error(Code::kMismatch, "IPC regions: local rank ", p, " has a region of ", in.bytes, " bytes and rank ",
                    site.index, " of ", bytes);
+    }
+    if (in.pid == out.pid) {  // a thread of this process: the same address space
+      r->regions_[p] = reinterpret_cast<void*>(static_cast<uintptr_t>(in.address));
+      continue;
     }
     void* mapped = nullptr;
     Status s = dev.ipc_import(in.handle, &mapped);

@@ -32,6 +32,11 @@ out="bench/results/$(date +%F)-gpu-check-$(git rev-parse --short HEAD).md"
     KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np "$gpus" build/bench/perf/kolo-perf allreduce --backend nccl -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
     echo '```'
   fi
+  for t in 2 4; do
+    echo; echo "## kolo-perf allreduce -G -t $t: $t ranks as threads of one process on one GPU"; echo; echo '```'
+    KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 1 build/bench/perf/kolo-perf allreduce -G -t $t -b 8 -e 1G -f 4 -c 1 2>&1 | tail -25
+    echo '```'
+  done
   echo; echo "## kolorun -np 2 kolo-perf allreduce -G, staged (KOLO_DEVICE_IPC=0), for comparison"; echo; echo '```'
   KOLO_DEVICE_IPC=0 KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 2 build/bench/perf/kolo-perf allreduce -G -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
   echo '```'

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,7 @@ struct Options {
   bool check = true;
   int average = 1;  // 0 rank 0, 1 average, 2 min, 3 max
   int root = 0;
+  int threads = 1;  // -t: ranks per process, as threads (each its own communicator and stream)
   std::vector<kolo_dtype_t> dtypes{KOLO_FLOAT32};
   std::vector<kolo_op_t> ops{KOLO_SUM};
   std::string json_path;
@@ -43,7 +45,7 @@ struct Options {
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
   std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
-                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-G] [--backend kolo|nccl] [--json FILE]\n"
+                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--json FILE]\n"
                        "collectives:");
   for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
   std::fprintf(stderr, "\n");
@@ -117,8 +119,11 @@ Options parse(int argc, char** argv) {
       kolo_op_t op;
       if (value != "all" && !parse_op(value, &op)) usage_error("unknown op '" + value + "'");
       if (value != "all") o.ops.push_back(op);
-    } else if (flag == "-g" || flag == "-t" || flag == "-m" || flag == "-z" || flag == "-p") {
-      // nccl-tests flags for threads, GPUs per thread, graphs: one rank per process here.
+    } else if (flag == "-t" || flag == "--nthreads") {
+      o.threads = parse_int(value, "-t");
+      if (o.threads < 1 || o.threads > 64) usage_error("-t takes 1 to 64 threads");
+    } else if (flag == "-g" || flag == "-m" || flag == "-z" || flag == "-p") {
+      // nccl-tests flags for GPUs per thread, graphs: one GPU per rank here.
     } else {
       usage_error("unknown option " + flag);
     }
@@ -220,9 +225,9 @@ void print_header(const Options& o, kolo_comm_t comm) {
   if (rc != KOLO_SUCCESS) die("allgather of rank records", rc);
   if (rank == 0) {
     std::printf("# kolo-perf %s (kolo %d)\n", o.collective.c_str(), kolo_version());
-    std::printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: 1 "
+    std::printf("# nThread %d nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: 1 "
                 "validation: %d graph: 0\n#\n# Using devices\n",
-                o.min_bytes, o.max_bytes, o.factor != 0 ? o.factor : double(o.increment),
+                o.threads, o.min_bytes, o.max_bytes, o.factor != 0 ? o.factor : double(o.increment),
                 o.factor != 0 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
     for (int r = 0; r < size; ++r) {
       std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s\n", all[r].rank, all[r].pid, all[r].host,
@@ -255,15 +260,9 @@ std::vector<size_t> sizes(const Options& o) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
-  // --backend is KOLO_BACKEND for this process (read when the communicator is made).
-  setenv("KOLO_BACKEND", o.backend.c_str(), 1);
-  kolo_comm_t comm = nullptr;
-  kolo_result_t rc = kolo_init(&comm);
-  if (rc != KOLO_SUCCESS) die("kolo_init", rc);
+// One rank's whole run: header (rank 0), every size, the summary; the number of wrong
+// values it saw.
+uint64_t run_rank(const Options& o, kolo_comm_t comm) {
   const Collective& coll = *find_collective(o.collective);
   const int rank = kolo_comm_rank(comm);
   const int nranks = kolo_comm_size(comm);
@@ -313,6 +312,45 @@ int main(int argc, char** argv) {
                                                    {"wrong", total_wrong}}.dump(2) << "\n";
     }
   }
-  kolo_comm_destroy(comm);
-  return total_wrong == 0 ? 0 : 1;
+  return total_wrong;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  // --backend is KOLO_BACKEND for this process (read when the communicator is made).
+  setenv("KOLO_BACKEND", o.backend.c_str(), 1);
+  kolo_comm_t world = nullptr;
+  kolo_result_t rc = kolo_init(&world);
+  if (rc != KOLO_SUCCESS) die("kolo_init", rc);
+  if (o.threads == 1) {
+    const uint64_t wrong = run_rank(o, world);
+    kolo_comm_destroy(world);
+    return wrong == 0 ? 0 : 1;
+  }
+  // -t T: T ranks in every process, as threads, in one communicator of processes x T
+  // ranks made from a unique id that the first process shares over the world.
+  kolo_unique_id id{};
+  if (kolo_comm_rank(world) == 0 && (rc = kolo_get_unique_id(&id)) != KOLO_SUCCESS) die("kolo_get_unique_id", rc);
+  rc = kolo_broadcast(&id, &id, sizeof id, KOLO_UINT8, 0, world, nullptr);
+  if (rc != KOLO_SUCCESS) die("broadcast of the unique id", rc);
+  const int nranks = kolo_comm_size(world) * o.threads, first = kolo_comm_rank(world) * o.threads;
+  std::vector<uint64_t> wrong(o.threads, 0);
+  std::vector<std::thread> ranks;
+  for (int t = 0; t < o.threads; ++t) {
+    ranks.emplace_back([&, t] {
+      kolo_comm_t comm = nullptr;
+      const kolo_result_t made = kolo_comm_init_rank(&comm, nranks, &id, first + t);
+      if (made != KOLO_SUCCESS) die("kolo_comm_init_rank", made);
+      wrong[t] = run_rank(o, comm);
+      kolo_comm_destroy(comm);
+    });
+  }
+  for (std::thread& r : ranks) r.join();
+  kolo_comm_destroy(world);
+  for (uint64_t w : wrong) {
+    if (w != 0) return 1;
+  }
+  return 0;
 }

@@ -20,4 +20,9 @@ for coll in allgather reduce_scatter alltoall; do
   echo "== $coll -np 3 -G, chunked"
   KOLO_DEVICE_IPC=0 "$kolorun" -np 3 "$perf" "$coll" -G -b 12M -e 12M -n 1 -w 1 -c 1 | tail -3 | grep -q "# Out of bounds values : 0 OK"
 done
+# Ranks as threads (-t), several in one process, through the device_ipc kernels.
+for coll in allreduce reduce_scatter; do
+  echo "== $coll -np 1 -t 3 -G"
+  "$kolorun" -np 1 "$perf" "$coll" -G -t 3 -b 8 -e 16M -f 16 -n 2 -w 1 -c 1 | tail -3 | grep -q "# Out of bounds values : 0 OK"
+done
 echo "kolo-perf -G: every collective checked on the emulated device"

@@ -68,6 +68,10 @@ class Executor {
 
 // A group of device calls must share one stream and one device; an error names the rank.
 Status check_device_group(const PlannedCall* calls, size_t n, int rank);
+// kolo's own device executors order their steps with host threads and numbers fixed at
+// enqueue, which a CUDA graph would replay wrongly: a call on a capturing stream is an
+// error naming the executor (not a silently wrong graph).
+Status refuse_graph_capture(const CollCall& call, int rank, const char* executor);
 
 // What a row makes: null when the executor cannot run on the communicator env describes;
 // an error when it was asked for and cannot (KOLO_BACKEND=nccl without NCCL), which fails

@@ -1,5 +1,7 @@
 #include "engine/executors/executor.h"
 
+#include "support/device/device.h"
+
 namespace kolo {
 namespace {
 
@@ -13,6 +15,14 @@ constexpr ExecutorRow kRows[kExecutorCount] = {
 };
 
 }  // namespace
+
+Status refuse_graph_capture(const CollCall& call, int rank, const char* executor) {
+  Result<bool> capturing = device::runtime().stream_capturing(call.stream);
+  if (!capturing.ok()) return capturing.status();
+  if (!capturing.value()) return Status();
+  return error(Code::kUnsupported, "rank ", rank, ": the ", executor, " path cannot be captured in a CUDA graph yet; ",
+               "capture with KOLO_BACKEND=nccl, or run the collective outside the capture");
+}
 
 Status check_device_group(const PlannedCall* calls, size_t n, int rank) {
   for (size_t i = 1; i < n; ++i) {

@@ -96,6 +96,7 @@ class IpcDeviceExecutor final : public Executor {
     const CollCall& call = pc.call;
     device::ScopedDevice on_device(call.device);
     KOLO_TRY(on_device.status());
+    KOLO_TRY(refuse_graph_capture(call, env_.rank, "device_ipc"));
     KOLO_TRY(ensure(call.device, deadline));
     if (control_->status != 0) return failure();
     const device::DeviceOps& dev = device::runtime();

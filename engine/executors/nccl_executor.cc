@@ -90,6 +90,10 @@ class NcclExecutor final : public Executor {
       scratch_used_ = false;
       KOLO_TRY(device::runtime().event_record(scratch_free_, stream));
     }
+    // Captured into a CUDA graph: the graph's launches are the user's; there is no
+    // enqueued work for the watchdog to follow.
+    Result<bool> capturing = device::runtime().stream_capturing(stream);
+    if (capturing.ok() && capturing.value()) return Status();
     return watch(stream);
   }
 

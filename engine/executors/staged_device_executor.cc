@@ -121,6 +121,7 @@ class StagedDeviceExecutor final : public Executor {
     // The copies and events go to the device of the buffers and the stream.
     device::ScopedDevice on_device(calls[0].call.device);
     KOLO_TRY(on_device.status());
+    KOLO_TRY(refuse_graph_capture(calls[0].call, env_.rank, "device_staged"));
     // One operation per chunk of a large single call, else one for all the calls.
     std::vector<std::vector<Part>> plan = parts_of(calls, n);
     // Stages operations while their staging fits (or can be taken from queued operations);

@@ -165,6 +165,12 @@ Status cuda_stream_create(void** stream) {
 
 Status cuda_stream_destroy(void* stream) { return check(cudaStreamDestroy(as_stream(stream)), "cudaStreamDestroy", stream); }
 
+Result<bool> cuda_stream_capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  KOLO_TRY(check(cudaStreamIsCapturing(as_stream(stream), &status), "cudaStreamIsCapturing", stream));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 Status cuda_stream_synchronize(void* stream, const Deadline& deadline) {
   return poll_until_done([s = as_stream(stream)] { return cudaStreamQuery(s); }, deadline, "stream_synchronize", stream);
 }
@@ -247,6 +253,7 @@ const DeviceOps kCuda = {
     cuda_stream_create,
     cuda_stream_destroy,
     cuda_stream_synchronize,
+    cuda_stream_capturing,
     cuda_event_create,
     cuda_event_destroy,
     cuda_event_record,

@@ -39,6 +39,7 @@ const DeviceOps kNone = {
     refuse<void**>,
     refuse<void*>,
     [](void*, const Deadline&) { return no_device(); },
+    [](void*) -> Result<bool> { return no_device(); },
     refuse<void**>,
     refuse<void*>,
     refuse<void*, void*>,

@@ -71,6 +71,8 @@ struct DeviceOps {
   Status (*stream_create)(void** stream);
   Status (*stream_destroy)(void* stream);
   Status (*stream_synchronize)(void* stream, const Deadline& deadline);
+  // Whether work enqueued on the stream now is being captured into a CUDA graph.
+  Result<bool> (*stream_capturing)(void* stream);
 
   Status (*event_create)(void** event);
   Status (*event_destroy)(void* event);

@@ -434,6 +434,7 @@ const DeviceOps kEmulated = {
     emu_stream_create,
     emu_stream_destroy,
     emu_stream_synchronize,
+    [](void*) -> Result<bool> { return false; },  // no graphs on the emulated device
     emu_event_create,
     emu_event_destroy,
     emu_event_record,

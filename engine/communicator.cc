@@ -178,6 +178,10 @@ Status Communicator::connect(const Deadline& deadline) {
   env.fail = [this](Status status) { (void)fail(std::move(status)); };
   env.nccl_backend = nccl_backend_;
   env.store = store_->client.get();
+  env.stage = [this](const PlannedCall* calls, size_t n, const Deadline& deadline) {
+    Executor* staged = executors_[static_cast<int>(ExecutorKind::kDeviceStaged)].get();
+    return staged->run(calls, n, deadline);
+  };
   env.store_prefix = id_.prefix;
   for (int k = 0; k < kExecutorCount; ++k) {
     MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);

@@ -21,6 +21,7 @@ const std::vector<EnvVar>& env_table() {
       {"KOLO_SOCKET_IFNAME", "", "network interface for data connections (e.g. eth0); empty = the interface that reaches the store"},
       {"KOLO_DEVICE", "auto", "device runtime: auto (cuda when a GPU and driver are present, else none), cuda, emulated (a CPU device for tests and trying the device API) or none"},
       {"KOLO_BACKEND", "kolo", "who runs device-buffer collectives: kolo (its own device path) or nccl (NCCL, loaded with dlopen; needs the cuda device runtime)"},
+      {"KOLO_EMULATED_P2P", "1", "emulated device: 0 = processes cannot map each other's device memory, as GPUs without peer access (for tests)"},
       {"KOLO_DEVICE_IPC", "1", "1 = device collectives of ranks on one host run as kernels over each other's memory (CUDA IPC); 0 = staged through pinned host memory"},
       {"KOLO_NCCL_LIBRARY", "libnccl.so.2", "the NCCL library KOLO_BACKEND=nccl loads (a name the dynamic loader finds, or a path)"},
       {"KOLO_CHUNK_BYTES", "1048576", "pipeline chunk size in bytes for ring algorithms"},

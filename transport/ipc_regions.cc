@@ -20,16 +20,17 @@ struct Published {
   uint64_t address;  // cannot open its own IPC handle (CUDA refuses it)
 };
 
-// Waits until local rank p has added 1 to `name`/p (polling, so that site.alive can end
-// the wait when a peer dies; a blocking store get could not be interrupted).
-Status wait_for_rank(const IpcSite& site, const std::string& name, int p, const Deadline& deadline) {
+// Waits until local rank p has announced `name` (added to `name`/p), and returns what it
+// added; polling, so that site.alive can end the wait when a peer dies (a blocking store
+// get could not be interrupted).
+Result<int64_t> wait_for_rank(const IpcSite& site, const std::string& name, int p, const Deadline& deadline) {
   const std::string key = str_cat(site.prefix, "/ipc/", name, "/", p);
   for (int polls = 0;; ++polls) {
     // A poll is one round trip to a live store: its own short deadline, so that the
     // wait's deadline ends the wait, not a store call (which would close the connection).
     Result<int64_t> count = site.store->add(key, 0, Deadline(10));
     if (!count.ok()) return count.status();
-    if (count.value() > 0) return Status();
+    if (count.value() > 0) return count.value();
     if (site.alive) KOLO_TRY(site.alive());
     if (deadline.expired()) {
       return error(Code::kTimeout, "IPC regions: waiting for local rank ", p, " (", name, "): not there by the deadline");
@@ -38,8 +39,38 @@ Status wait_for_rank(const IpcSite& site, const std::string& name, int p, const 
   }
 }
 
-Status announce(const IpcSite& site, const std::string& name, const Deadline& deadline) {
-  return site.store->add(str_cat(site.prefix, "/ipc/", name, "/", site.index), 1, deadline).status();
+constexpr int64_t kAnnouncedOk = 1;
+constexpr int64_t kAnnouncedFailed = 2;
+
+Status announce(const IpcSite& site, const std::string& name, const Deadline& deadline, int64_t value = kAnnouncedOk) {
+  return site.store->add(str_cat(site.prefix, "/ipc/", name, "/", site.index), value, deadline).status();
+}
+
+// One peer's published region, mapped into r (or its address, for a thread of this
+// process).
+Status map_peer(const IpcSite& site, int p, size_t bytes, int64_t my_pid, const device::DeviceOps& dev,
+                const Deadline& deadline, void** out, bool* opened) {
+  Result<std::string> value = site.store->get(str_cat(site.prefix, "/ipc/", p), deadline);  // there already
+  if (!value.ok()) return value.status().with_context(str_cat("IPC regions: local rank ", p, ": "));
+  Published in{};
+  if (value.value().size() != sizeof in) {
+    return error(Code::kRemote, "IPC regions: local rank ", p, " published ", value.value().size(), " bytes, not ",
+                 sizeof in);
+  }
+  std::memcpy(&in, value.value().data(), sizeof in);
+  if (in.bytes != bytes) {
+    return error(Code::kMismatch, "IPC regions: local rank ", p, " has a region of ", in.bytes, " bytes and rank ",
+                 site.index, " of ", bytes);
+  }
+  *opened = false;
+  if (in.pid == my_pid) {  // a thread of this process: the same address space
+    *out = reinterpret_cast<void*>(static_cast<uintptr_t>(in.address));
+    return Status();
+  }
+  Status s = dev.ipc_import(in.handle, out);
+  if (!s.ok()) return error(Code::kUnsupported, "IPC regions: mapping local rank ", p, "'s region: ", s.message());
+  *opened = true;
+  return Status();
 }
 
 }  // namespace
@@ -79,36 +110,27 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
   KOLO_TRY(site.store->set(str_cat(site.prefix, "/ipc/", site.index),
                            std::string(reinterpret_cast<const char*>(&out), sizeof out), deadline));
   KOLO_TRY(announce(site, "published", deadline));
+  // Map every peer; a rank that cannot says so to all (every rank then fails alike, and
+  // at once: the caller may fall back to another path on every rank).
+  Status mapped;
+  for (int p = 0; p < site.size && mapped.ok(); ++p) {
+    if (p == site.index) continue;
+    Result<int64_t> published = wait_for_rank(site, "published", p, deadline);
+    if (!published.ok()) return published.status();
+    bool opened = false;
+    mapped = map_peer(site, p, bytes, out.pid, dev, deadline, &r->regions_[p], &opened);
+    if (opened) r->open_order_.push_back(p);
+  }
+  KOLO_TRY(announce(site, "mapped", deadline, mapped.ok() ? kAnnouncedOk : kAnnouncedFailed));
   for (int p = 0; p < site.size; ++p) {
     if (p == site.index) continue;
-    KOLO_TRY(wait_for_rank(site, "published", p, deadline));
-    Result<std::string> value = site.store->get(str_cat(site.prefix, "/ipc/", p), deadline);  // there already
-    if (!value.ok()) return value.status().with_context(str_cat("IPC regions: waiting for local rank ", p, ": "));
-    Published in{};
-    if (value.value().size() != sizeof in) {
-      return error(Code::kRemote, "IPC regions: local rank ", p, " published ", value.value().size(), " bytes, not ",
-                   sizeof in);
+    Result<int64_t> peer = wait_for_rank(site, "mapped", p, deadline);
+    if (!peer.ok()) return peer.status();
+    if (peer.value() != kAnnouncedOk && mapped.ok()) {
+      mapped = error(Code::kUnsupported, "IPC regions: local rank ", p, " could not map its peers' regions");
     }
-    std::memcpy(&in, value.value().data(), sizeof in);
-    if (in.bytes != bytes) {
-      return error(Code::kMismatch, "IPC regions: local rank ", p, " has a region of ", in.bytes, " bytes and rank ",
-                   site.index, " of ", bytes);
-    }
-    if (in.pid == out.pid) {  // a thread of this process: the same address space
-      r->regions_[p] = reinterpret_cast<void*>(static_cast<uintptr_t>(in.address));
-      continue;
-    }
-    void* mapped = nullptr;
-    Status s = dev.ipc_import(in.handle, &mapped);
-    if (!s.ok()) return s.with_context(str_cat("IPC regions: mapping local rank ", p, "'s region: "));
-    r->regions_[p] = mapped;
-    r->open_order_.push_back(p);
   }
-  // Nobody frees its region (on an error) before every rank has mapped it.
-  KOLO_TRY(announce(site, "mapped", deadline));
-  for (int p = 0; p < site.size; ++p) {
-    if (p != site.index) KOLO_TRY(wait_for_rank(site, "mapped", p, deadline));
-  }
+  KOLO_TRY(mapped);
   r->keep_own_ = false;
   log_info(Subsys::kTransport, "IPC regions: local rank ", site.index, " of ", site.size, " maps ", site.size - 1,
            " peers' ", bytes, " B regions (", dev.name, ")");
@@ -126,7 +148,7 @@ IpcRegions::~IpcRegions() {
     const Deadline deadline(env_timeout_seconds());
     Status closed = announce(site_, "closed", deadline);
     for (int p = 0; p < site_.size && closed.ok(); ++p) {
-      if (p != index_) closed = wait_for_rank(site_, "closed", p, deadline);
+      if (p != index_) closed = wait_for_rank(site_, "closed", p, deadline).status();
     }
     if (!closed.ok()) {
       log_warn(Subsys::kTransport, "IPC regions: a peer did not close its mapping (", closed.message(),

@@ -45,6 +45,9 @@ struct ExecutorEnv {
   // kolo_comm_get_async_error report `status`.
   std::function<void(Status status)> fail;
   bool nccl_backend = false;  // KOLO_BACKEND=nccl: device calls go to NCCL
+  // Runs device calls through the staged executor: for a device path that finds, on every
+  // rank alike, that it cannot run here (CUDA IPC cannot map a peer's memory).
+  std::function<Status(const PlannedCall* calls, size_t n, const Deadline& deadline)> stage;
   // The rendezvous store and this communicator's key prefix in it (executors that set
   // up memory with their peers: device IPC regions).
   StoreClient* store = nullptr;

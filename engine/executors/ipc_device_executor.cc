@@ -98,6 +98,7 @@ class IpcDeviceExecutor final : public Executor {
     KOLO_TRY(on_device.status());
     KOLO_TRY(refuse_graph_capture(call, env_.rank, "device_ipc"));
     KOLO_TRY(ensure(call.device, deadline));
+    if (unavailable_) return env_.stage(calls, n, deadline);
     if (control_->status != 0) return failure();
     const device::DeviceOps& dev = device::runtime();
     Status s = dev.stream_wait_event(call.stream, order_);  // after the previous call
@@ -117,7 +118,7 @@ class IpcDeviceExecutor final : public Executor {
   // rank makes the same first device_ipc call), on the device of its buffers.
   Status ensure(int device, const Deadline& deadline) {
     if (diverged_) return error(Code::kAborted, "rank ", env_.rank, ": the device_ipc path failed earlier");
-    if (regions_ != nullptr) {
+    if (regions_ != nullptr || unavailable_) {
       if (device == device_) return Status();
       return error(Code::kInvalidArgument, "rank ", env_.rank, ": the device_ipc path of a communicator runs on one "
                    "device; it was set up on device ", device_, " and this call's buffers are on device ", device);
@@ -132,7 +133,20 @@ class IpcDeviceExecutor final : public Executor {
     IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared->index(), env_.shared->size(),
                  [this] { return env_.shared->members_alive(); }};
     Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
-    if (!regions.ok()) return regions.status().with_context(str_cat("rank ", env_.rank, ": "));
+    if (!regions.ok()) {
+      // A peer's memory cannot be mapped (no peer access between these GPUs): every rank
+      // learns it in the same setup, and every rank stages from now on.
+      const Code code = regions.status().code();
+      if (code != Code::kUnsupported && code != Code::kMismatch) {
+        return regions.status().with_context(str_cat("rank ", env_.rank, ": "));
+      }
+      log_warn(Subsys::kExec, "rank ", env_.rank, ": device collectives staged through host memory: ",
+               regions.status().message());
+      unavailable_ = true;
+      diverged_ = false;
+      device_ = device;
+      return Status();
+    }
     regions_ = regions.take();
     device_ = device;
     control_ready_.store(control_, std::memory_order_release);
@@ -268,6 +282,7 @@ class IpcDeviceExecutor final : public Executor {
   Control* control_ = nullptr;  // pinned host memory, mapped for the kernels
   std::atomic<Control*> control_ready_{nullptr};  // control_ once set up, for abort()
   bool diverged_ = false;  // a call failed halfway: barrier numbers may differ from peers'
+  bool unavailable_ = false;  // the regions could not be mapped on some rank: calls are staged
   void* order_ = nullptr;       // recorded after each call: the next one waits for it
   int device_ = -1;
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2

@@ -375,6 +375,11 @@ Status emu_ipc_export(void* ptr, IpcHandle* handle) {
 }
 
 Status emu_ipc_import(const IpcHandle& handle, void** ptr) {
+  // A machine whose GPUs cannot map each other's memory (no peer access), for tests of
+  // what kolo does there.
+  if (env_string("KOLO_EMULATED_P2P") == "0") {
+    return error(Code::kUnsupported, "emulated device: no peer access between processes (KOLO_EMULATED_P2P=0)");
+  }
   IpcWire wire;
   std::memcpy(&wire, handle.bytes, sizeof(wire));
   if (wire.magic != kHandleMagic || wire.pid <= 0 || wire.fd < 0) {

@@ -30,6 +30,7 @@ int rank_main(uint16_t port, int index, int size, size_t bytes, const char* pref
     const std::string m = regions.status().message();
     if (regions.status().code() == Code::kMismatch && m.find("local rank") != std::string::npos) return 20;
     if (regions.status().code() == Code::kTimeout && m.find("waiting for local rank 1") != std::string::npos) return 21;
+    if (regions.status().code() == Code::kUnsupported && m.find("local rank") != std::string::npos) return 22;
     return 11;
   }
   IpcRegions& r = *regions.value();
@@ -98,6 +99,21 @@ TEST(IpcRegions, DifferentSizesAreAMismatch) {
         // or on a peer that left after its own failure: every rank fails.
         bool ok = codes.size() == 3 && codes[2] == 20;
         for (int c : codes) ok &= c != 0;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Without peer access every rank fails alike, at once, not only the one that cannot map.
+TEST(IpcRegions, NoPeerAccessFailsEveryRankAlike) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("KOLO_EMULATED_P2P", "0", 1);
+        std::vector<int> codes = run_ranks(3, 3, same_bytes, "nop2p", 30);
+        bool ok = codes.size() == 3;
+        for (int c : codes) ok &= c == 22;
+        for (int c : codes) std::fprintf(stderr, "rank exit code %d\n", c);
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");

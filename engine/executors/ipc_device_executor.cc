@@ -8,7 +8,7 @@
 //   1. copy this rank's input piece(s) of the chunk into its own slot's `in`;
 //   2. barrier: every rank's input is in place;
 //   3. read the peers' slots: reduce all `in`s (allreduce one-shot, reduce at the root,
-//      reduce_scatter), or copy a peer's `in` (broadcast, allgather, alltoall); two-shot
+//      reduce_scatter), or copy a peer's `in` (broadcast, allgather(v), alltoall); two-shot
 //      allreduce reduces only its share into its `out`, barriers, then copies every
 //      rank's share from the peers' `out`s.
 // A slot is written again two chunks later, after the next chunk's barrier, which every
@@ -18,6 +18,7 @@
 // A barrier that gives up (KOLO_TIMEOUT: a dead peer; or kolo_comm_abort) leaves a reason
 // in a host-mapped status word and returns, releasing the stream; later barriers return at
 // once; a watcher thread fails the communicator with the reason.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -166,8 +167,16 @@ class IpcDeviceExecutor final : public Executor {
     const size_t per_chunk = std::max<size_t>(16 / es, kIpcChunkBytes / es / (rank_major ? n : 1) / (16 / es) * (16 / es));
     const char* send = static_cast<const char*>(call.send);
     char* recv = static_cast<char*>(call.recv);
-    for (size_t first = 0; first < s.count; first += per_chunk) {
-      const size_t c = std::min(per_chunk, s.count - first);
+    // Allgatherv: a count per rank; the chunks run over the largest, each rank's piece of
+    // a chunk is what its block has left (maybe nothing).
+    const bool varying = s.kind == CollKind::kAllgatherv;
+    size_t total = s.count;
+    if (varying) total = *std::max_element(s.counts.begin(), s.counts.end());
+    auto piece = [&](int r, size_t first) {
+      return varying ? std::min(per_chunk, s.counts[r] > first ? s.counts[r] - first : 0) : 0;
+    };
+    for (size_t first = 0; first < total; first += per_chunk) {
+      const size_t c = std::min(per_chunk, total - first);
       const size_t off = first * es, bytes = c * es;
       const int slot = static_cast<int>(chunks_++ & 1);
       auto in = [&](int r) { return regions_->region(r) + kIpcHeaderBytes + slot * 2 * kIpcChunkBytes; };
@@ -183,6 +192,7 @@ class IpcDeviceExecutor final : public Executor {
         case CollKind::kAlltoall:
           for (int p = 0; p < n; ++p) KOLO_TRY(copy(in(me) + p * bytes, send + p * s.count * es + off, bytes, call.stream));
           break;
+        case CollKind::kAllgatherv: KOLO_TRY(copy(in(me), send + off, piece(me, first) * es, call.stream)); break;
         default: KOLO_TRY(copy(in(me), send + off, bytes, call.stream));
       }
       KOLO_TRY(barrier(call.stream));  // 2.
@@ -209,6 +219,9 @@ class IpcDeviceExecutor final : public Executor {
         case CollKind::kBroadcast: KOLO_TRY(copy(recv + off, in(s.root), bytes, call.stream)); break;
         case CollKind::kAllgather:
           for (int p = 0; p < n; ++p) KOLO_TRY(copy(recv + p * s.count * es + off, in(p), bytes, call.stream));
+          break;
+        case CollKind::kAllgatherv:
+          for (int p = 0; p < n; ++p) KOLO_TRY(copy(recv + (s.displs[p] + first) * es, in(p), piece(p, first) * es, call.stream));
           break;
         case CollKind::kReduceScatter: {
           const void* mine[kMaxIpcRanks];

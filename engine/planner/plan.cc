@@ -113,6 +113,7 @@ bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool 
     case CollKind::kReduce:
     case CollKind::kBroadcast:
     case CollKind::kAllgather:
+    case CollKind::kAllgatherv:
     case CollKind::kReduceScatter:
     case CollKind::kAlltoall: return true;
     default: return false;

@@ -55,6 +55,17 @@ ReduceScaleArgs scale_args(DType dtype, Scale scale) {
   return s;
 }
 
+// One launch of a body on the runtime's device; errors name the caller. A cuda runtime
+// needs the .cu wrapper, which builds without nvcc lack.
+Status launch_on(const device::DeviceOps& dev, const device::Launch& l, void* stream, const char* caller) {
+  if (std::strcmp(dev.name, "cuda") == 0 && l.cuda == nullptr) {
+    return error(Code::kUnsupported, caller, ": this kolo was built without the CUDA kernels");
+  }
+  Status st = dev.launch(l, stream);
+  if (!st.ok()) return error(st.code(), caller, ": ", st.message());
+  return st;
+}
+
 Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst,
                      const void* const* srcs, int nsrcs, size_t count, DType dtype, ReduceOp op,
                      Scale scale, void* stream, unsigned max_blocks) {
@@ -92,12 +103,7 @@ Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst
 #if defined(KOLO_KERNELS_HAVE_CUDA)
   l.cuda = cuda_reduce_launch;
 #endif
-  if (is_cuda && l.cuda == nullptr) {
-    return error(Code::kUnsupported, caller, ": this kolo was built without the CUDA kernels");
-  }
-  Status st = dev.launch(l, stream);
-  if (!st.ok()) return error(st.code(), caller, ": ", st.message());
-  return st;
+  return launch_on(dev, l, stream, caller);
 }
 
 }  // namespace
@@ -116,10 +122,7 @@ Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, voi
 #if defined(KOLO_KERNELS_HAVE_CUDA)
   l.cuda = cuda_barrier_launch;
 #endif
-  if (std::strcmp(dev.name, "cuda") == 0 && l.cuda == nullptr) {
-    return error(Code::kUnsupported, "device_barrier: this kolo was built without the CUDA kernels");
-  }
-  return dev.launch(l, stream);
+  return launch_on(dev, l, stream, "device_barrier");
 }
 
 ReducePlan plan_reduce(const void* dst, const void* const* srcs, int nsrcs, size_t count,

@@ -35,6 +35,11 @@
 namespace kolo {
 namespace {
 
+// The collectives that take a reduction operation.
+bool reduces(CollKind kind) {
+  return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter;
+}
+
 class NcclExecutor final : public Executor {
  public:
   NcclExecutor(const ExecutorEnv& env, const nccl::Library& lib) : env_(env), lib_(lib) {}
@@ -201,8 +206,7 @@ class NcclExecutor final : public Executor {
     }
     Result<int> dtype = nccl::dtype_of(s.dtype, lib_.version);
     if (!dtype.ok()) return dtype.status();
-    const bool reduces = s.kind == CollKind::kAllreduce || s.kind == CollKind::kReduce || s.kind == CollKind::kReduceScatter;
-    if (reduces) return nccl::op_of(s.op).status();
+    if (reduces(s.kind)) return nccl::op_of(s.op).status();
     return Status();
   }
 
@@ -210,8 +214,7 @@ class NcclExecutor final : public Executor {
   Status enqueue(const CollCall& call) {
     const CollSpec& s = call.spec;
     const int t = nccl::dtype_of(s.dtype, lib_.version).value();
-    const bool reduces = s.kind == CollKind::kAllreduce || s.kind == CollKind::kReduce || s.kind == CollKind::kReduceScatter;
-    const int op = reduces ? nccl::op_of(s.op).value() : 0;
+    const int op = reduces(s.kind) ? nccl::op_of(s.op).value() : 0;
     const size_t es = dtype_size(s.dtype);
     void* st = call.stream;
     const char* send = static_cast<const char*>(call.send);

@@ -40,6 +40,11 @@ struct CollSpec {
   std::vector<size_t> displs;  // allgatherv: where each rank's block lands
   Algorithm algorithm = Algorithm::kAuto;
   bool device = false;  // the buffers are device memory (support/device): stream-ordered
+  // Allreduce of FLOAT32: the type contributions cross the links in (FLOAT16, BFLOAT16,
+  // FLOAT8_E4M3/E5M2 with block scales), accumulated in fp32; kCount: as the data.
+  DType wire = DType::kCount;
+
+  bool compressed() const { return wire != DType::kCount; }
 
   size_t bytes() const { return count * dtype_size(dtype); }
   // Nothing to move (count 0, or every allgatherv count 0): the call returns at once.

@@ -23,7 +23,8 @@ std::string spec_key(const CollSpec& spec, bool grouped) {
   std::ostringstream key;
   key << static_cast<int>(spec.kind) << '/' << spec.count << '/' << static_cast<int>(spec.dtype) << '/'
       << static_cast<int>(spec.op) << '/' << spec.root << '/' << spec.peer << '/' << spec.in_place << spec.prescaled
-      << spec.postscaled << '/' << static_cast<int>(spec.algorithm) << (spec.device ? "/d" : "");
+      << spec.postscaled << '/' << static_cast<int>(spec.algorithm) << (spec.device ? "/d" : "") << '/'
+      << static_cast<int>(spec.wire);
   for (size_t c : spec.counts) key << ',' << c;
   key << '/';
   for (size_t d : spec.displs) key << ',' << d;
@@ -43,7 +44,20 @@ Result<HostTopology> this_host_topology() {
 bool same_plan_key(const CollSpec& a, const CollSpec& b) {
   return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
          a.peer == b.peer && a.in_place == b.in_place && a.prescaled == b.prescaled && a.postscaled == b.postscaled &&
-         a.algorithm == b.algorithm && a.device == b.device && a.counts == b.counts && a.displs == b.displs;
+         a.algorithm == b.algorithm && a.device == b.device && a.wire == b.wire && a.counts == b.counts &&
+         a.displs == b.displs;
+}
+
+// Compression on the wire has kernels on the device_ipc path only (host paths: to come):
+// a compressed call planned anywhere else is refused before it runs, the communicator
+// stays usable. Planning is deterministic, so every rank refuses alike. One rank has no
+// wire: its allreduce is a (scaled) copy on any path.
+Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
+  if (!c.call.spec.compressed() || c.plan->executor == ExecutorKind::kDeviceIpc || size == 1) return Status();
+  return error(Code::kUnsupported, "rank ", rank, ": wire_dtype = ", dtype_name(c.call.spec.wire),
+               ": compressed allreduce runs on device buffers through the device_ipc path only so far (every rank "
+               "on one host, not in a group); this call was planned for the ", executor_name(c.plan->executor),
+               " executor");
 }
 
 }  // namespace
@@ -328,6 +342,7 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
     if (calls[0].spec.empty()) return Status();
     PlannedCall call{nullptr, lowered(calls[0]), 0};
     call.plan = &plan_for(call.call.spec, false);
+    KOLO_TRY(refuse_uncompressible(call, id_.rank, id_.size));
     if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
     ran_plan_ = call.plan;
     return execute(&call, 1);
@@ -338,6 +353,7 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
     if (calls[i].spec.empty()) continue;
     PlannedCall call{nullptr, lowered(calls[i]), 0};
     call.plan = &plan_for(call.call.spec, grouped);
+    KOLO_TRY(refuse_uncompressible(call, id_.rank, id_.size));
     // Device calls take their tags when their host plan runs (device staging calls back
     // in), so that tags follow the order in which the ranks run host plans.
     if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);

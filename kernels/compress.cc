@@ -26,8 +26,9 @@ constexpr size_t kChunk = 256;
 struct CodecArgs {
   float* fout;        // decompress: dst; decompress_reduce: acc
   const float* fin;   // compress: src; decompress_reduce(_compress): acc
-  void* wout;         // compress, decompress_reduce_compress
-  const void* win;    // decompress*, decompress_reduce_compress
+  void* wout;         // compress, decompress_reduce_compress, recompress
+  const void* win[kMaxWireInputs];  // decompress*, decompress_reduce_compress, recompress
+  int nwin;
   size_t count;
   size_t scales_offset;
   float m;
@@ -40,25 +41,32 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
   using Tr = WireTraits<W>;
   using Code = typename Tr::Code;
   using OpTr = CodecOpTraits<Op>;
-  const Code* win = static_cast<const Code*>(a.win) + off;
   const float* fin = a.fin + off;
   float v[kB];
-  float in_scale = 0.0f;
-  if constexpr (OpTr::kReadsWire && Tr::kBlocked) {
-    in_scale = reinterpret_cast<const float*>(static_cast<const char*>(a.win) +
-                                              a.scales_offset)[b];
-  }
-  for (size_t j = 0; j < n; ++j) {
-    float dec = 0.0f, f = 0.0f;
-    if constexpr (OpTr::kReadsWire) {
+  float dec[kB];
+  if constexpr (OpTr::kReadsWire) {
+    // The decoded inputs summed in input order, in fp32 (one input: its value).
+    for (int k = 0; k < a.nwin; ++k) {
+      const Code* win = static_cast<const Code*>(a.win[k]) + off;
+      float in_scale = 0.0f;
       if constexpr (Tr::kBlocked) {
-        dec = decode_blocked<Tr>(win[j], in_scale);
-      } else {
-        dec = Tr::decode(win[j]);
+        in_scale = reinterpret_cast<const float*>(static_cast<const char*>(a.win[k]) + a.scales_offset)[b];
+      }
+      for (size_t j = 0; j < n; ++j) {
+        float d;
+        if constexpr (Tr::kBlocked) {
+          d = decode_blocked<Tr>(win[j], in_scale);
+        } else {
+          d = Tr::decode(win[j]);
+        }
+        dec[j] = k == 0 ? d : add_rn(dec[j], d);
       }
     }
+  }
+  for (size_t j = 0; j < n; ++j) {
+    float f = 0.0f;
     if constexpr (OpTr::kReadsFloat) f = fin[j];
-    v[j] = codec_value<Op>(f, dec, a.m);
+    v[j] = codec_value<Op>(f, OpTr::kReadsWire ? dec[j] : 0.0f, a.m);
   }
   if constexpr (OpTr::kWritesWire) {
     Code* wout = static_cast<Code*>(a.wout) + off;
@@ -110,14 +118,21 @@ struct Range {
 };
 
 template <CodecOp Op>
-Status run(const char* caller, float* fout, const float* fin, void* wout, const void* win,
-           size_t count, WireFormat fmt, Scale scale) {
-  KOLO_TRY(check_codec_args(caller, fout, fin, wout, win, count, fmt, scale));
+Status run(const char* caller, float* fout, const float* fin, void* wout, const void* const* win,
+           int nwin, size_t count, WireFormat fmt, Scale scale) {
+  KOLO_TRY(check_codec_inputs(caller, fout, fin, wout, win, nwin, count, fmt, scale));
   if (count == 0) return Status::ok_status();
-  const CodecArgs a{fout, fin, wout, win, count, wire_scales_offset(fmt, count),
-                    static_cast<float>(scale.factor / static_cast<double>(scale.divisor))};
+  CodecArgs a{fout, fin, wout, {}, nwin, count, wire_scales_offset(fmt, count),
+              static_cast<float>(scale.factor / static_cast<double>(scale.divisor))};
+  for (int k = 0; k < nwin; ++k) a.win[k] = win[k];
   codec_dispatch<Op>(a, fmt);
   return Status::ok_status();
+}
+
+template <CodecOp Op>
+Status run(const char* caller, float* fout, const float* fin, void* wout, const void* win,
+           size_t count, WireFormat fmt, Scale scale) {
+  return run<Op>(caller, fout, fin, wout, &win, win != nullptr ? 1 : 0, count, fmt, scale);
 }
 
 }  // namespace
@@ -184,6 +199,43 @@ Status check_codec_args(const char* caller, float* fout, const float* fin, void*
     }
   }
   return Status::ok_status();
+}
+
+Status check_codec_inputs(const char* caller, float* fout, const float* fin, void* wout,
+                          const void* const* win, int nwin, size_t count, WireFormat fmt,
+                          Scale scale) {
+  if (nwin < 0 || nwin > kMaxWireInputs) {
+    return error(Code::kInvalidArgument, caller, ": ", nwin, " wire inputs (0..", kMaxWireInputs, ")");
+  }
+  if (nwin == 0) return check_codec_args(caller, fout, fin, wout, nullptr, count, fmt, scale);
+  if (count > 0 && win == nullptr) {
+    return error(Code::kInvalidArgument, caller, ": the wire inputs are null with count ", count);
+  }
+  for (int k = 0; k < nwin; ++k) {
+    if (count > 0 && win[k] == nullptr) {
+      return error(Code::kInvalidArgument, caller, ": wire input ", k, " is null with count ", count);
+    }
+    KOLO_TRY(check_codec_args(caller, fout, fin, wout, win[k], count, fmt, scale));
+  }
+  return Status::ok_status();
+}
+
+Status decompress_sum(float* dst, const void* const* wires, int nwires, size_t count,
+                      WireFormat fmt, Scale scale) {
+  if (count > 0 && dst == nullptr) {
+    return error(Code::kInvalidArgument, "decompress_sum: dst is null with count ", count);
+  }
+  if (nwires < 1) return error(Code::kInvalidArgument, "decompress_sum: ", nwires, " wire inputs (1..", kMaxWireInputs, ")");
+  return run<CodecOp::kDecompress>("decompress_sum", dst, nullptr, nullptr, wires, nwires, count, fmt, scale);
+}
+
+Status recompress_sum(void* wire_out, const void* const* wires, int nwires, size_t count,
+                      WireFormat fmt, Scale scale) {
+  if (count > 0 && wire_out == nullptr) {
+    return error(Code::kInvalidArgument, "recompress_sum: wire_out is null with count ", count);
+  }
+  if (nwires < 1) return error(Code::kInvalidArgument, "recompress_sum: ", nwires, " wire inputs (1..", kMaxWireInputs, ")");
+  return run<CodecOp::kRecompress>("recompress_sum", nullptr, nullptr, wire_out, wires, nwires, count, fmt, scale);
 }
 
 Status compress(void* wire, const float* src, size_t count, WireFormat fmt, Scale scale) {

@@ -24,6 +24,13 @@ struct WireFormat {
   int block = 0;                  // fp8: 128 or 256 values per scale; fp16/bf16: 0
 };
 
+// The format kolo carries a wire dtype in: fp8 with one scale per 128 values.
+constexpr int kWireFp8Block = 128;
+inline WireFormat wire_format(DType wire) {
+  const bool fp8 = wire == DType::kFloat8E4M3 || wire == DType::kFloat8E5M2;
+  return WireFormat{wire, fp8 ? kWireFp8Block : 0};
+}
+
 // Byte offset of the fp8 scales within a wire buffer of count values (0 for fp16/bf16).
 size_t wire_scales_offset(WireFormat fmt, size_t count);
 // Total bytes of a wire buffer of count values.
@@ -46,11 +53,25 @@ Status decompress_reduce(float* acc, const void* wire, size_t count, WireFormat 
 Status decompress_reduce_compress(void* wire_out, const float* acc, const void* wire_in,
                                   size_t count, WireFormat fmt, Scale scale);
 
+// Direct reduction of several ranks' wire buffers (each count values, same format), their
+// decoded values added in fp32 in input order, so every rank that sums the same inputs gets
+// the same bits: dst = scale * sum_k decode(wires[k]), or wire_out = encode(that).
+// 1 <= nwires <= kMaxWireInputs; the outputs may not overlap any input.
+constexpr int kMaxWireInputs = 8;
+Status decompress_sum(float* dst, const void* const* wires, int nwires, size_t count,
+                      WireFormat fmt, Scale scale);
+Status recompress_sum(void* wire_out, const void* const* wires, int nwires, size_t count,
+                      WireFormat fmt, Scale scale);
+
 // The checks shared by the host functions and the CUDA launchers (same words for the
 // same mistakes): wire dtype and block, scale (finite factor, divisor >= 1), and with
 // count > 0 null, misaligned and overlapping pointers. Pass nullptr for unused pointers;
 // wire_in == wire_out is allowed.
 Status check_codec_args(const char* caller, float* fout, const float* fin, void* wout,
                         const void* win, size_t count, WireFormat fmt, Scale scale);
+// The same with 0..kMaxWireInputs wire inputs (each checked against the outputs).
+Status check_codec_inputs(const char* caller, float* fout, const float* fin, void* wout,
+                          const void* const* win, int nwin, size_t count, WireFormat fmt,
+                          Scale scale);
 
 }  // namespace kolo

@@ -43,14 +43,17 @@ KOLO_HD_INLINE float div_rn(float a, float b) {
 //   kDecompress               dst  = m * decode(wire)
 //   kDecompressReduce         acc  = m * (acc + decode(wire))
 //   kDecompressReduceCompress out  = encode(m * (acc + decode(in)))
-enum class CodecOp : int { kCompress = 0, kDecompress, kDecompressReduce, kDecompressReduceCompress };
+//   kRecompress               out  = encode(m * decode(in))
+// decode(in) may be the fp32 sum of several wire inputs' decoded values, added in input
+// order (decompress_sum, recompress_sum): the one-rounding property of a direct reduce.
+enum class CodecOp : int { kCompress = 0, kDecompress, kDecompressReduce, kDecompressReduceCompress, kRecompress };
 
 template <CodecOp Op>
 struct CodecOpTraits {
   static constexpr bool kReadsWire = Op != CodecOp::kCompress;
-  static constexpr bool kReadsFloat = Op != CodecOp::kDecompress;
+  static constexpr bool kReadsFloat = Op != CodecOp::kDecompress && Op != CodecOp::kRecompress;
   static constexpr bool kWritesWire =
-      Op == CodecOp::kCompress || Op == CodecOp::kDecompressReduceCompress;
+      Op == CodecOp::kCompress || Op == CodecOp::kDecompressReduceCompress || Op == CodecOp::kRecompress;
 };
 
 // The fp32 value an element turns into before it is encoded (or stored as fp32): f is the
@@ -59,7 +62,7 @@ template <CodecOp Op>
 KOLO_HD_INLINE float codec_value(float f, float dec, float m) {
   if constexpr (Op == CodecOp::kCompress) {
     return mul_rn(m, f);
-  } else if constexpr (Op == CodecOp::kDecompress) {
+  } else if constexpr (Op == CodecOp::kDecompress || Op == CodecOp::kRecompress) {
     return mul_rn(m, dec);
   } else {
     return mul_rn(m, add_rn(f, dec));

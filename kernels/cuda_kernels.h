@@ -44,4 +44,9 @@ Status cuda_decompress_reduce_compress(void* wire_out, const float* acc, const v
                                        size_t count, WireFormat fmt, Scale scale,
                                        void* stream);
 
+Status cuda_decompress_sum(float* dst, const void* const* wires, int nwires, size_t count,
+                           WireFormat fmt, Scale scale, void* stream);
+Status cuda_recompress_sum(void* wire_out, const void* const* wires, int nwires, size_t count,
+                           WireFormat fmt, Scale scale, void* stream);
+
 }  // namespace kolo

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/compress.h"
+#include "kernels/compress_math.h"
 #include "kernels/host_kernels.h"
 #include "kernels/reduce_body.h"
 #if defined(KOLO_KERNELS_HAVE_CUDA)
@@ -106,7 +108,110 @@ Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst
   return launch_on(dev, l, stream, caller);
 }
 
+// One codec launch, plain bytes (Launch::args).
+struct CodecLaunch {
+  CodecOp op = CodecOp::kCompress;  // kCompress, kDecompress (a sum) or kRecompress (a sum)
+  float* fout = nullptr;
+  const float* fin = nullptr;
+  void* wout = nullptr;
+  const void* win[kMaxWireInputs] = {};
+  int nwin = 0;
+  size_t count = 0;
+  WireFormat fmt;
+  Scale scale;
+};
+
+// The host twins; arguments were checked at enqueue, so they cannot fail here.
+Status run_codec_on_host(const CodecLaunch& c) {
+  switch (c.op) {
+    case CodecOp::kCompress: return compress(c.wout, c.fin, c.count, c.fmt, c.scale);
+    case CodecOp::kDecompress: return decompress_sum(c.fout, c.win, c.nwin, c.count, c.fmt, c.scale);
+    default: return recompress_sum(c.wout, c.win, c.nwin, c.count, c.fmt, c.scale);
+  }
+}
+
+void emulated_codec_block(const void* args, unsigned, unsigned, unsigned) {
+  CodecLaunch c;
+  std::memcpy(static_cast<void*>(&c), args, sizeof(c));
+  (void)run_codec_on_host(c);
+}
+
+#if defined(KOLO_KERNELS_HAVE_CUDA)
+Status cuda_codec_launch(const void* args, unsigned, unsigned, void* stream) {
+  CodecLaunch c;
+  std::memcpy(static_cast<void*>(&c), args, sizeof(c));
+  switch (c.op) {
+    case CodecOp::kCompress: return cuda_compress(c.wout, c.fin, c.count, c.fmt, c.scale, stream);
+    case CodecOp::kDecompress: return cuda_decompress_sum(c.fout, c.win, c.nwin, c.count, c.fmt, c.scale, stream);
+    default: return cuda_recompress_sum(c.wout, c.win, c.nwin, c.count, c.fmt, c.scale, stream);
+  }
+}
+#endif
+
+Status launch_codec(const device::DeviceOps& dev, const char* caller, const CodecLaunch& c, void* stream) {
+  if (c.op != CodecOp::kCompress && c.nwin < 1) {
+    return error(Code::kInvalidArgument, caller, ": ", c.nwin, " wire inputs (1..", kMaxWireInputs, ")");
+  }
+  KOLO_TRY(check_codec_inputs(caller, c.fout, c.fin, c.wout, c.win, c.nwin, c.count, c.fmt, c.scale));
+  if (std::strcmp(dev.name, "cuda") != 0 && std::strcmp(dev.name, "emulated") != 0) {
+    return error(Code::kUnsupported, caller, ": no device runtime (backend '", dev.name, "')");
+  }
+  if (c.count == 0) return Status::ok_status();
+  device::Launch l;
+  l.args = &c;
+  l.args_bytes = sizeof(c);
+  l.emulated = emulated_codec_block;
+#if defined(KOLO_KERNELS_HAVE_CUDA)
+  l.cuda = cuda_codec_launch;
+#endif
+  return launch_on(dev, l, stream, caller);
+}
+
+CodecLaunch codec_sum(CodecOp op, const void* const* wires, int nwires, size_t count, WireFormat fmt, Scale scale) {
+  CodecLaunch c;
+  c.op = op;
+  c.nwin = nwires;
+  // (too many or null inputs are refused by launch_codec's checks)
+  for (int k = 0; wires != nullptr && k < nwires && k < kMaxWireInputs; ++k) c.win[k] = wires[k];
+  c.count = count;
+  c.fmt = fmt;
+  c.scale = scale;
+  return c;
+}
+
 }  // namespace
+
+Status device_compress(const device::DeviceOps& dev, void* wire, const float* src, size_t count, WireFormat fmt,
+                       Scale scale, void* stream) {
+  if (count > 0 && (wire == nullptr || src == nullptr)) {
+    return error(Code::kInvalidArgument, "device_compress: ", wire == nullptr ? "wire" : "src", " is null with count ",
+                 count);
+  }
+  CodecLaunch c = codec_sum(CodecOp::kCompress, nullptr, 0, count, fmt, scale);
+  c.wout = wire;
+  c.fin = src;
+  return launch_codec(dev, "device_compress", c, stream);
+}
+
+Status device_decompress_sum(const device::DeviceOps& dev, float* dst, const void* const* wires, int nwires,
+                             size_t count, WireFormat fmt, Scale scale, void* stream) {
+  if (count > 0 && dst == nullptr) {
+    return error(Code::kInvalidArgument, "device_decompress_sum: dst is null with count ", count);
+  }
+  CodecLaunch c = codec_sum(CodecOp::kDecompress, wires, nwires, count, fmt, scale);
+  c.fout = dst;
+  return launch_codec(dev, "device_decompress_sum", c, stream);
+}
+
+Status device_recompress_sum(const device::DeviceOps& dev, void* wire_out, const void* const* wires, int nwires,
+                             size_t count, WireFormat fmt, Scale scale, void* stream) {
+  if (count > 0 && wire_out == nullptr) {
+    return error(Code::kInvalidArgument, "device_recompress_sum: wire_out is null with count ", count);
+  }
+  CodecLaunch c = codec_sum(CodecOp::kRecompress, wires, nwires, count, fmt, scale);
+  c.wout = wire_out;
+  return launch_codec(dev, "device_recompress_sum", c, stream);
+}
 
 Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, void* stream) {
   if (args.ranks < 1 || args.ranks > kMaxIpcRanks || args.abort == nullptr || args.status == nullptr) {

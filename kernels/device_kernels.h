@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "kernels/barrier_body.h"
+#include "kernels/compress.h"
 #include "kernels/dtype.h"
 #include "support/device/device.h"
 #include "support/status.h"
@@ -36,6 +37,18 @@ Status device_reduce_into(const device::DeviceOps& dev, void* dst, const void* c
 Status device_scale_copy(const device::DeviceOps& dev, void* dst, const void* src, size_t count,
                          DType dtype, Scale scale, void* stream,
                          unsigned max_blocks = kKernelMaxBlocks);
+
+// Wire codecs (kernels/compress.h) on the device, for a direct reduce over peers' memory:
+// wire = encode(scale * src); dst = scale * sum_k decode(wires[k]); wire_out =
+// encode(scale * sum_k decode(wires[k])). Same checks, layout and bits as the host
+// functions: the cuda backend runs kernels/cuda/compress_kernels.cu, the emulated one the
+// host twins (kernels/compress.cc) on the stream's worker.
+Status device_compress(const device::DeviceOps& dev, void* wire, const float* src, size_t count,
+                       WireFormat fmt, Scale scale, void* stream);
+Status device_decompress_sum(const device::DeviceOps& dev, float* dst, const void* const* wires,
+                             int nwires, size_t count, WireFormat fmt, Scale scale, void* stream);
+Status device_recompress_sum(const device::DeviceOps& dev, void* wire_out, const void* const* wires,
+                             int nwires, size_t count, WireFormat fmt, Scale scale, void* stream);
 
 // The one-host step barrier (kernels/barrier_body.h) on the stream: one thread posts this
 // rank's number to every peer and waits for theirs, until args.timeout_ns or abort.

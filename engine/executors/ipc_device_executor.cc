@@ -7,6 +7,7 @@
 // Per chunk, on the caller's stream:
 //   1. copy this rank's input piece(s) of the chunk into its own slot's `in`;
 //   2. barrier: every rank's input is in place;
+//      (compressed allreduce: encode it there instead; see enqueue_compressed);
 //   3. read the peers' slots: reduce all `in`s (allreduce one-shot, reduce at the root,
 //      reduce_scatter), or copy a peer's `in` (broadcast, allgather(v), alltoall); two-shot
 //      allreduce reduces only its share into its `out`, barriers, then copies every
@@ -99,11 +100,18 @@ class IpcDeviceExecutor final : public Executor {
     KOLO_TRY(on_device.status());
     KOLO_TRY(refuse_graph_capture(call, env_.rank, "device_ipc"));
     KOLO_TRY(ensure(call.device, deadline));
-    if (unavailable_) return env_.stage(calls, n, deadline);
+    if (unavailable_) {
+      if (call.spec.compressed()) {
+        return error(Code::kUnsupported, "rank ", env_.rank, ": wire_dtype = ", dtype_name(call.spec.wire),
+                     ": compressed allreduce needs the device_ipc path, and these GPUs cannot map each other's "
+                     "memory (device collectives are staged through host memory, which does not compress yet)");
+      }
+      return env_.stage(calls, n, deadline);
+    }
     if (control_->status != 0) return failure();
     const device::DeviceOps& dev = device::runtime();
     Status s = dev.stream_wait_event(call.stream, order_);  // after the previous call
-    if (s.ok()) s = enqueue(call, pc.plan->algorithm);
+    if (s.ok()) s = call.spec.compressed() ? enqueue_compressed(call, pc.plan->algorithm) : enqueue(call, pc.plan->algorithm);
     if (s.ok()) s = dev.event_record(order_, call.stream);
     if (!s.ok()) diverged_ = true;  // (the communicator fails with s)
     return s;
@@ -183,17 +191,21 @@ class IpcDeviceExecutor final : public Executor {
       auto out = [&](int r) { return in(r) + kIpcChunkBytes; };
       const void* ins[kMaxIpcRanks];
       for (int r = 0; r < n; ++r) ins[r] = in(r);
-      // 1. this rank's input into its slot
+      // 1. this rank's input into its slot (a reduction's prescale applied on the way)
+      auto copy_in = [&](char* dst, const char* src, size_t nbytes) {
+        if (!s.prescaled) return copy(dst, src, nbytes, call.stream);
+        return device_scale_copy(dst, src, nbytes / es, s.dtype, call.prescale, call.stream);
+      };
       switch (s.kind) {
         case CollKind::kBroadcast:
           if (me == s.root) KOLO_TRY(copy(in(me), send + off, bytes, call.stream));
           break;
         case CollKind::kReduceScatter:
         case CollKind::kAlltoall:
-          for (int p = 0; p < n; ++p) KOLO_TRY(copy(in(me) + p * bytes, send + p * s.count * es + off, bytes, call.stream));
+          for (int p = 0; p < n; ++p) KOLO_TRY(copy_in(in(me) + p * bytes, send + p * s.count * es + off, bytes));
           break;
         case CollKind::kAllgatherv: KOLO_TRY(copy(in(me), send + off, piece(me, first) * es, call.stream)); break;
-        default: KOLO_TRY(copy(in(me), send + off, bytes, call.stream));
+        default: KOLO_TRY(copy_in(in(me), send + off, bytes));
       }
       KOLO_TRY(barrier(call.stream));  // 2.
       // 3. read the peers
@@ -234,6 +246,64 @@ class IpcDeviceExecutor final : public Executor {
           break;
         default:
           return error(Code::kInternal, "rank ", env_.rank, ": ", coll_name(s.kind), " reached the device_ipc executor");
+      }
+    }
+    return Status();
+  }
+
+  // Allreduce of FLOAT32 with contributions compressed on the way (CollSpec::wire): each
+  // rank encodes its input once into its slot (prescale fused), and the readers decode
+  // and add the ranks' contributions in fp32, in rank order, so every rank gets the same
+  // bits (kernels/compress.h: decompress_sum, recompress_sum).
+  //   one-shot  every rank reads every slot: recv = postscale * sum decode(in(r)); one
+  //             rounding per contribution.
+  //   two-shot  the chunk is cut into n shares, each encoded as a wire buffer of its own;
+  //             rank p sums share p of every slot and encodes the result (postscale fused)
+  //             into its `out`; every rank, p too, decodes every share from the `out`s:
+  //             one rounding per contribution plus one of the result.
+  Status enqueue_compressed(const CollCall& call, Algorithm algorithm) {
+    const CollSpec& s = call.spec;
+    const device::DeviceOps& dev = device::runtime();
+    const int n = regions_->size(), me = regions_->index();
+    const WireFormat fmt = wire_format(s.wire);
+    const bool two_shot = algorithm == Algorithm::kTwoShot;
+    const float* send = static_cast<const float*>(call.send);
+    float* recv = static_cast<float*>(call.recv);
+    constexpr size_t kAlign = 16;  // values: shares start 64-byte aligned in fp32, 16 in codes
+    const size_t per_chunk = kIpcChunkBytes / sizeof(float);
+    for (size_t first = 0; first < s.count; first += per_chunk) {
+      const size_t c = std::min(per_chunk, s.count - first);
+      const int slot = static_cast<int>(chunks_++ & 1);
+      auto in = [&](int r) { return regions_->region(r) + kIpcHeaderBytes + slot * 2 * kIpcChunkBytes; };
+      auto out = [&](int r) { return in(r) + kIpcChunkBytes; };
+      if (!two_shot) {
+        KOLO_TRY(device_compress(dev, in(me), send + first, c, fmt, call.prescale, call.stream));
+        KOLO_TRY(barrier(call.stream));
+        const void* ins[kMaxIpcRanks];
+        for (int r = 0; r < n; ++r) ins[r] = in(r);
+        KOLO_TRY(device_decompress_sum(dev, recv + first, ins, n, c, fmt, call.postscale, call.stream));
+        continue;
+      }
+      const size_t share = (c + n - 1) / n;
+      const size_t per = (share + kAlign - 1) / kAlign * kAlign;
+      const size_t stride = (wire_bytes(fmt, per) + kAlign - 1) / kAlign * kAlign;
+      if (static_cast<size_t>(n) * stride > kIpcChunkBytes) {
+        return error(Code::kInternal, "rank ", env_.rank, ": compressed shares of ", c, " values overflow a slot");
+      }
+      auto lo = [&](int p) { return std::min(c, static_cast<size_t>(p) * per); };
+      auto hi = [&](int p) { return std::min(c, static_cast<size_t>(p + 1) * per); };
+      for (int p = 0; p < n; ++p) {
+        KOLO_TRY(device_compress(dev, in(me) + p * stride, send + first + lo(p), hi(p) - lo(p), fmt, call.prescale,
+                                 call.stream));
+      }
+      KOLO_TRY(barrier(call.stream));
+      const void* mine[kMaxIpcRanks];
+      for (int r = 0; r < n; ++r) mine[r] = in(r) + me * stride;
+      KOLO_TRY(device_recompress_sum(dev, out(me), mine, n, hi(me) - lo(me), fmt, call.postscale, call.stream));
+      KOLO_TRY(barrier(call.stream));
+      for (int p = 0; p < n; ++p) {
+        const void* result[1] = {out(p)};
+        KOLO_TRY(device_decompress_sum(dev, recv + first + lo(p), result, 1, hi(p) - lo(p), fmt, Scale{}, call.stream));
       }
     }
     return Status();

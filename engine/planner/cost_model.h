@@ -27,6 +27,8 @@ class CostModel {
   int host_of(int rank) const { return place_[rank].host; }
   int hosts() const { return hosts_; }
   bool device() const { return device_; }
+  // The GPU (node index in its host) a rank drives in device memory, else -1.
+  int gpu_of(int rank) const { return place_[rank].gpu; }
   // Number of distinct NIC resources (for the simulator's resource table).
   int nic_count() const { return nics_; }
   LinkCost link(int a, int b) const;

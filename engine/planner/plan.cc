@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "engine/planner/device_ipc_model.h"
 #include "engine/planner/selector.h"
 #include "support/log.h"
 
@@ -105,9 +106,9 @@ bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool groupe
 }
 
 // Device calls on one host, when the communicator has the device_ipc executor: the
-// collectives it has kernels for, alone (not in a group), without prescale, up to 8 ranks.
+// collectives it has kernels for, alone (not in a group), up to 8 ranks.
 bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
-  if (!spec.device || !ctx.device_ipc || grouped || spec.prescaled || spec.empty()) return false;
+  if (!spec.device || !ctx.device_ipc || grouped || spec.empty()) return false;
   switch (spec.kind) {
     case CollKind::kAllreduce:
     case CollKind::kReduce:
@@ -118,6 +119,18 @@ bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool 
     case CollKind::kAlltoall: return true;
     default: return false;
   }
+}
+
+// Only allreduce has a choice (the others run one pass); KOLO_ALGO or the call may force
+// one-shot or two-shot, else the device-link model (device_ipc_model.h) picks.
+Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx) {
+  if (spec.kind != CollKind::kAllreduce) return Algorithm::kOneShot;
+  const Algorithm forced = forced_for(spec, ctx);
+  if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
+  PlanContext device_ctx = ctx;
+  device_ctx.device_memory = true;
+  const DeviceIpcCost cost = predict_device_ipc_allreduce(device_ipc_wire_bytes(spec), CostModel(device_ctx));
+  return cost.two_shot_us < cost.one_shot_us ? Algorithm::kTwoShot : Algorithm::kOneShot;
 }
 
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx) {
@@ -134,10 +147,7 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   }
   if (plan_runs_on_device_ipc(spec, ctx, grouped)) {
     p.executor = ExecutorKind::kDeviceIpc;
-    // One pass over the peers' memory; a large allreduce reduces a share per rank and
-    // gathers the shares (two-shot), so each rank reads its peers' data once, not n times.
-    p.algorithm = spec.kind == CollKind::kAllreduce && spec.bytes() > kDeviceOneShotBytes ? Algorithm::kTwoShot
-                                                                                          : Algorithm::kOneShot;
+    p.algorithm = choose_device_ipc_algorithm(spec, ctx);
     return p;
   }
   if (spec.device) {

@@ -48,11 +48,9 @@ std::string plan_summary(const CollSpec& spec, int ranks, const Plan& plan);
 
 // Whether plan() gives the device_ipc executor (kernels over peers' memory on one host).
 bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped);
-// Device allreduce up to this size reads every peer's whole input (one-shot); larger ones
-// reduce a share each and gather (two-shot). NVLink systems switch near here (vLLM's
-// and TensorRT-LLM's custom allreduce); a cost model over the topology's device links
-// is to replace this constant.
-constexpr size_t kDeviceOneShotBytes = size_t{256} << 10;
+// Device allreduce on the device_ipc path: one-shot or two-shot, forced or by the
+// device-link model (device_ipc_model.h). Other collectives: one-shot (one pass).
+Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx);
 
 // Whether `algorithm` has a program for spec on `executor` (the table in plan.cc).
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx);

@@ -8,7 +8,7 @@
 // any pointer is not 16-byte aligned, or for the units around the end of the buffer, the
 // same code loads and stores element by element instead.
 //
-// One kernel per (wire dtype, op): 16 in all, to keep nvcc time small for two archs. The
+// One kernel per (wire dtype, op): 20 in all, to keep nvcc time small for two archs. The
 // block size and the vector flag are run-time values, uniform across the grid.
 #include <cuda_runtime.h>
 
@@ -29,8 +29,9 @@ struct CodecArgs {
   float* fout;
   const float* fin;
   void* wout;
-  const void* win;
-  const float* scales_in;
+  const void* win[kMaxWireInputs];  // nwin of them, summed in order after decoding
+  const float* scales_in[kMaxWireInputs];
+  int nwin;
   float* scales_out;
   size_t count;
   int block;        // fp8 values per scale: 128 or 256
@@ -64,21 +65,30 @@ __global__ void __launch_bounds__(kThreads) codec_kernel(CodecArgs a) {
 
     float dec[kUnit] = {};  // operands an op does not read stay 0 (and are folded away)
     if constexpr (OpTr::kReadsWire) {
-      CodePack in;
-      const Code* win = static_cast<const Code*>(a.win);
-      if (vec) {
-        in.bits = reinterpret_cast<const uint4*>(win + e0)[0];
-      } else {
+      // Unrolled with constant k so that a.win[k] stays a parameter-space load.
 #pragma unroll
-        for (int e = 0; e < kUnit; ++e) in.elem[e] = e < n ? win[e0 + e] : Code(0);
-      }
-      if constexpr (Tr::kBlocked) {
-        const float s = active ? a.scales_in[e0 >> a.block_shift] : 0.0f;
+      for (int k = 0; k < kMaxWireInputs; ++k) {
+        if (k < a.nwin) {
+          CodePack in;
+          const Code* win = static_cast<const Code*>(a.win[k]);
+          if (vec) {
+            in.bits = reinterpret_cast<const uint4*>(win + e0)[0];
+          } else {
 #pragma unroll
-        for (int e = 0; e < kUnit; ++e) dec[e] = decode_blocked<Tr>(in.elem[e], s);
-      } else {
+            for (int e = 0; e < kUnit; ++e) in.elem[e] = e < n ? win[e0 + e] : Code(0);
+          }
+          float d[kUnit];
+          if constexpr (Tr::kBlocked) {
+            const float s = active ? a.scales_in[k][e0 >> a.block_shift] : 0.0f;
 #pragma unroll
-        for (int e = 0; e < kUnit; ++e) dec[e] = Tr::decode(in.elem[e]);
+            for (int e = 0; e < kUnit; ++e) d[e] = decode_blocked<Tr>(in.elem[e], s);
+          } else {
+#pragma unroll
+            for (int e = 0; e < kUnit; ++e) d[e] = Tr::decode(in.elem[e]);
+          }
+#pragma unroll
+          for (int e = 0; e < kUnit; ++e) dec[e] = k == 0 ? d[e] : add_rn(dec[e], d[e]);
+        }
       }
     }
     float f[kUnit] = {};
@@ -164,25 +174,28 @@ KernelFn pick(DType dtype) {
 }
 
 template <CodecOp Op>
-Status launch(const char* caller, float* fout, const float* fin, void* wout, const void* win,
-              size_t count, WireFormat fmt, Scale scale, void* stream) {
-  KOLO_TRY(check_codec_args(caller, fout, fin, wout, win, count, fmt, scale));
+Status launch(const char* caller, float* fout, const float* fin, void* wout, const void* const* win,
+              int nwin, size_t count, WireFormat fmt, Scale scale, void* stream) {
+  KOLO_TRY(check_codec_inputs(caller, fout, fin, wout, win, nwin, count, fmt, scale));
   if (count == 0) return Status::ok_status();
   const size_t soff = wire_scales_offset(fmt, count);
   CodecArgs a{};
   a.fout = fout;
   a.fin = fin;
   a.wout = wout;
-  a.win = win;
-  a.scales_in = win ? reinterpret_cast<const float*>(static_cast<const char*>(win) + soff)
-                    : nullptr;
+  a.nwin = nwin;
+  bool vec = (!fout || aligned16(fout)) && (!fin || aligned16(fin)) && (!wout || aligned16(wout));
+  for (int k = 0; k < nwin; ++k) {
+    a.win[k] = win[k];
+    a.scales_in[k] = reinterpret_cast<const float*>(static_cast<const char*>(win[k]) + soff);
+    vec = vec && aligned16(win[k]);
+  }
   a.scales_out = wout ? reinterpret_cast<float*>(static_cast<char*>(wout) + soff) : nullptr;
   a.count = count;
   a.block = fmt.block;
   a.block_shift = fmt.block == 256 ? 8 : 7;
   a.m = static_cast<float>(scale.factor / static_cast<double>(scale.divisor));
-  a.vec = (!fout || aligned16(fout)) && (!fin || aligned16(fin)) && (!wout || aligned16(wout)) &&
-          (!win || aligned16(win));
+  a.vec = vec;
   const size_t unit = 16 / dtype_size(fmt.dtype);
   const size_t nunits = (count + unit - 1) / unit;
   size_t blocks = (nunits + kThreads - 1) / kThreads;
@@ -198,6 +211,12 @@ Status launch(const char* caller, float* fout, const float* fin, void* wout, con
                  cudaGetErrorString(err), ")");
   }
   return Status::ok_status();
+}
+
+template <CodecOp Op>
+Status launch(const char* caller, float* fout, const float* fin, void* wout, const void* win,
+              size_t count, WireFormat fmt, Scale scale, void* stream) {
+  return launch<Op>(caller, fout, fin, wout, &win, win != nullptr ? 1 : 0, count, fmt, scale, stream);
 }
 
 Status null_error(const char* caller, const char* name, size_t count) {
@@ -239,6 +258,22 @@ Status cuda_decompress_reduce_compress(void* wire_out, const float* acc, const v
   }
   return launch<CodecOp::kDecompressReduceCompress>(kCaller, nullptr, acc, wire_out, wire_in,
                                                     count, fmt, scale, stream);
+}
+
+Status cuda_decompress_sum(float* dst, const void* const* wires, int nwires, size_t count,
+                           WireFormat fmt, Scale scale, void* stream) {
+  constexpr const char* kCaller = "cuda_decompress_sum";
+  if (count > 0 && !dst) return null_error(kCaller, "dst", count);
+  if (nwires < 1) return error(Code::kInvalidArgument, kCaller, ": ", nwires, " wire inputs (1..", kMaxWireInputs, ")");
+  return launch<CodecOp::kDecompress>(kCaller, dst, nullptr, nullptr, wires, nwires, count, fmt, scale, stream);
+}
+
+Status cuda_recompress_sum(void* wire_out, const void* const* wires, int nwires, size_t count,
+                           WireFormat fmt, Scale scale, void* stream) {
+  constexpr const char* kCaller = "cuda_recompress_sum";
+  if (count > 0 && !wire_out) return null_error(kCaller, "wire_out", count);
+  if (nwires < 1) return error(Code::kInvalidArgument, kCaller, ": ", nwires, " wire inputs (1..", kMaxWireInputs, ")");
+  return launch<CodecOp::kRecompress>(kCaller, nullptr, nullptr, wire_out, wires, nwires, count, fmt, scale, stream);
 }
 
 }  // namespace kolo

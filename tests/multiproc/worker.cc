@@ -107,6 +107,19 @@ void scenario_options(kolo_comm_t comm) {
       }
     }
   }
+  // Compression on the wire runs on the device_ipc path only so far: host buffers on
+  // several ranks are refused on every rank alike, and the communicator stays usable.
+  if (p > 1) {
+    std::vector<float> a(64, 1.0f), b(64);
+    kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+    options.wire_dtype = KOLO_FLOAT16;
+    const kolo_result_t refused = kolo_allreduce_ex(a.data(), b.data(), 64, KOLO_FLOAT32, KOLO_SUM, &options, comm,
+                                                    nullptr);
+    expect(refused == KOLO_ERR_UNSUPPORTED && std::strstr(kolo_last_error(), "device_ipc") != nullptr,
+           std::string("compressed host allreduce refused: ") + kolo_last_error());
+    must(kolo_allreduce(a.data(), b.data(), 64, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "allreduce after refusal");
+    expect(b[63] == static_cast<float>(p), "allreduce after a refused compressed one");
+  }
   // Integer AVG truncates toward zero, for negative sums too.
   std::vector<int32_t> mine(64), out(64);
   for (int i = 0; i < 64; ++i) mine[i] = (i % 2 ? -1 : 1) * (i + r);

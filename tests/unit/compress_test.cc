@@ -319,5 +319,51 @@ TEST(CompressHost, ArgumentErrors) {
   EXPECT_TRUE(decompress_reduce(f, w, 8, e4, Scale{}).ok());
 }
 
+// The direct sums equal the chain of single-input steps they replace, bit for bit (same
+// order of fp32 additions), for every format and 1..8 inputs; errors name the input.
+TEST(CompressHost, SumsOfSeveralWires) {
+  for (const Fmt& f : kFmts) {
+    constexpr size_t kCount = 777;  // a short last fp8 block and a tail
+    std::mt19937 rng(11);
+    std::vector<std::vector<uint8_t>> wires(kMaxWireInputs, std::vector<uint8_t>(wire_bytes(f.wire, kCount)));
+    std::vector<const void*> ptrs;
+    for (auto& w : wires) {
+      std::vector<float> src(kCount);
+      for (auto& v : src) v = random_value(rng, -4, 4);
+      ASSERT_TRUE(compress(w.data(), src.data(), kCount, f.wire, Scale{}).ok());
+      ptrs.push_back(w.data());
+    }
+    const Scale post{1, 3};
+    for (int n = 1; n <= kMaxWireInputs; ++n) {
+      // Chain: acc = decode(w0); acc = acc + decode(wk) ...; the last step scaled.
+      std::vector<float> chain(kCount), sum(kCount);
+      ASSERT_TRUE(decompress(chain.data(), ptrs[0], kCount, f.wire, n == 1 ? post : Scale{}).ok());
+      for (int k = 1; k < n; ++k) {
+        ASSERT_TRUE(decompress_reduce(chain.data(), ptrs[k], kCount, f.wire, k == n - 1 ? post : Scale{}).ok());
+      }
+      ASSERT_TRUE(decompress_sum(sum.data(), ptrs.data(), n, kCount, f.wire, post).ok());
+      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(float_to_bits(sum[i]), float_to_bits(chain[i])) << f.name << " " << n << " " << i;
+      // recompress_sum = compress(decompress_sum).
+      std::vector<uint8_t> re(wire_bytes(f.wire, kCount)), ref(re.size());
+      ASSERT_TRUE(recompress_sum(re.data(), ptrs.data(), n, kCount, f.wire, Scale{}).ok());
+      std::vector<float> plain(kCount);
+      ASSERT_TRUE(decompress_sum(plain.data(), ptrs.data(), n, kCount, f.wire, Scale{}).ok());
+      ASSERT_TRUE(compress(ref.data(), plain.data(), kCount, f.wire, post).ok());
+      std::vector<uint8_t> re_post(re.size());
+      ASSERT_TRUE(recompress_sum(re_post.data(), ptrs.data(), n, kCount, f.wire, post).ok());
+      EXPECT_EQ(re_post, ref) << f.name << " " << n;
+    }
+  }
+  alignas(16) float out[64] = {};
+  alignas(16) uint8_t w[256] = {};
+  const void* none[2] = {w, nullptr};
+  const WireFormat fp16{DType::kFloat16, 0};
+  EXPECT_NE(decompress_sum(out, none, 2, 8, fp16, Scale{}).message().find("wire input 1 is null"), std::string::npos);
+  EXPECT_EQ(decompress_sum(out, none, 0, 8, fp16, Scale{}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(recompress_sum(w, none, 9, 8, fp16, Scale{}).code(), Code::kInvalidArgument);
+  const void* self[1] = {w};
+  EXPECT_NE(recompress_sum(w + 2, self, 1, 8, fp16, Scale{}).message().find("overlaps"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kolo

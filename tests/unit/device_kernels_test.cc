@@ -7,6 +7,7 @@
 // that the grid-stride loops take several steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -262,6 +263,64 @@ TEST_F(DeviceKernels, NoDeviceIsUnsupported) {
                                  ReduceOp::kSum, Scale{}, nullptr);
   EXPECT_EQ(st.code(), Code::kUnsupported);
   EXPECT_NE(st.message().find("no device runtime"), std::string::npos) << st.message();
+}
+
+// Codes and scales equal (fp8's padding between them is never written).
+bool same_wire(const void* a, const void* b, WireFormat fmt, size_t count) {
+  const size_t codes = count * dtype_size(fmt.dtype), scales = wire_scales_offset(fmt, count);
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  return std::memcmp(x, y, codes) == 0 &&
+         std::memcmp(x + scales, y + scales, wire_bytes(fmt, count) - std::max(scales, codes)) == 0;
+}
+
+// The codec launches on the emulated device give the host functions' bytes, on a stream;
+// their argument checks are the host's.
+TEST_F(DeviceKernels, CodecsMatchTheHostFunctions) {
+  constexpr size_t kCount = 1001;
+  std::mt19937 rng(5);
+  std::vector<float> src(kCount);
+  for (DType d : {DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    const WireFormat fmt = wire_format(d);
+    const size_t wb = wire_bytes(fmt, kCount);
+    const void* wires[3];
+    std::vector<std::vector<uint8_t>> host_wires(3, std::vector<uint8_t>(wb));
+    for (int k = 0; k < 3; ++k) {
+      for (auto& v : src) v = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -7);
+      // device: slots 1..3 hold the wires, slot 0 the source
+      ASSERT_TRUE(emu().memcpy_async(slot(0), src.data(), kCount * 4, nullptr).ok());
+      ASSERT_TRUE(device_compress(emu(), slot(k + 1), reinterpret_cast<const float*>(slot(0)), kCount, fmt,
+                                  Scale{0.5, 1}, nullptr).ok());
+      ASSERT_TRUE(compress(host_wires[k].data(), src.data(), kCount, fmt, Scale{0.5, 1}).ok());
+      wires[k] = slot(k + 1);
+      ASSERT_TRUE(emu().stream_synchronize(nullptr, Deadline(30)).ok());
+      ASSERT_TRUE(same_wire(slot(k + 1), host_wires[k].data(), fmt, kCount)) << dtype_name(d) << " input " << k;
+    }
+    const void* host_ptrs[3] = {host_wires[0].data(), host_wires[1].data(), host_wires[2].data()};
+    std::vector<float> want(kCount), got(kCount);
+    ASSERT_TRUE(decompress_sum(want.data(), host_ptrs, 3, kCount, fmt, Scale{1, 3}).ok());
+    ASSERT_TRUE(device_decompress_sum(emu(), reinterpret_cast<float*>(slot(0)), wires, 3, kCount, fmt, Scale{1, 3},
+                                      nullptr).ok());
+    ASSERT_TRUE(emu().memcpy_async(got.data(), slot(0), kCount * 4, nullptr).ok());
+    ASSERT_TRUE(emu().stream_synchronize(nullptr, Deadline(30)).ok());
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), kCount * 4), 0) << dtype_name(d);
+    std::vector<uint8_t> want_wire(wb), got_wire(wb);
+    ASSERT_TRUE(recompress_sum(want_wire.data(), host_ptrs, 3, kCount, fmt, Scale{2, 1}).ok());
+    ASSERT_TRUE(device_recompress_sum(emu(), slot(4), wires, 3, kCount, fmt, Scale{2, 1}, nullptr).ok());
+    ASSERT_TRUE(emu().memcpy_async(got_wire.data(), slot(4), wb, nullptr).ok());
+    ASSERT_TRUE(emu().stream_synchronize(nullptr, Deadline(30)).ok());
+    ASSERT_TRUE(same_wire(want_wire.data(), got_wire.data(), fmt, kCount)) << dtype_name(d);
+  }
+  const void* none[1] = {nullptr};
+  Status st = device_decompress_sum(emu(), reinterpret_cast<float*>(slot(0)), none, 1, 8, wire_format(DType::kFloat16),
+                                    Scale{}, nullptr);
+  EXPECT_NE(st.message().find("device_decompress_sum: wire input 0 is null"), std::string::npos) << st.message();
+  st = device_compress(emu(), slot(1), reinterpret_cast<const float*>(slot(0)), 8, WireFormat{DType::kFloat32, 0},
+                       Scale{}, nullptr);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  st = device_compress(device::none_ops(), slot(1), reinterpret_cast<const float*>(slot(0)), 8,
+                       wire_format(DType::kFloat16), Scale{}, nullptr);
+  EXPECT_EQ(st.code(), Code::kUnsupported);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -57,7 +58,109 @@ std::string rank_main(const kolo_unique_id& id, int n, int me) {
   return why;
 }
 
-void run_threads(int n, const char* ipc) {
+// Compressed allreduce (kolo_coll_options::wire_dtype) through the device_ipc kernels:
+// every wire type x one-shot/two-shot x counts (one value, odd, two chunks) x sum with
+// prescale/postscale or avg, in place and not. Every rank must get the same bits, and each
+// element must be within the documented bound of the exact (fp64) result:
+//   |got - exact| <= |post| * (sum_r e(x_r) + n 2^-23 sum_r |x_r|) [+ e(result): two-shot]
+// where e(v) = u |v| + d: one rounding to the wire type (u = 2^-11 half, 2^-8 bfloat16,
+// 2^-4 e4m3, 2^-3 e5m2; d its absolute floor, for fp8 from the largest magnitude a block
+// may hold). Compression must also show: some element differs from the fp32 result (one
+// rank has no wire: its result is the scaled input).
+std::vector<std::vector<float>> g_results;  // one per rank, compared after the threads join
+std::string compressed_main(const kolo_unique_id& id, int n, int me) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  kolo_comm_t comm = nullptr;
+  if (kolo_comm_init_rank(&comm, n, &id, me) != KOLO_SUCCESS) return std::string("init: ") + kolo_last_error();
+  void* stream = nullptr;
+  if (!dev.stream_create(&stream).ok()) return "stream_create";
+  std::string why;
+  const size_t max_count = (size_t{1} << 20) + 333;  // two chunks of the device_ipc path
+  void* d_in = nullptr;
+  void* d_out = nullptr;
+  if (!dev.malloc(&d_in, max_count * 4).ok() || !dev.malloc(&d_out, max_count * 4).ok()) return "malloc";
+  struct Wire { kolo_dtype_t dtype; double u, floor_rel; };  // floor_rel: d / amax for fp8
+  const Wire wires[] = {{KOLO_FLOAT16, 0x1p-11, 0}, {KOLO_BFLOAT16, 0x1p-8, 0},
+                        {KOLO_FLOAT8_E4M3, 0x1p-4, 0x1p-10 / 448}, {KOLO_FLOAT8_E5M2, 0x1p-3, 0x1p-17 / 57344}};
+  int variant = 0;
+  for (const Wire& w : wires) {
+    for (int algo : {KOLO_ALGO_ONE_SHOT, KOLO_ALGO_TWO_SHOT}) {
+      for (size_t count : {size_t{1}, size_t{1001}, max_count}) {
+        ++variant;
+        const bool in_place = variant % 2 == 0, avg = variant % 3 == 0;
+        kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+        options.wire_dtype = w.dtype;
+        options.algorithm = algo;
+        if (!avg) options.prescale = 0.5, options.postscale = 3.0;
+        // x(r, i): magnitudes in [0.5, 2), signs and values varying with rank and index.
+        auto x = [&](int r, size_t i) {
+          const uint32_t h = static_cast<uint32_t>(i * 2654435761u + r * 40503u + variant * 977u);
+          const float mag = 0.5f + static_cast<float>(h % 3000) / 2000.0f;
+          return (h >> 16) & 1 ? -mag : mag;
+        };
+        std::vector<float> host(count);
+        for (size_t i = 0; i < count; ++i) host[i] = x(me, i);
+        void* out = in_place ? d_in : d_out;
+        if (!dev.memcpy_async(d_in, host.data(), count * 4, stream).ok()) return "h2d";
+        if (kolo_allreduce_ex(d_in, out, count, KOLO_FLOAT32, avg ? KOLO_AVG : KOLO_SUM, &options, comm, stream) !=
+            KOLO_SUCCESS) {
+          return std::string("allreduce_ex: ") + kolo_last_error();
+        }
+        g_results[me].assign(count, 0);
+        if (!dev.memcpy_async(g_results[me].data(), out, count * 4, stream).ok()) return "d2h";
+        if (!dev.stream_synchronize(stream, kolo::Deadline(120)).ok()) return "sync";
+        // Every rank checks the bound on its own result; the bits are compared after join.
+        const double pre = avg ? 1.0 : 0.5, post = avg ? 1.0 / n : 3.0;
+        const double amax = 2.0 * pre, amax_result = amax * n * post;
+        size_t differs = 0;
+        for (size_t i = 0; i < count && why.empty(); ++i) {
+          double exact = 0, sum_abs = 0, err_in = 0;
+          float fp32 = 0;
+          for (int r = 0; r < n; ++r) {
+            const double v = pre * x(r, i);
+            exact += v;
+            sum_abs += std::fabs(v);
+            err_in += w.u * std::fabs(v) + w.floor_rel * amax;
+            fp32 += static_cast<float>(v);
+          }
+          exact *= post;
+          double bound = std::fabs(post) * (err_in + n * 0x1p-23 * sum_abs) + 0x1p-23 * std::fabs(exact);
+          if (algo == KOLO_ALGO_TWO_SHOT) bound += w.u * std::fabs(exact) * 1.01 + w.floor_rel * amax_result;
+          const float got = g_results[me][i];
+          if (!(std::fabs(got - exact) <= bound)) {
+            why = "wire " + std::to_string(w.dtype) + " algo " + std::to_string(algo) + " count " +
+                  std::to_string(count) + " element " + std::to_string(i) + ": " + std::to_string(got) + ", exact " +
+                  std::to_string(exact) + ", bound " + std::to_string(bound);
+          }
+          if (got != static_cast<float>(fp32 * post)) ++differs;
+        }
+        if (why.empty() && n > 1 && count > 1000 && differs == 0) why = "no element shows compression";
+        if (!why.empty()) break;
+        // Another rank may read g_results only after every rank has written it: a
+        // barrier before and after the comparison (by rank 0).
+        if (kolo_barrier(comm) != KOLO_SUCCESS) return std::string("barrier: ") + kolo_last_error();
+        if (me == 0) {
+          for (int r = 1; r < n && why.empty(); ++r) {
+            if (std::memcmp(g_results[r].data(), g_results[0].data(), count * 4) != 0) {
+              why = "rank " + std::to_string(r) + "'s bits differ from rank 0's, wire " + std::to_string(w.dtype) +
+                    " algo " + std::to_string(algo) + " count " + std::to_string(count);
+            }
+          }
+        }
+        if (kolo_barrier(comm) != KOLO_SUCCESS) return std::string("barrier: ") + kolo_last_error();
+      }
+      if (!why.empty()) break;
+    }
+    if (!why.empty()) break;
+  }
+  (void)dev.free(d_in);
+  (void)dev.free(d_out);
+  (void)dev.stream_destroy(stream);
+  if (kolo_comm_destroy(comm) != KOLO_SUCCESS) why += std::string(" destroy: ") + kolo_last_error();
+  return why;
+}
+
+void run_threads(int n, const char* ipc, std::string (*main_fn)(const kolo_unique_id&, int, int) = rank_main) {
   for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) unsetenv(v);
   setenv("KOLO_DEVICE", "emulated", 1);
   setenv("KOLO_DEVICE_IPC", ipc, 1);
@@ -66,7 +169,8 @@ void run_threads(int n, const char* ipc) {
   if (kolo_get_unique_id(&id) != KOLO_SUCCESS) std::exit(2);
   std::vector<std::string> why(n);
   std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r) ranks.emplace_back([&, r] { why[r] = rank_main(id, n, r); });
+  g_results.assign(n, {});
+  for (int r = 0; r < n; ++r) ranks.emplace_back([&, r] { why[r] = main_fn(id, n, r); });
   for (std::thread& t : ranks) t.join();
   int bad = 0;
   for (int r = 0; r < n; ++r) {
@@ -84,6 +188,13 @@ TEST(ThreadRanks, DeviceCollectivesThroughIpcKernels) {
 TEST(ThreadRanks, DeviceCollectivesStaged) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(run_threads(3, "0"), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(ThreadRanks, CompressedAllreduceThroughIpcKernels) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (int n : {1, 2, 3, 5}) {
+    EXPECT_EXIT(run_threads(n, "1", compressed_main), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
+  }
 }
 
 }  // namespace

@@ -1,0 +1,48 @@
+#include "engine/planner/device_ipc_model.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "kernels/compress.h"
+
+namespace kolo {
+
+DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model) {
+  const int n = model.size();
+  DeviceIpcCost cost;
+  if (n < 2) return cost;
+  const PlannerParams& params = model.params();
+  double alpha_us = 0, gbs = 0;
+  if (model.device()) {
+    // A rank's reads from all peers share its GPU's links, and ranks that drive the same
+    // GPU share them too (their "peer" reads are that GPU's memory).
+    std::map<std::pair<int, int>, int> ranks_on_gpu;
+    for (int r = 0; r < n; ++r) ++ranks_on_gpu[{model.host_of(r), model.gpu_of(r)}];
+    int sharing = 1;
+    for (const auto& [gpu, count] : ranks_on_gpu) sharing = std::max(sharing, count);
+    gbs = 1e30;
+    for (int p = 1; p < n; ++p) {
+      const LinkCost link = model.link(0, p);
+      gbs = std::min(gbs, link.gbs);
+      alpha_us = std::max(alpha_us, link.alpha_us);
+    }
+    gbs /= sharing;
+    alpha_us += params.gpu_step_us;
+  } else {
+    // Host memory (the emulated device): a barrier is a wait on each peer's word.
+    alpha_us = params.shm_sync_us * (n - 1);
+    gbs = params.shm_copy_gbs;
+  }
+  const double b = static_cast<double>(bytes), per_us = gbs * 1e3;  // bytes per us
+  cost.one_shot_us = alpha_us + (n - 1) * b / per_us;
+  cost.two_shot_us = 2 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
+  return cost;
+}
+
+size_t device_ipc_wire_bytes(const CollSpec& spec) {
+  if (!spec.compressed()) return spec.bytes();
+  return wire_bytes(wire_format(spec.wire), spec.count);
+}
+
+}  // namespace kolo

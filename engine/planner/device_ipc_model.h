@@ -1,0 +1,28 @@
+// The device_ipc executor's one choice, made from the device links: a one-shot allreduce
+// (one barrier; each rank reads all n inputs) or a two-shot one (two barriers; each rank
+// reads 1/n of every input, then every rank's reduced share). Per rank, with B the bytes
+// that cross (the wire type's when compressed), bw the slowest path to a peer (the
+// topology's NVLink or PCIe figure; shared by the ranks that drive one GPU) and a the
+// cost of a barrier over the peers' memory:
+//   one-shot  a + (n - 1) B / bw
+//   two-shot  2a + 2 (n - 1) B / (n bw)
+// so two-shot wins from B = a n bw / ((n - 1)(n - 2)) up, never at 2 ranks. Without GPUs
+// in the topology (the emulated device), host memory's figures stand in.
+#pragma once
+
+#include <cstddef>
+
+#include "engine/planner/cost_model.h"
+
+namespace kolo {
+
+struct DeviceIpcCost {
+  double one_shot_us = 0;
+  double two_shot_us = 0;
+};
+
+DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model);
+// Wire bytes of the call (compressed: the wire type's codes and fp8 scales).
+size_t device_ipc_wire_bytes(const CollSpec& spec);
+
+}  // namespace kolo

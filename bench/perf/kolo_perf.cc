@@ -40,12 +40,13 @@ struct Options {
   std::string json_path;
   bool device = false;  // -G / --device: buffers in device memory, calls on a stream
   std::string backend = "kolo";  // --backend kolo|nccl: who runs device calls (KOLO_BACKEND)
+  kolo_dtype_t wire = KOLO_DTYPE_COUNT;  // --wire: allreduce compressed on the wire
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
   std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
-                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--json FILE]\n"
+                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--json FILE]\n"
                        "collectives:");
   for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
   std::fprintf(stderr, "\n");
@@ -99,6 +100,11 @@ Options parse(int argc, char** argv) {
     else if (flag == "-a" || flag == "--average") o.average = parse_int(value, "-a");
     else if (flag == "-r" || flag == "--root") o.root = parse_int(value, "-r");
     else if (flag == "--json") o.json_path = value;
+    else if (flag == "--wire") {
+      if (!parse_dtype(value, &o.wire) || wire_unit_roundoff(o.wire) == 0) {
+        usage_error("--wire takes half, bfloat16, f8e4m3 or f8e5m2, not '" + value + "'");
+      }
+    }
     else if (flag == "--backend") {
       if (value != "kolo" && value != "nccl") usage_error("--backend takes kolo or nccl, not '" + value + "'");
       o.backend = value;
@@ -132,6 +138,15 @@ Options parse(int argc, char** argv) {
   if (o.factor != 0 && o.factor <= 1) usage_error("-f must be greater than 1");
   if (o.iters < 1) usage_error("-n must be at least 1");
   if (o.backend == "nccl") o.device = true;  // NCCL takes device memory only
+  if (o.wire != KOLO_DTYPE_COUNT) {
+    // Compression carries float sums: float data, SUM or AVG (the default dtype and op).
+    if (o.collective != "allreduce") usage_error("--wire applies to allreduce only");
+    if (o.dtypes.size() != 1 || o.dtypes[0] != KOLO_FLOAT32) usage_error("--wire compresses float data (-d float)");
+    if (o.ops.size() == KOLO_OP_COUNT) o.ops = {KOLO_SUM, KOLO_AVG};  // -o all: the ops that compress
+    for (kolo_op_t op : o.ops) {
+      if (op != KOLO_SUM && op != KOLO_AVG) usage_error("--wire compresses sums: -o sum, avg or all");
+    }
+  }
   return o;
 }
 
@@ -150,6 +165,7 @@ struct Measure {
   double algbw = 0;
   double busbw = 0;
   size_t wrong = 0;
+  double err_max = 0, err_mean = 0;  // --wire: in units of one wire rounding (WireError)
 };
 
 double combine(double mine, int average, kolo_comm_t comm) {
@@ -195,11 +211,21 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
     kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
     if (o.device && !device_download(buffers)) std::exit(1);
+    wire_error() = WireError{};
     uint64_t wrong = coll.check(buffers, count, c, in_place);
     uint64_t total = 0;
     rc = kolo_allreduce(&wrong, &total, 1, KOLO_UINT64, KOLO_SUM, comm, nullptr);
     if (rc != KOLO_SUCCESS) die("allreduce of error counts", rc);
     m.wrong = total;
+    if (c.wire != KOLO_DTYPE_COUNT) {
+      const WireError& e = wire_error();
+      double sums[2] = {e.sum, static_cast<double>(e.n)}, all[2] = {0, 0};
+      if ((rc = kolo_allreduce(&e.max, &m.err_max, 1, KOLO_FLOAT64, KOLO_MAX, comm, nullptr)) != KOLO_SUCCESS ||
+          (rc = kolo_allreduce(sums, all, 2, KOLO_FLOAT64, KOLO_SUM, comm, nullptr)) != KOLO_SUCCESS) {
+        die("allreduce of compression errors", rc);
+      }
+      m.err_mean = all[1] > 0 ? all[0] / all[1] : 0;
+    }
   }
   return m;
 }
@@ -210,6 +236,14 @@ std::string format_measure(const Measure& m, bool check) {
   std::snprintf(time, sizeof(time), m.time_us >= 10000 ? "%7.0f" : m.time_us >= 100 ? "%7.1f" : "%7.2f", m.time_us);
   std::snprintf(line, sizeof(line), "  %7s  %6.2f  %6.2f  %6s", time, m.algbw, m.busbw,
                 check ? std::to_string(m.wrong).c_str() : "N/A");
+  return line;
+}
+
+// --wire: the compression error of both placements, after the nccl-tests columns.
+std::string format_wire_error(const Measure& out, const Measure& in, bool check) {
+  if (!check) return "     N/A     N/A";
+  char line[64];
+  std::snprintf(line, sizeof(line), "  %6.3f  %6.3f", std::max(out.err_max, in.err_max), (out.err_mean + in.err_mean) / 2);
   return line;
 }
 
@@ -238,10 +272,16 @@ void print_header(const Options& o, kolo_comm_t comm) {
                                         : "device memory, kolo's device path (device_ipc kernels on one host where "
                                           "they apply, else staged through pinned host memory)");
     }
+    if (o.wire != KOLO_DTYPE_COUNT) {
+      std::printf("# wire: %s (fp32 data compressed on the wire, accumulated in fp32); maxerr/meanerr: |result - "
+                  "exact| in units of one %s rounding of the contributions (u * sum |x_r|), both placements\n",
+                  dtype_label(o.wire), dtype_label(o.wire));
+    }
     std::printf("#\n");
     std::printf("#%94s%35s\n", "out-of-place", "in-place");
-    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
-                "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "size", "count", "type",
+                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
+                o.wire != KOLO_DTYPE_COUNT ? "  maxerr meanerr" : "");
     std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
                 "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     std::fflush(stdout);
@@ -276,7 +316,7 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
   int lines = 0;
   for (kolo_dtype_t dtype : o.dtypes) {
     for (kolo_op_t op : coll.reduces ? o.ops : std::vector<kolo_op_t>{KOLO_SUM}) {
-      Case c{dtype, op, o.root, rank, nranks};
+      Case c{dtype, op, o.root, rank, nranks, o.wire};
       size_t last_count = SIZE_MAX;
       for (size_t bytes : sizes(o)) {
         size_t count = coll.count_for(bytes, c);
@@ -288,16 +328,22 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
         busbw_sum += (out.busbw + in.busbw) / 2;
         ++lines;
         if (rank == 0) {
-          std::printf(" %12zu  %12zu  %8s  %6s  %6d%s%s\n", coll.size_for(count, c),
+          std::printf(" %12zu  %12zu  %8s  %6s  %6d%s%s%s\n", coll.size_for(count, c),
                       count * (coll.size_for(count, c) / std::max<size_t>(1, count * dtype_bytes(dtype))),
                       dtype_label(dtype), coll.reduces ? op_label(op) : "none", coll.rooted ? o.root : -1,
-                      format_measure(out, o.check).c_str(), format_measure(in, o.check).c_str());
+                      format_measure(out, o.check).c_str(), format_measure(in, o.check).c_str(),
+                      o.wire != KOLO_DTYPE_COUNT ? format_wire_error(out, in, o.check).c_str() : "");
           std::fflush(stdout);
           results.push_back({{"collective", coll.name}, {"size", coll.size_for(count, c)}, {"count", count},
                              {"type", dtype_label(dtype)}, {"redop", coll.reduces ? op_label(op) : "none"},
                              {"root", coll.rooted ? o.root : -1}, {"nranks", nranks},
                              {"out_of_place", {{"time_us", out.time_us}, {"algbw", out.algbw}, {"busbw", out.busbw}, {"wrong", out.wrong}}},
                              {"in_place", {{"time_us", in.time_us}, {"algbw", in.algbw}, {"busbw", in.busbw}, {"wrong", in.wrong}}}});
+          if (o.wire != KOLO_DTYPE_COUNT) {
+            results.back()["wire"] = dtype_label(o.wire);
+            results.back()["error_units"] = {{"max", std::max(out.err_max, in.err_max)},
+                                             {"mean", (out.err_mean + in.err_mean) / 2}};
+          }
         }
       }
     }

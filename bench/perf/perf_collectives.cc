@@ -1,6 +1,7 @@
 #include "perf_collectives.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -33,7 +34,32 @@ double alltoall_value(const Case& c, int from, int to, size_t k) {
 void prepare_reduce(Buffers& b, size_t n, const Case& c, bool in_place) {
   b.send.assign(n * es(c), 0);
   b.recv.assign(n * es(c), 0x7f);
+  if (c.wire != KOLO_DTYPE_COUNT) {
+    float* in = reinterpret_cast<float*>(in_place ? b.recv.data() : b.send.data());
+    for (size_t i = 0; i < n; ++i) in[i] = wire_input_value(c.rank, i);
+    return;
+  }
   fill(in_place ? b.recv : b.send, 0, n, c, c.rank, 0, c.op);
+}
+size_t check_compressed(const std::vector<char>& out, size_t n, const Case& c) {
+  const float* got = reinterpret_cast<const float*>(out.data());
+  const double u = wire_unit_roundoff(c.wire), post = c.op == KOLO_AVG ? 1.0 / c.nranks : 1.0;
+  WireError& e = wire_error();
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double exact = 0, mag = 0;
+    for (int r = 0; r < c.nranks; ++r) {
+      const double v = wire_input_value(r, i);
+      exact += v;
+      mag += std::fabs(v);
+    }
+    const double units = std::fabs(got[i] - exact * post) / (u * mag * post);
+    if (!(units <= 2.05)) ++wrong;
+    e.max = std::max(e.max, units);
+    e.sum += units;
+    ++e.n;
+  }
+  return wrong;
 }
 size_t check_reduce_result(const std::vector<char>& out, size_t n, const Case& c) {
   size_t wrong = 0;
@@ -43,9 +69,17 @@ size_t check_reduce_result(const std::vector<char>& out, size_t n, const Case& c
   return wrong;
 }
 kolo_result_t call_allreduce(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
-  return kolo_allreduce(in_place ? b.recv_ptr() : b.send_ptr(), b.recv_ptr(), n, c.dtype, c.op, comm, b.stream);
+  if (c.wire == KOLO_DTYPE_COUNT) {
+    return kolo_allreduce(in_place ? b.recv_ptr() : b.send_ptr(), b.recv_ptr(), n, c.dtype, c.op, comm, b.stream);
+  }
+  kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+  options.wire_dtype = c.wire;
+  return kolo_allreduce_ex(in_place ? b.recv_ptr() : b.send_ptr(), b.recv_ptr(), n, c.dtype, c.op, &options, comm,
+                           b.stream);
 }
-size_t check_allreduce(const Buffers& b, size_t n, const Case& c, bool) { return check_reduce_result(b.recv, n, c); }
+size_t check_allreduce(const Buffers& b, size_t n, const Case& c, bool) {
+  return c.wire != KOLO_DTYPE_COUNT ? check_compressed(b.recv, n, c) : check_reduce_result(b.recv, n, c);
+}
 kolo_result_t call_reduce(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
   return kolo_reduce(in_place ? b.recv_ptr() : b.send_ptr(), b.recv_ptr(), n, c.dtype, c.op, c.root, comm, b.stream);
 }
@@ -225,6 +259,11 @@ double Collective::busbw_factor(int p) const {
   if (n == "allreduce") return p > 1 ? 2.0 * (p - 1) / p : 1.0;
   if (n == "allgather" || n == "allgatherv" || n == "reduce_scatter" || n == "alltoall") return p > 1 ? double(p - 1) / p : 1.0;
   return 1.0;
+}
+
+WireError& wire_error() {
+  thread_local WireError e;  // per rank (kolo-perf -t runs ranks as threads)
+  return e;
 }
 
 const Collective* find_collective(const std::string& name) {

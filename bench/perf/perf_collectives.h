@@ -17,7 +17,19 @@ struct Case {
   int root = 0;
   int rank = 0;
   int nranks = 1;
+  kolo_dtype_t wire = KOLO_DTYPE_COUNT;  // allreduce --wire: compressed on the wire
 };
+
+// The error of compressed allreduces checked since the last reset, in units of one wire
+// rounding of the contributions: |got - exact| / (u * post * sum_r |x_r|), exact in fp64.
+// The direct schemes bound it by 1 (one-shot) and 2 (two-shot) plus fp32 accumulation;
+// check counts an element above 2.05 as wrong.
+struct WireError {
+  double max = 0;
+  double sum = 0;
+  size_t n = 0;
+};
+WireError& wire_error();
 
 // Buffers for one size; in-place calls use recv for both sides where the contract says so.
 // Filled and checked in host memory; in device mode (kolo-perf -G) the calls use device

@@ -171,4 +171,20 @@ bool matches(double got, double expected, kolo_op_t op, kolo_dtype_t dtype) {
   return std::fabs(got - expected) <= 2 * ulp + 1e-300;
 }
 
+float wire_input_value(int rank, size_t index) {
+  const uint32_t h = static_cast<uint32_t>(index * 2654435761u + static_cast<uint32_t>(rank) * 40503u);
+  const float mag = 0.5f + static_cast<float>(h % 3000) / 2000.0f;
+  return (h >> 16) & 1 ? -mag : mag;
+}
+
+double wire_unit_roundoff(kolo_dtype_t wire) {
+  switch (wire) {
+    case KOLO_FLOAT16: return 0x1p-11;
+    case KOLO_BFLOAT16: return 0x1p-8;
+    case KOLO_FLOAT8_E4M3: return 0x1p-4;
+    case KOLO_FLOAT8_E5M2: return 0x1p-3;
+    default: return 0;
+  }
+}
+
 }  // namespace kolo_perf

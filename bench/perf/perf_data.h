@@ -29,4 +29,11 @@ double expected_reduction(kolo_op_t op, kolo_dtype_t dtype, int nranks, size_t i
 // float AVG, within 2 units in the last place.
 bool matches(double got, double expected, kolo_op_t op, kolo_dtype_t dtype);
 
+// Compressed allreduce (kolo-perf --wire): rank `rank`'s fp32 input at `index`, magnitudes
+// in [0.5, 2) with varying signs (values that a wire type rounds, unlike the exact small
+// integers above), and the unit roundoff of the wire type (half 2^-11, bfloat16 2^-8,
+// f8e4m3 2^-4, f8e5m2 2^-3).
+float wire_input_value(int rank, size_t index);
+double wire_unit_roundoff(kolo_dtype_t wire);
+
 }  // namespace kolo_perf

@@ -25,4 +25,17 @@ for coll in allreduce reduce_scatter; do
   echo "== $coll -np 1 -t 3 -G"
   "$kolorun" -np 1 "$perf" "$coll" -G -t 3 -b 8 -e 16M -f 16 -n 2 -w 1 -c 1 | tail -3 | grep -q "# Out of bounds values : 0 OK"
 done
+# Compressed allreduce (--wire) as processes, 2 and 5 ranks, both algorithms (small sizes
+# one-shot, large two-shot), sum and avg: every element within the documented bound.
+for np in 2 5; do
+  for wire in half bfloat16 f8e4m3 f8e5m2; do
+    echo "== allreduce -np $np -G --wire $wire"
+    out=$("$kolorun" -np "$np" "$perf" allreduce -G --wire "$wire" -o all -b 4 -e 6M -f 64 -n 1 -w 1 -c 1 2>&1 || true)
+    echo "$out" | tail -3
+    echo "$out" | grep -q "# Out of bounds values : 0 OK"
+    echo "$out" | grep -q "# wire: $wire"
+  done
+done
+# ... and refused where it does not apply.
+if "$kolorun" -np 1 "$perf" allreduce -G --wire half -o max -n 1 2>/dev/null; then echo "--wire with max accepted"; exit 1; fi
 echo "kolo-perf -G: every collective checked on the emulated device"

@@ -23,8 +23,12 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
     for (const auto& [gpu, count] : ranks_on_gpu) sharing = std::max(sharing, count);
     gbs = 1e30;
     for (int p = 1; p < n; ++p) {
+      if (model.host_of(p) == model.host_of(0) && model.gpu_of(p) == model.gpu_of(0)) {
+        gbs = std::min(gbs, params.gpu_reduce_gbs);  // a peer on the same GPU: its memory
+        continue;
+      }
       const LinkCost link = model.link(0, p);
-      gbs = std::min(gbs, link.gbs);
+      if (link.gbs > 0) gbs = std::min(gbs, link.gbs);
       alpha_us = std::max(alpha_us, link.alpha_us);
     }
     gbs /= sharing;

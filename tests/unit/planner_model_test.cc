@@ -3,6 +3,7 @@
 // prediction), forcing and fallback, and the simulator's deadlock detection.
 #include <gtest/gtest.h>
 
+#include "engine/planner/device_ipc_model.h"
 #include "engine/planner/plan.h"
 #include "engine/planner/selector.h"
 #include "engine/planner/simulate.h"
@@ -124,6 +125,59 @@ TEST(PlannerModel, MoreBytesNeverPredictFaster) {
       prev = us.value();
     }
   }
+}
+
+// The device_ipc choice (device_ipc_model.h): one-shot always at 2 ranks; on 8 NVLink
+// GPUs two-shot from about 100-200 KB; over PCIe (slower links) two-shot from smaller
+// sizes; ranks sharing one GPU share its bandwidth; compression counts wire bytes; the
+// call or KOLO_ALGO forces either.
+TEST(PlannerModel, DeviceIpcOneShotOrTwoShotFromTheDeviceLinks) {
+  auto choose = [](Machine& m, size_t bytes, DType wire = DType::kCount, Algorithm forced = Algorithm::kAuto) {
+    CollSpec spec = allreduce_bytes(bytes);
+    spec.device = true;
+    spec.wire = wire;
+    spec.algorithm = forced;
+    return choose_device_ipc_algorithm(spec, m.ctx);
+  };
+  Machine pair("dgx_h100.json", 1, 2, true);
+  for (size_t bytes : {size_t{1} << 10, size_t{1} << 20, size_t{1} << 30}) EXPECT_EQ(choose(pair, bytes), Algorithm::kOneShot);
+  Machine eight("dgx_h100.json", 1, 8, true);
+  EXPECT_EQ(choose(eight, 32 << 10), Algorithm::kOneShot);
+  EXPECT_EQ(choose(eight, 1 << 20), Algorithm::kTwoShot);
+  // The crossover: the smallest power-of-two size that goes two-shot.
+  auto crossover = [&](Machine& m, DType wire = DType::kCount) {
+    size_t b = 1024;
+    while (b < (size_t{1} << 34) && choose(m, b, wire) == Algorithm::kOneShot) b *= 2;
+    return b;
+  };
+  const size_t nvlink = crossover(eight);
+  EXPECT_GE(nvlink, size_t{64} << 10);
+  EXPECT_LE(nvlink, size_t{512} << 10);
+  Machine pcie("pcie_8gpu.json", 1, 8, true);
+  EXPECT_LT(crossover(pcie), nvlink);
+  // Compressed to fp16, the same count crosses half the bytes: it turns two-shot later.
+  EXPECT_EQ(crossover(eight, DType::kFloat16), 2 * nvlink);
+  // Two ranks on each GPU (16 ranks on 8): each has half its GPU's links, so a large
+  // one-shot takes (15 / 7) x 2 as long as on 8 ranks.
+  Machine shared("dgx_h100.json", 1, 16, true);
+  PlanContext device = eight.ctx, device_shared = shared.ctx;
+  const double t8 = predict_device_ipc_allreduce(size_t{1} << 30, CostModel(device)).one_shot_us;
+  const double t16 = predict_device_ipc_allreduce(size_t{1} << 30, CostModel(device_shared)).one_shot_us;
+  EXPECT_NEAR(t16 / t8, 30.0 / 7.0, 0.05);
+  EXPECT_EQ(choose(eight, 1 << 20, DType::kCount, Algorithm::kOneShot), Algorithm::kOneShot);
+  EXPECT_EQ(choose(pair, 1 << 10, DType::kCount, Algorithm::kTwoShot), Algorithm::kTwoShot);
+  eight.ctx.forced = Algorithm::kTwoShot;
+  EXPECT_EQ(choose(eight, 1 << 10), Algorithm::kTwoShot);
+  // Other collectives run one pass.
+  CollSpec bcast = allreduce_bytes(1 << 30);
+  bcast.kind = CollKind::kBroadcast;
+  EXPECT_EQ(choose_device_ipc_algorithm(bcast, eight.ctx), Algorithm::kOneShot);
+  // No GPUs in the topology (the emulated device): host memory's figures, still a crossover.
+  Machine host("dgx_h100.json", 1, 3, false);
+  host.ctx.topology = nullptr;
+  const size_t emulated = crossover(host);
+  EXPECT_GT(emulated, size_t{1} << 10);
+  EXPECT_LT(emulated, size_t{1} << 30);
 }
 
 }  // namespace

@@ -111,8 +111,12 @@ kolo_result_t kolo_group_end(void);
 typedef struct {
   double prescale;         /* inputs are multiplied by this before reducing */
   double postscale;        /* the result is multiplied by this */
-  kolo_dtype_t wire_dtype; /* KOLO_DTYPE_COUNT = as the data; FLOAT16/BFLOAT16 on FLOAT32
-                              data = compressed on the wire, accumulated in FLOAT32 */
+  kolo_dtype_t wire_dtype; /* KOLO_DTYPE_COUNT = as the data; FLOAT16, BFLOAT16,
+                              FLOAT8_E4M3/E5M2 (a scale per 128 values) on FLOAT32 data with
+                              SUM or AVG = each contribution compressed once on the wire,
+                              accumulated in FLOAT32. Runs on device buffers of one host
+                              (the device_ipc path); elsewhere KOLO_ERR_UNSUPPORTED on
+                              more than one rank. Error bound: docs/device.md */
   int algorithm;           /* 0 = automatic; otherwise a KOLO_ALGO_* value */
 } kolo_coll_options;
 #define KOLO_COLL_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, 0}
@@ -138,7 +142,7 @@ typedef void* (*kolo_output_alloc_fn)(void* user_data, size_t total_count, const
 typedef struct {
   double prescale;             /* allreduce: inputs are multiplied by this (during the copy in) */
   double postscale;            /* allreduce: the result is multiplied by this (during the copy out) */
-  kolo_dtype_t wire_dtype;     /* KOLO_DTYPE_COUNT; compression is not built yet */
+  kolo_dtype_t wire_dtype;     /* KOLO_DTYPE_COUNT; the runtime does not compress yet */
   kolo_completion_fn callback; /* optional */
   void* callback_data;
   kolo_output_alloc_fn alloc;  /* required by allgather and alltoall */

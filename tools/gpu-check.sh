@@ -37,6 +37,11 @@ out="bench/results/$(date +%F)-gpu-check-$(git rev-parse --short HEAD).md"
     KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 1 build/bench/perf/kolo-perf allreduce -G -t $t -b 8 -e 1G -f 4 -c 1 2>&1 | tail -25
     echo '```'
   done
+  for wire in half bfloat16 f8e4m3; do
+    echo; echo "## kolo-perf allreduce -G -t 4 --wire $wire: compressed on the wire, error columns last"; echo; echo '```'
+    KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 1 build/bench/perf/kolo-perf allreduce -G -t 4 --wire $wire -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
+    echo '```'
+  done
   echo; echo "## kolorun -np 2 kolo-perf allreduce -G, staged (KOLO_DEVICE_IPC=0), for comparison"; echo; echo '```'
   KOLO_DEVICE_IPC=0 KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 2 build/bench/perf/kolo-perf allreduce -G -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25
   echo '```'

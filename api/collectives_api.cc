@@ -2,6 +2,7 @@
 // CollCall handed to the communicator (or queued until kolo_group_end).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "api/api_support.h"
@@ -127,6 +128,14 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
       KOLO_TRY(check_scale("postscale", options->postscale));
       if (options->wire_dtype != KOLO_DTYPE_COUNT && options->wire_dtype != dtype) {
         KOLO_TRY(check_wire(options->wire_dtype, dtype, op));
+        // The codec kernels read and write whole floats: refused here, on this rank, rather
+        // than halfway through the collective.
+        for (const void* p : {send, static_cast<const void*>(recv)}) {
+          if (reinterpret_cast<uintptr_t>(p) % sizeof(float) != 0) {
+            return error(Code::kInvalidArgument, p == send ? "send" : "recv", " ", p,
+                         " is not aligned to 4 bytes (FLOAT32 with wire_dtype)");
+          }
+        }
         call.spec.wire = static_cast<kolo::DType>(options->wire_dtype);
       }
       if (options->algorithm < KOLO_ALGO_AUTO || options->algorithm > KOLO_ALGO_TWO_SHOT) {

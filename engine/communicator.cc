@@ -297,6 +297,7 @@ Status Communicator::execute(const PlannedCall* calls, size_t n) {
                       " executor cannot run on this communicator"));
   }
   Status status = executor->run(calls, n, Deadline(timeout_seconds_));
+  if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
   if (!status.ok()) {
     if (p.executor == ExecutorKind::kLocal) {
       status = status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(calls[0].call.spec.kind), ": "));

@@ -59,6 +59,9 @@ class Executor {
   virtual ~Executor() = default;
   // Runs calls[0..n) as one program (n > 1 only for executors that concatenate, which
   // plan() guarantees for groups); blocks until done or failed.
+  // An error with code kUnsupported means the calls were refused before anything was
+  // enqueued or sent, alike on every rank: the communicator stays usable. Any other error
+  // fails the communicator.
   virtual Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) = 0;
   // Executors that finish work after run() returns (stream-ordered device calls): wait
   // until all of it is done, so that a blocking call that follows keeps the call order.

@@ -42,6 +42,7 @@ constexpr size_t kIpcWordStride = 128;  // one barrier word per rank, a line of 
 constexpr size_t kIpcChunkBytes = size_t{4} << 20;
 constexpr size_t kIpcRegionBytes = kIpcHeaderBytes + 2 * 2 * kIpcChunkBytes;
 static_assert(kMaxIpcRanks * kIpcWordStride <= kIpcHeaderBytes);
+static_assert(kMaxIpcRanks <= kMaxWireInputs, "a compressed reduce sums every rank's wire");
 
 // The host-mapped words the barrier kernels read and write.
 struct Control {
@@ -113,7 +114,11 @@ class IpcDeviceExecutor final : public Executor {
     Status s = dev.stream_wait_event(call.stream, order_);  // after the previous call
     if (s.ok()) s = call.spec.compressed() ? enqueue_compressed(call, pc.plan->algorithm) : enqueue(call, pc.plan->algorithm);
     if (s.ok()) s = dev.event_record(order_, call.stream);
-    if (!s.ok()) diverged_ = true;  // (the communicator fails with s)
+    if (!s.ok()) {
+      diverged_ = true;
+      // Part of the call may be enqueued: not a refusal (executor.h), the communicator fails.
+      if (s.code() == Code::kUnsupported) s = error(Code::kSystem, s.message());
+    }
     return s;
   }
 

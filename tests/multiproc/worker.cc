@@ -408,6 +408,50 @@ int scenario_group(kolo_comm_t comm) {
 // Stream order on the emulated device: work before a collective on its stream is seen by
 // it, work after it sees its result; mixed host/device buffers are refused; many device
 // calls in flight, then a host call, keep the call order on every rank.
+// A compressed device allreduce: within one fp16 rounding of the contributions where the
+// device_ipc kernels run; where peers cannot map each other's memory (KOLO_EMULATED_P2P=0),
+// the path is off (KOLO_DEVICE_IPC=0) or there is one rank, as documented (refused with KOLO_ERR_UNSUPPORTED on every rank and
+// the communicator goes on; one rank: a copy).
+void scenario_device_compressed(kolo_comm_t comm) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  const size_t n = 1000;
+  void* stream = nullptr;
+  void* d = nullptr;
+  must(dev.stream_create(&stream).ok() && dev.malloc(&d, n * sizeof(float)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM,
+       "device setup");
+  std::vector<float> host(n), out(n, -1);
+  for (size_t i = 0; i < n; ++i) host[i] = 1.0f + 0.001f * static_cast<float>((i * 7 + me) % 997);
+  must(dev.memcpy_async(d, host.data(), n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d");
+  kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+  options.wire_dtype = KOLO_FLOAT16;
+  const kolo_result_t rc = kolo_allreduce_ex(d, d, n, KOLO_FLOAT32, KOLO_SUM, &options, comm, stream);
+  auto off = [](const char* name) { return std::getenv(name) != nullptr && std::strcmp(std::getenv(name), "0") == 0; };
+  const bool refused = p > 1 && (off("KOLO_EMULATED_P2P") || off("KOLO_DEVICE_IPC"));
+  if (refused) {
+    const char* why = off("KOLO_DEVICE_IPC") ? "device_ipc path only" : "cannot map";
+    expect(rc == KOLO_ERR_UNSUPPORTED && std::strstr(kolo_last_error(), why) != nullptr,
+           std::string("compressed allreduce without peer access refused: ") + kolo_last_error());
+    must(kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream), "allreduce after the refusal");
+  } else {
+    must(rc, "compressed device allreduce");
+  }
+  must(dev.memcpy_async(out.data(), d, n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h");
+  must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double exact = 0;
+    for (int q = 0; q < p; ++q) exact += 1.0 + 0.001 * static_cast<double>(static_cast<float>((i * 7 + q) % 997) * 1.0f);
+    if (!(std::fabs(out[i] - exact) <= exact * (refused ? 1e-6 : 0x1p-11 + p * 0x1p-23))) ++wrong;
+  }
+  expect(wrong == 0, "compressed device allreduce: " + std::to_string(wrong) + " elements out of bound");
+  kolo_result_t async = KOLO_ERR_INTERNAL;
+  must(kolo_comm_get_async_error(comm, &async), "get_async_error");
+  expect(async == KOLO_SUCCESS, "no async error after the compressed allreduce");
+  (void)dev.free(d);
+  (void)dev.stream_destroy(stream);
+}
+
 void scenario_device_stream(kolo_comm_t comm) {
   const kolo::device::DeviceOps& dev = kolo::device::runtime();
   const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
@@ -541,7 +585,7 @@ int main(int argc, char** argv) {
   g_rank = kolo_comm_rank(comm);
   int rc = 0;
   if (scenario == "collectives") scenario_collectives(comm, false);
-  else if (scenario == "device_collectives") scenario_collectives(comm, true, true);
+  else if (scenario == "device_collectives") scenario_collectives(comm, true, true), scenario_device_compressed(comm);
   else if (scenario == "device_stream") scenario_device_stream(comm);
   else if (scenario == "device_kill") rc = scenario_device_kill(comm);
   else if (scenario == "quick") scenario_collectives(comm, true);

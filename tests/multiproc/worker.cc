@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_scenarios.h"
 #include "kolo/kolo.h"
 #include "worker_checks.h"
 #include "perf_collectives.h"
@@ -405,141 +406,6 @@ int scenario_group(kolo_comm_t comm) {
 // same): KOLO_TEST_TCP_RANKS=1,3 puts those ranks on KOLO_TRANSPORTS=tcp (mixed
 // transports); KOLO_TEST_HOSTS=k splits the ranks into k emulated hosts (KOLO_HOSTID);
 // KOLO_TEST_ONE_CPU_RANKS=0 pins those ranks to one CPU.
-// Stream order on the emulated device: work before a collective on its stream is seen by
-// it, work after it sees its result; mixed host/device buffers are refused; many device
-// calls in flight, then a host call, keep the call order on every rank.
-// A compressed device allreduce: within one fp16 rounding of the contributions where the
-// device_ipc kernels run; where peers cannot map each other's memory (KOLO_EMULATED_P2P=0),
-// the path is off (KOLO_DEVICE_IPC=0) or there is one rank, as documented (refused with KOLO_ERR_UNSUPPORTED on every rank and
-// the communicator goes on; one rank: a copy).
-void scenario_device_compressed(kolo_comm_t comm) {
-  const kolo::device::DeviceOps& dev = kolo::device::runtime();
-  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
-  const size_t n = 1000;
-  void* stream = nullptr;
-  void* d = nullptr;
-  must(dev.stream_create(&stream).ok() && dev.malloc(&d, n * sizeof(float)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM,
-       "device setup");
-  std::vector<float> host(n), out(n, -1);
-  for (size_t i = 0; i < n; ++i) host[i] = 1.0f + 0.001f * static_cast<float>((i * 7 + me) % 997);
-  must(dev.memcpy_async(d, host.data(), n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d");
-  kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
-  options.wire_dtype = KOLO_FLOAT16;
-  const kolo_result_t rc = kolo_allreduce_ex(d, d, n, KOLO_FLOAT32, KOLO_SUM, &options, comm, stream);
-  auto off = [](const char* name) { return std::getenv(name) != nullptr && std::strcmp(std::getenv(name), "0") == 0; };
-  const bool refused = p > 1 && (off("KOLO_EMULATED_P2P") || off("KOLO_DEVICE_IPC"));
-  if (refused) {
-    const char* why = off("KOLO_DEVICE_IPC") ? "device_ipc path only" : "cannot map";
-    expect(rc == KOLO_ERR_UNSUPPORTED && std::strstr(kolo_last_error(), why) != nullptr,
-           std::string("compressed allreduce without peer access refused: ") + kolo_last_error());
-    must(kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream), "allreduce after the refusal");
-  } else {
-    must(rc, "compressed device allreduce");
-  }
-  must(dev.memcpy_async(out.data(), d, n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h");
-  must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
-  size_t wrong = 0;
-  for (size_t i = 0; i < n; ++i) {
-    double exact = 0;
-    for (int q = 0; q < p; ++q) exact += 1.0 + 0.001 * static_cast<double>(static_cast<float>((i * 7 + q) % 997) * 1.0f);
-    if (!(std::fabs(out[i] - exact) <= exact * (refused ? 1e-6 : 0x1p-11 + p * 0x1p-23))) ++wrong;
-  }
-  expect(wrong == 0, "compressed device allreduce: " + std::to_string(wrong) + " elements out of bound");
-  kolo_result_t async = KOLO_ERR_INTERNAL;
-  must(kolo_comm_get_async_error(comm, &async), "get_async_error");
-  expect(async == KOLO_SUCCESS, "no async error after the compressed allreduce");
-  (void)dev.free(d);
-  (void)dev.stream_destroy(stream);
-}
-
-void scenario_device_stream(kolo_comm_t comm) {
-  const kolo::device::DeviceOps& dev = kolo::device::runtime();
-  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
-  const size_t n = 1000;
-  void* stream = nullptr;
-  must(dev.stream_create(&stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "stream_create");
-  void* d = nullptr;
-  must(dev.malloc(&d, n * sizeof(float)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "malloc");
-  std::vector<float> host(n, static_cast<float>(me + 1)), out(n, -1);
-  // Enqueued before the collective on the same stream: the collective must see it.
-  must(dev.memcpy_async(d, host.data(), n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d");
-  const int rounds = 20;
-  for (int r = 0; r < rounds; ++r) {
-    must(kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream), "device allreduce in flight");
-  }
-  must(dev.memcpy_async(out.data(), d, n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h");
-  // A host call now: it runs after the queued device calls on every rank.
-  float one = 1, sum = 0;
-  must(kolo_allreduce(&one, &sum, 1, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "host allreduce after device calls");
-  expect(sum == static_cast<float>(p), "host allreduce after device calls");
-  must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
-  // After r rounds each element is (sum of rank+1) * p^(r-1).
-  double want = p * (p + 1) / 2.0;
-  for (int r = 1; r < rounds; ++r) want *= p;
-  bool ok = true;
-  for (float v : out) ok &= static_cast<double>(v) == static_cast<double>(static_cast<float>(want));
-  expect(ok, "device allreduces in stream order");
-  // Mixed buffers are refused with a clear error.
-  kolo_result_t mixed = kolo_allreduce(host.data(), d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream);
-  expect(mixed == KOLO_ERR_INVALID_ARGUMENT && std::strstr(kolo_last_error(), "host memory") != nullptr,
-         std::string("mixed host/device buffers refused: ") + kolo_last_error());
-  // Buffers of device 1 while the thread has device 0 current: the call runs on device 1
-  // and leaves device 0 current; buffers of two devices in one call are refused. A
-  // communicator's device path keeps to one device (as NCCL's does): a new one for device 1.
-  kolo_comm_t on1 = nullptr;
-  must(kolo_comm_split(comm, 0, me, &on1), "split for device 1");
-  void* other = nullptr;
-  must(dev.set_device(1).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "set_device(1)");
-  must(dev.malloc(&other, n * sizeof(float)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "malloc on device 1");
-  must(dev.set_device(0).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "set_device(0)");
-  must(dev.memcpy_async(other, host.data(), n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d 1");
-  must(kolo_allreduce(other, other, n, KOLO_FLOAT32, KOLO_SUM, on1, stream), "allreduce on device 1");
-  must(dev.memcpy_async(out.data(), other, n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h 1");
-  must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync 1");
-  expect(out[n - 1] == static_cast<float>(p * (p + 1) / 2), "allreduce of device 1 buffers");
-  expect(dev.current_device().value() == 0, "device 0 still current after a call on device 1");
-  kolo_result_t two = kolo_allreduce(d, other, n, KOLO_FLOAT32, KOLO_SUM, comm, stream);
-  expect(two == KOLO_ERR_INVALID_ARGUMENT && std::strstr(kolo_last_error(), "one device") != nullptr,
-         std::string("buffers of two devices refused: ") + kolo_last_error());
-  must(kolo_comm_destroy(on1), "destroy the device 1 communicator");
-  kolo_result_t async = KOLO_ERR_INTERNAL;
-  must(kolo_comm_get_async_error(comm, &async), "get_async_error");
-  expect(async == KOLO_SUCCESS, "no async error");
-  (void)dev.free(other);
-  (void)dev.free(d);
-  (void)dev.stream_destroy(stream);
-}
-
-// The last rank dies while the others have device allreduces queued on a stream: every
-// survivor's stream is released within KOLO_TIMEOUT and the error is reported.
-int scenario_device_kill(kolo_comm_t comm) {
-  const kolo::device::DeviceOps& dev = kolo::device::runtime();
-  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
-  const size_t n = 1 << 16;
-  void* stream = nullptr;
-  void* d = nullptr;
-  if (!dev.stream_create(&stream).ok() || !dev.malloc(&d, n * sizeof(float)).ok()) return 3;
-  float one = 1, sum = 0;
-  must(kolo_allreduce(&one, &sum, 1, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "warm-up");
-  if (me == p - 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    kill(getpid(), SIGKILL);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  for (int r = 0; r < 50; ++r) {
-    if (kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream) != KOLO_SUCCESS) break;  // failed already
-  }
-  kolo::Status synced = dev.stream_synchronize(stream, kolo::Deadline(120));
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  kolo_result_t async = KOLO_SUCCESS;
-  kolo_comm_get_async_error(comm, &async);
-  std::printf("rank %d: stream released after %.1f s (%s), async error %s: %s\n", me, waited,
-              synced.ok() ? "ok" : synced.message().c_str(), kolo_result_string(async), kolo_last_error());
-  expect(synced.ok(), "the stream is released, not held");
-  expect(async != KOLO_SUCCESS, "the peer's death is reported as an async error");
-  return g_failures > 0 ? 1 : 0;
-}
-
 void per_rank_environment() {
   const char* rank_text = std::getenv("KOLO_RANK");
   const char* size_text = std::getenv("KOLO_SIZE");
@@ -585,9 +451,9 @@ int main(int argc, char** argv) {
   g_rank = kolo_comm_rank(comm);
   int rc = 0;
   if (scenario == "collectives") scenario_collectives(comm, false);
-  else if (scenario == "device_collectives") scenario_collectives(comm, true, true), scenario_device_compressed(comm);
-  else if (scenario == "device_stream") scenario_device_stream(comm);
-  else if (scenario == "device_kill") rc = scenario_device_kill(comm);
+  else if (scenario == "device_collectives") scenario_collectives(comm, true, true), device_scenarios::device_compressed(comm);
+  else if (scenario == "device_stream") device_scenarios::device_stream(comm);
+  else if (scenario == "device_kill") rc = device_scenarios::device_kill(comm);
   else if (scenario == "quick") scenario_collectives(comm, true);
   else if (scenario == "options") scenario_options(comm);
   else if (scenario == "split") scenario_split(comm);

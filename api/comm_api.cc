@@ -4,6 +4,7 @@
 #include "api/api_support.h"
 #include "engine/world.h"
 #include "kernels/dtype.h"
+#include "support/device/device.h"
 
 namespace kolo {
 const char* last_error_text();
@@ -103,6 +104,52 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
     KOLO_TRY(kolo::check_comm(comm));
     comm->impl->abort();
     return Status();
+  });
+}
+
+kolo_result_t kolo_mem_alloc(void** ptr, size_t bytes) {
+  return api_call("kolo_mem_alloc", [&]() -> Status {
+    if (ptr == nullptr) return error(Code::kInvalidArgument, "ptr is NULL");
+    if (bytes == 0) return error(Code::kInvalidArgument, "bytes is 0");
+    return kolo::device::runtime().malloc(ptr, bytes);
+  });
+}
+
+kolo_result_t kolo_mem_free(void* ptr) {
+  return api_call("kolo_mem_free", [&]() -> Status {
+    if (ptr == nullptr) return Status();
+    return kolo::device::runtime().free(ptr);
+  });
+}
+
+kolo_result_t kolo_mem_register(kolo_comm_t comm, void* buffer, size_t bytes, void** handle) {
+  return api_call("kolo_mem_register", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (handle == nullptr) return error(Code::kInvalidArgument, "handle is NULL");
+    if (buffer == nullptr || bytes == 0) {
+      return error(Code::kInvalidArgument, "rank ", comm->impl->rank(), ": registering ", bytes, " bytes at ", buffer,
+                   ": give a device buffer and its size");
+    }
+    if (kolo::device::runtime().pointer_info(buffer).kind != kolo::device::MemoryKind::kDevice) {
+      return error(Code::kInvalidArgument, "rank ", comm->impl->rank(), ": ", buffer,
+                   " is not device memory; only device buffers are registered");
+    }
+    kolo::Result<int> id = comm->impl->register_memory(buffer, bytes);
+    if (!id.ok()) return id.status();
+    *handle = reinterpret_cast<void*>(static_cast<uintptr_t>(id.value()) + 1);  // never NULL
+    return Status();
+  });
+}
+
+kolo_result_t kolo_mem_deregister(kolo_comm_t comm, void* handle) {
+  return api_call("kolo_mem_deregister", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    const uintptr_t h = reinterpret_cast<uintptr_t>(handle);
+    if (h == 0 || h > static_cast<uintptr_t>(INT32_MAX)) {
+      return error(Code::kInvalidArgument, "rank ", comm->impl->rank(), ": ", handle,
+                   " is not a handle kolo_mem_register gave");
+    }
+    return comm->impl->deregister_memory(static_cast<int>(h - 1));
   });
 }
 

@@ -43,6 +43,10 @@ struct CollSpec {
   // Allreduce of FLOAT32: the type contributions cross the links in (FLOAT16, BFLOAT16,
   // FLOAT8_E4M3/E5M2 with block scales), accumulated in fp32; kCount: as the data.
   DType wire = DType::kCount;
+  // Device buffers in a window registered on every rank (kolo_mem_register;
+  // transport/ipc_windows.h): the ones peers read (allreduce: input and output; broadcast:
+  // the output; the others: the input). Set by the communicator for this rank.
+  bool registered = false;
 
   bool compressed() const { return wire != DType::kCount; }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
 #include "topology/discover.h"
@@ -24,7 +25,7 @@ std::string spec_key(const CollSpec& spec, bool grouped) {
   key << static_cast<int>(spec.kind) << '/' << spec.count << '/' << static_cast<int>(spec.dtype) << '/'
       << static_cast<int>(spec.op) << '/' << spec.root << '/' << spec.peer << '/' << spec.in_place << spec.prescaled
       << spec.postscaled << '/' << static_cast<int>(spec.algorithm) << (spec.device ? "/d" : "") << '/'
-      << static_cast<int>(spec.wire);
+      << static_cast<int>(spec.wire) << (spec.registered ? "/r" : "");
   for (size_t c : spec.counts) key << ',' << c;
   key << '/';
   for (size_t d : spec.displs) key << ',' << d;
@@ -44,7 +45,8 @@ Result<HostTopology> this_host_topology() {
 bool same_plan_key(const CollSpec& a, const CollSpec& b) {
   return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
          a.peer == b.peer && a.in_place == b.in_place && a.prescaled == b.prescaled && a.postscaled == b.postscaled &&
-         a.algorithm == b.algorithm && a.device == b.device && a.wire == b.wire && a.counts == b.counts &&
+         a.algorithm == b.algorithm && a.device == b.device && a.wire == b.wire && a.registered == b.registered &&
+         a.counts == b.counts &&
          a.displs == b.displs;
 }
 
@@ -102,6 +104,8 @@ Communicator::~Communicator() {
     if (executor) (void)executor->drain(Deadline(timeout_seconds_));
   }
   for (auto& executor : executors_) executor.reset();
+  // Registered buffers left: unmapped with the peers, unless a peer may be gone.
+  if (!async_error().ok() || (connections_ && connections_->aborted())) windows_.abandon();
   connections_.reset();
 }
 
@@ -197,6 +201,7 @@ Status Communicator::connect(const Deadline& deadline) {
     return staged->run(calls, n, deadline);
   };
   env.store_prefix = id_.prefix;
+  env.windows = &windows_;
   for (int k = 0; k < kExecutorCount; ++k) {
     MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);
     if (!made.ok()) return made.status().with_context(str_cat("rank ", id_.rank, ": "));
@@ -342,6 +347,7 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
   if (n == 1) {  // the common case, without the group's vector
     if (calls[0].spec.empty()) return Status();
     PlannedCall call{nullptr, lowered(calls[0]), 0};
+    if (call.call.spec.device) mark_registered(call.call);
     call.plan = &plan_for(call.call.spec, false);
     KOLO_TRY(refuse_uncompressible(call, id_.rank, id_.size));
     if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
@@ -363,6 +369,34 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
   if (group_.empty()) return Status();
   ran_plan_ = group_.back().plan;
   return execute(group_.data(), group_.size());
+}
+
+void Communicator::mark_registered(CollCall& call) const {
+  RegisteredBuffers where;
+  call.spec.registered = !windows_.empty() && find_registered(call, windows_, id_.rank, id_.size, &where);
+}
+
+Result<int> Communicator::register_memory(void* ptr, size_t bytes) {
+  KOLO_TRY(drain_device());
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  KOLO_TRY(usable());
+  SharedDomain* shared = connections_->shared();
+  const Deadline deadline(timeout_seconds_);
+  if (!plan_context_.device_ipc || shared == nullptr) return windows_.add(nullptr, ptr, bytes, deadline);
+  device::ScopedDevice on_device(device::runtime().pointer_info(ptr).device);
+  KOLO_TRY(on_device.status());
+  IpcSite site{store_->client.get(), str_cat(id_.prefix, "/device_ipc"), shared->index(), shared->size(),
+               [shared] { return shared->members_alive(); }};
+  return windows_.add(&site, ptr, bytes, deadline);
+}
+
+Status Communicator::deregister_memory(int id) {
+  // No queued call may still read the buffers: every executor's device work first.
+  for (auto& executor : executors_) {
+    if (executor) KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
+  }
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  return windows_.remove(id);
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {

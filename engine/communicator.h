@@ -66,6 +66,14 @@ class Communicator {
   // this one, so it may run while other calls do). Every rank must call it with the same
   // name, once per name (the Horovod runtime's private communicator, for example).
   Result<std::unique_ptr<Communicator>> duplicate(const std::string& name);
+  // Collective: every rank registers one device buffer of its own (kolo_mem_register); the
+  // k-th registration of every rank forms window k (transport/ipc_windows.h). Returns the
+  // window's id. Device calls whose buffers lie in a window at the same offset on every
+  // rank read them in place on one host.
+  Result<int> register_memory(void* ptr, size_t bytes);
+  // Collective: waits for this communicator's device work, then unmaps the window on
+  // every rank; the owner may free the buffer once it returns.
+  Status deregister_memory(int id);
   // From any thread: makes the running call and all later ones fail with kAborted.
   void abort();
   // From any thread: the first failure, including one that happened after a device call
@@ -88,6 +96,8 @@ class Communicator {
   Status execute(const PlannedCall* calls, size_t n);
   uint64_t next_tag_base(const CollSpec& spec);
   Status fail(Status status);
+  // Sets spec.registered for a device call whose buffers lie in registered windows.
+  void mark_registered(CollCall& call) const;
 
   std::shared_ptr<StoreSession> store_;
   CommIdentity id_;
@@ -95,6 +105,7 @@ class Communicator {
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts
   ClusterTopology topology_;
   std::unique_ptr<Connections> connections_;  // before executors_: they use its links
+  IpcWindows windows_;  // registered buffers; before executors_, which read them
   std::unique_ptr<Executor> executors_[kExecutorCount];  // null where a row cannot run here
   PlanContext plan_context_;
   std::mutex run_mutex_;  // one call at a time per communicator

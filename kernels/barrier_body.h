@@ -8,6 +8,10 @@
 // region has reached it (acquire). The spin ends at a deadline or on kolo_comm_abort,
 // leaving the reason in a status word the host reads: a dead peer releases the stream
 // with an error instead of holding the GPU forever.
+// With its number a rank posts the call's tag (a digest of what it is running); a waiter
+// compares every peer's tag with its own, so ranks that are not making the same call (a
+// different collective, count, type or root, or registered buffers on one rank only) get
+// an error on every rank instead of reading each other's memory wrongly.
 #pragma once
 
 #include <cstddef>
@@ -23,21 +27,31 @@ namespace kolo {
 
 constexpr int kMaxIpcRanks = 8;
 
+// What one rank posts into another's region. The tag of barrier v sits in tag[v % 2]: a
+// peer may post barrier v + 1 before this rank has read v's tag, never v + 2.
+struct BarrierWord {
+  uint64_t number;
+  uint64_t tag[2];
+};
+
 struct BarrierArgs {
-  uint64_t* post[kMaxIpcRanks] = {};        // this rank's word in each rank's region
-  const uint64_t* wait[kMaxIpcRanks] = {};  // each rank's word in this rank's region
+  BarrierWord* post[kMaxIpcRanks] = {};        // this rank's word in each rank's region
+  const BarrierWord* wait[kMaxIpcRanks] = {};  // each rank's word in this rank's region
   int ranks = 0;
   uint64_t value = 0;       // this barrier's number
+  uint64_t tag = 0;         // the call's digest, the same on every rank making the same call
   uint64_t timeout_ns = 0;  // KOLO_TIMEOUT
   // Host memory the kernel can address (pinned, mapped):
   const volatile uint32_t* abort = nullptr;  // nonzero: kolo_comm_abort was called
   volatile uint32_t* status = nullptr;       // 0: fine; else why a barrier gave up (below)
 };
 
-// Status words: kBarrierAborted, or kBarrierTimedOut + the rank waited for. Once set, later
-// barriers return at once (the collective has failed; the host reports it).
+// Status words: kBarrierAborted, kBarrierTimedOut + the rank waited for, or
+// kBarrierMismatch + the first rank whose tag differs. Once set, later barriers return at
+// once (the collective has failed; the host reports it).
 constexpr uint32_t kBarrierAborted = 1;
 constexpr uint32_t kBarrierTimedOut = 16;
+constexpr uint32_t kBarrierMismatch = 32;
 
 KOLO_HD_INLINE void flag_store_release(uint64_t* p, uint64_t v) {
 #if defined(__CUDA_ARCH__)
@@ -107,11 +121,15 @@ KOLO_HD_INLINE void set_barrier_status(const BarrierArgs& a, uint32_t value) {
 // Thread 0 of a one-block grid does it all: the barrier is a handful of words.
 KOLO_HD_INLINE void barrier_thread(const BarrierArgs& a, size_t thread) {
   if (thread != 0 || barrier_status(a) != 0) return;
-  for (int p = 0; p < a.ranks; ++p) flag_store_release(a.post[p], a.value);
+  const int parity = static_cast<int>(a.value & 1);
+  for (int p = 0; p < a.ranks; ++p) {
+    a.post[p]->tag[parity] = a.tag;  // ordered before the number by its release
+    flag_store_release(&a.post[p]->number, a.value);
+  }
   const uint64_t start = clock_ns();
   unsigned spins = 0;
   for (int p = 0; p < a.ranks; ++p) {
-    while (flag_load_acquire(a.wait[p]) < a.value) {
+    while (flag_load_acquire(&a.wait[p]->number) < a.value) {
       // The abort word is host memory (a PCIe read from a GPU) and the clock a special
       // register: looked at every 64 polls, not every one.
       if ((++spins & 63) == 0) {
@@ -125,6 +143,10 @@ KOLO_HD_INLINE void barrier_thread(const BarrierArgs& a, size_t thread) {
         }
       }
       barrier_backoff(spins);
+    }
+    if (flag_load_acquire(&a.wait[p]->tag[parity]) != a.tag) {
+      set_barrier_status(a, kBarrierMismatch + static_cast<uint32_t>(p));
+      return;
     }
   }
 }

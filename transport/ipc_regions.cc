@@ -14,10 +14,12 @@ namespace {
 // What a rank publishes: its handle and its region's size (checked by every peer: all must
 // have made the same call).
 struct Published {
-  device::IpcHandle handle;
+  device::IpcHandle handle;  // of the allocation that holds the region
   uint64_t bytes;
+  uint64_t offset;   // of the region in that allocation (0 for regions kolo allocates)
   int64_t pid;       // ranks of one process (threads) use the address as it is: a process
   uint64_t address;  // cannot open its own IPC handle (CUDA refuses it)
+  uint32_t any_size; // a shared user buffer: peers' sizes may differ
 };
 
 // Waits until local rank p has announced `name` (added to `name`/p), and returns what it
@@ -46,10 +48,10 @@ Status announce(const IpcSite& site, const std::string& name, const Deadline& de
   return site.store->add(str_cat(site.prefix, "/ipc/", name, "/", site.index), value, deadline).status();
 }
 
-// One peer's published region, mapped into r (or its address, for a thread of this
-// process).
-Status map_peer(const IpcSite& site, int p, size_t bytes, int64_t my_pid, const device::DeviceOps& dev,
-                const Deadline& deadline, void** out, bool* opened) {
+// One peer's published region, mapped into this process (or its address, for a thread of
+// this process): *mapping is what ipc_import returned (null if nothing was opened).
+Status map_peer(const IpcSite& site, int p, const Published& mine, const device::DeviceOps& dev,
+                const Deadline& deadline, void** region, void** mapping, size_t* bytes) {
   Result<std::string> value = site.store->get(str_cat(site.prefix, "/ipc/", p), deadline);  // there already
   if (!value.ok()) return value.status().with_context(str_cat("IPC regions: local rank ", p, ": "));
   Published in{};
@@ -58,18 +60,27 @@ Status map_peer(const IpcSite& site, int p, size_t bytes, int64_t my_pid, const 
                  sizeof in);
   }
   std::memcpy(&in, value.value().data(), sizeof in);
-  if (in.bytes != bytes) {
+  if (in.any_size != mine.any_size || (!mine.any_size && in.bytes != mine.bytes)) {
     return error(Code::kMismatch, "IPC regions: local rank ", p, " has a region of ", in.bytes, " bytes and rank ",
-                 site.index, " of ", bytes);
+                 site.index, " of ", mine.bytes);
   }
-  *opened = false;
-  if (in.pid == my_pid) {  // a thread of this process: the same address space
-    *out = reinterpret_cast<void*>(static_cast<uintptr_t>(in.address));
+  *bytes = in.bytes;
+  *mapping = nullptr;
+  if (in.pid == mine.pid) {  // a thread of this process: the same address space
+    *region = reinterpret_cast<void*>(static_cast<uintptr_t>(in.address));
     return Status();
   }
-  Status s = dev.ipc_import(in.handle, out);
+  Status s = dev.ipc_import(in.handle, mapping);
   if (!s.ok()) return error(Code::kUnsupported, "IPC regions: mapping local rank ", p, "'s region: ", s.message());
-  *opened = true;
+  *region = static_cast<char*>(*mapping) + in.offset;
+  return Status();
+}
+
+Status check_site(const IpcSite& site, size_t bytes) {
+  if (site.store == nullptr || site.size < 1 || site.index < 0 || site.index >= site.size || bytes == 0) {
+    return error(Code::kInvalidArgument, "IPC regions: bad site (index ", site.index, " of ", site.size, ", ", bytes,
+                 " bytes)");
+  }
   return Status();
 }
 
@@ -77,10 +88,7 @@ Status map_peer(const IpcSite& site, int p, size_t bytes, int64_t my_pid, const 
 
 Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size_t bytes, const Deadline& deadline,
                                                        const device::DeviceOps& dev) {
-  if (site.store == nullptr || site.size < 1 || site.index < 0 || site.index >= site.size || bytes == 0) {
-    return error(Code::kInvalidArgument, "IPC regions: bad site (index ", site.index, " of ", site.size, ", ", bytes,
-                 " bytes)");
-  }
+  KOLO_TRY(check_site(site, bytes));
   std::unique_ptr<IpcRegions> r(new IpcRegions(dev));
   r->index_ = site.index;
   r->bytes_ = bytes;
@@ -98,11 +106,43 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
     (void)dev.stream_destroy(stream);
     KOLO_TRY(zeroed);
   }
+  return publish(std::move(r), site, mine, deadline);
+}
+
+Result<std::unique_ptr<IpcRegions>> IpcRegions::share(const IpcSite& site, void* ptr, size_t bytes,
+                                                      const Deadline& deadline, const device::DeviceOps& dev) {
+  KOLO_TRY(check_site(site, bytes));
+  void* base = nullptr;
+  size_t allocation = 0;
+  KOLO_TRY(dev.allocation_range(ptr, &base, &allocation));
+  const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base));
+  if (offset + bytes > allocation) {
+    return error(Code::kInvalidArgument, "IPC regions: ", bytes, " bytes at ", ptr, " run past the end of its allocation (",
+                 allocation - offset, " bytes left)");
+  }
+  std::unique_ptr<IpcRegions> r(new IpcRegions(dev));
+  r->owned_ = false;
+  r->index_ = site.index;
+  r->bytes_ = bytes;
+  r->regions_.assign(site.size, nullptr);
+  r->regions_[site.index] = ptr;
+  return publish(std::move(r), site, base, deadline);
+}
+
+Result<std::unique_ptr<IpcRegions>> IpcRegions::publish(std::unique_ptr<IpcRegions> r, const IpcSite& site, void* base,
+                                                        const Deadline& deadline) {
+  const device::DeviceOps& dev = r->dev_;
+  char* mine = static_cast<char*>(r->regions_[site.index]);
+  r->mappings_.assign(site.size, nullptr);
+  r->sizes_.assign(site.size, 0);
+  r->sizes_[site.index] = r->bytes_;
   Published out{};
-  out.bytes = bytes;
+  out.bytes = r->bytes_;
+  out.offset = static_cast<uint64_t>(mine - static_cast<char*>(base));
   out.pid = static_cast<int64_t>(::getpid());
   out.address = reinterpret_cast<uintptr_t>(mine);
-  KOLO_TRY(dev.ipc_export(mine, &out.handle));
+  out.any_size = r->owned_ ? 0 : 1;
+  KOLO_TRY(dev.ipc_export(base, &out.handle));
   // From here a peer may map the region: on an error it is kept, not freed (CUDA makes
   // freeing memory another process still has open undefined).
   r->site_ = site;
@@ -117,9 +157,8 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
     if (p == site.index) continue;
     Result<int64_t> published = wait_for_rank(site, "published", p, deadline);
     if (!published.ok()) return published.status();
-    bool opened = false;
-    mapped = map_peer(site, p, bytes, out.pid, dev, deadline, &r->regions_[p], &opened);
-    if (opened) r->open_order_.push_back(p);
+    mapped = map_peer(site, p, out, dev, deadline, &r->regions_[p], &r->mappings_[p], &r->sizes_[p]);
+    if (r->mappings_[p] != nullptr) r->open_order_.push_back(p);
   }
   KOLO_TRY(announce(site, "mapped", deadline, mapped.ok() ? kAnnouncedOk : kAnnouncedFailed));
   for (int p = 0; p < site.size; ++p) {
@@ -133,13 +172,13 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
   KOLO_TRY(mapped);
   r->keep_own_ = false;
   log_info(Subsys::kTransport, "IPC regions: local rank ", site.index, " of ", site.size, " maps ", site.size - 1,
-           " peers' ", bytes, " B regions (", dev.name, ")");
+           " peers' ", r->owned_ ? "" : "shared ", r->bytes_, " B regions (", dev.name, ")");
   return r;
 }
 
 IpcRegions::~IpcRegions() {
   for (auto p = open_order_.rbegin(); p != open_order_.rend(); ++p) {
-    Status s = dev_.ipc_close(regions_[*p]);
+    Status s = dev_.ipc_close(mappings_[*p]);
     if (!s.ok()) log_warn(Subsys::kTransport, "IPC regions: closing local rank ", *p, "'s mapping: ", s.message());
   }
   // Free the own region only once every peer has closed its mapping of it (announced
@@ -156,7 +195,7 @@ IpcRegions::~IpcRegions() {
       keep_own_ = true;
     }
   }
-  if (!keep_own_ && regions_.size() > static_cast<size_t>(index_) && regions_[index_] != nullptr) {
+  if (owned_ && !keep_own_ && regions_.size() > static_cast<size_t>(index_) && regions_[index_] != nullptr) {
     Status s = dev_.free(regions_[index_]);
     if (!s.ok()) log_warn(Subsys::kTransport, "IPC regions: freeing the own region: ", s.message());
   }

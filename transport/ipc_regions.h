@@ -2,7 +2,8 @@
 // region on its device, exports it (CUDA IPC; on the emulated device, its memfd) and maps
 // every peer's, through the rendezvous store. This is the memory the one-host device
 // collectives (kernels that read and write peer GPUs over NVLink or PCIe) work in: staging
-// slots and the flags that order their steps.
+// slots and the flags that order their steps. A user's buffer is shared the same way
+// (kolo_mem_register): exported as the allocation that holds it, mapped with its offset.
 //
 // Mapping is all or nothing: a peer that never publishes its handle, or publishes one that
 // cannot be mapped, is an error naming it (at the deadline, or as soon as site.alive says
@@ -42,25 +43,43 @@ class IpcRegions {
   // of the device current on the calling thread, zeroed.
   static Result<std::unique_ptr<IpcRegions>> create(const IpcSite& site, size_t bytes, const Deadline& deadline,
                                                     const device::DeviceOps& dev = device::runtime());
+  // Collective likewise, over a buffer of the caller's (device memory of this process):
+  // every rank shares one, of any size. Never freed here; destroying the object returns
+  // once every peer has closed its mapping, so that the owner may free it then.
+  static Result<std::unique_ptr<IpcRegions>> share(const IpcSite& site, void* ptr, size_t bytes,
+                                                   const Deadline& deadline,
+                                                   const device::DeviceOps& dev = device::runtime());
   ~IpcRegions();
   IpcRegions(const IpcRegions&) = delete;
   IpcRegions& operator=(const IpcRegions&) = delete;
 
+  // After a failure: the destructor neither waits for the peers to close their mappings
+  // nor frees the own region (a peer may be dead, or still reading).
+  void keep_own() { keep_own_ = true; }
+
   int size() const { return static_cast<int>(regions_.size()); }
   int index() const { return index_; }
   size_t bytes() const { return bytes_; }
+  size_t bytes(int index) const { return sizes_[index]; }  // rank `index`'s region
   // Rank `index`'s region as this process addresses it (its own allocation, or a mapping).
   char* region(int index) const { return static_cast<char*>(regions_[index]); }
 
  private:
   IpcRegions(const device::DeviceOps& dev) : dev_(dev) {}
+  // Publishes this rank's region (`mine`, inside the allocation `base` that is exported)
+  // and maps every peer's; all or nothing.
+  static Result<std::unique_ptr<IpcRegions>> publish(std::unique_ptr<IpcRegions> r, const IpcSite& site, void* base,
+                                                     const Deadline& deadline);
 
   const device::DeviceOps& dev_;
   IpcSite site_;           // for the close handshake at destroy
+  bool owned_ = true;      // allocated here (create), not a user's buffer (share)
   bool keep_own_ = false;  // the own region may still be mapped by a peer: never freed
   int index_ = 0;
   size_t bytes_ = 0;
   std::vector<void*> regions_;   // by rank index; null where not (yet) mapped
+  std::vector<void*> mappings_;  // by rank index: what ipc_import returned (the peer's allocation)
+  std::vector<size_t> sizes_;    // by rank index
   std::vector<int> open_order_;  // peers in the order their mappings were opened
 };
 

@@ -41,12 +41,13 @@ struct Options {
   bool device = false;  // -G / --device: buffers in device memory, calls on a stream
   std::string backend = "kolo";  // --backend kolo|nccl: who runs device calls (KOLO_BACKEND)
   kolo_dtype_t wire = KOLO_DTYPE_COUNT;  // --wire: allreduce compressed on the wire
+  bool registered = false;  // --registered: device buffers from kolo_mem_alloc, registered
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
   std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
-                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--json FILE]\n"
+                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--registered] [--json FILE]\n"
                        "collectives:");
   for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
   std::fprintf(stderr, "\n");
@@ -81,6 +82,11 @@ Options parse(int argc, char** argv) {
     std::string flag = argv[i];
     // Device memory (kolo's device runtime; not nccl-tests' -G <graph iterations>).
     if (flag == "-G" || flag == "--device") {
+      o.device = true;
+      continue;
+    }
+    if (flag == "--registered") {  // device memory, registered with the communicator
+      o.registered = true;
       o.device = true;
       continue;
     }
@@ -182,8 +188,9 @@ double combine(double mine, int average, kolo_comm_t comm) {
 }
 
 Measure measure(const Collective& coll, const Options& o, const Case& c, size_t count, bool in_place,
-                kolo_comm_t comm) {
+                kolo_comm_t comm, const Registered* registered) {
   Buffers buffers;
+  buffers.registered = registered;
   coll.prepare(buffers, count, c, in_place);
   if (o.device && !device_upload(buffers)) std::exit(1);
   Measure m;
@@ -269,6 +276,8 @@ void print_header(const Options& o, kolo_comm_t comm) {
                   o.device ? device_runtime_name() : "cpu",
                   !o.device ? "host memory"
                   : o.backend == "nccl" ? "device memory, through NCCL (KOLO_BACKEND=nccl)"
+                  : o.registered ? "device memory from kolo_mem_alloc, registered (read in place by the peers on one "
+                                   "host where the collective allows)"
                                         : "device memory, kolo's device path (device_ipc kernels on one host where "
                                           "they apply, else staged through pinned host memory)");
     }
@@ -309,6 +318,20 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
   if (coll.rooted && (o.root < 0 || o.root >= nranks)) usage_error("root " + std::to_string(o.root) + " out of range");
   if (o.device && !device_select(kolo_comm_local_rank(comm))) return 1;
   print_header(o, comm);
+  Registered registered;
+  if (o.registered) {
+    // Large enough for every case: the buffers of the largest size, for each dtype.
+    size_t most = 0;
+    for (kolo_dtype_t dtype : o.dtypes) {
+      Case c{dtype, KOLO_SUM, o.root, rank, nranks, o.wire};
+      for (bool in_place : {false, true}) {
+        Buffers b;
+        coll.prepare(b, coll.count_for(sizes(o).back(), c), c, in_place);
+        most = std::max({most, b.send.size(), b.recv.size()});
+      }
+    }
+    if (!register_buffers(registered, comm, most)) return 1;
+  }
 
   nlohmann::json results = nlohmann::json::array();
   uint64_t total_wrong = 0;
@@ -322,8 +345,8 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
         size_t count = coll.count_for(bytes, c);
         if (count == last_count) continue;  // sizes that round to the same count
         last_count = count;
-        Measure out = measure(coll, o, c, count, false, comm);
-        Measure in = measure(coll, o, c, count, true, comm);
+        Measure out = measure(coll, o, c, count, false, comm, o.registered ? &registered : nullptr);
+        Measure in = measure(coll, o, c, count, true, comm, o.registered ? &registered : nullptr);
         total_wrong += out.wrong + in.wrong;
         busbw_sum += (out.busbw + in.busbw) / 2;
         ++lines;
@@ -358,6 +381,7 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
                                                    {"wrong", total_wrong}}.dump(2) << "\n";
     }
   }
+  if (o.registered) deregister_buffers(registered);
   return total_wrong;
 }
 

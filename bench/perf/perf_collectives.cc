@@ -302,12 +302,44 @@ bool mirror(char** dev, size_t* have, size_t want) {
 
 }  // namespace
 
+bool register_buffers(Registered& r, kolo_comm_t comm, size_t bytes) {
+  r.comm = comm;
+  r.bytes = std::max<size_t>(bytes, 64);
+  void* send = nullptr;
+  void* recv = nullptr;
+  auto failed = [](const char* what) {
+    std::fprintf(stderr, "kolo-perf: %s failed: %s\n", what, kolo_last_error());
+    return false;
+  };
+  if (kolo_mem_alloc(&send, r.bytes) != KOLO_SUCCESS || kolo_mem_alloc(&recv, r.bytes) != KOLO_SUCCESS) {
+    return failed("kolo_mem_alloc");
+  }
+  r.send = static_cast<char*>(send);
+  r.recv = static_cast<char*>(recv);
+  if (kolo_mem_register(comm, send, r.bytes, &r.send_handle) != KOLO_SUCCESS ||
+      kolo_mem_register(comm, recv, r.bytes, &r.recv_handle) != KOLO_SUCCESS) {
+    return failed("kolo_mem_register");
+  }
+  return true;
+}
+
+void deregister_buffers(Registered& r) {
+  for (void* h : {r.send_handle, r.recv_handle}) {
+    if (h != nullptr && kolo_mem_deregister(r.comm, h) != KOLO_SUCCESS) {
+      std::fprintf(stderr, "kolo-perf: kolo_mem_deregister failed: %s\n", kolo_last_error());
+    }
+  }
+  (void)kolo_mem_free(r.send);
+  (void)kolo_mem_free(r.recv);
+  r = Registered{};
+}
+
 Buffers::~Buffers() {
   if (!device) return;
   const kolo::device::DeviceOps& d = kolo::device::runtime();
   if (stream != nullptr) (void)d.stream_synchronize(stream, kolo::Deadline(60));
-  if (dsend != nullptr) (void)d.free(dsend);
-  if (drecv != nullptr) (void)d.free(drecv);
+  if (registered == nullptr && dsend != nullptr) (void)d.free(dsend);
+  if (registered == nullptr && drecv != nullptr) (void)d.free(drecv);
   if (stream != nullptr) (void)d.stream_destroy(stream);
 }
 
@@ -327,7 +359,16 @@ bool device_upload(Buffers& b) {
   const kolo::device::DeviceOps& d = kolo::device::runtime();
   b.device = true;
   if (b.stream == nullptr && !report("stream_create", d.stream_create(&b.stream))) return false;
-  if (!mirror(&b.dsend, &b.dsend_bytes, b.send.size()) || !mirror(&b.drecv, &b.drecv_bytes, b.recv.size())) return false;
+  if (b.registered != nullptr) {
+    if (b.send.size() > b.registered->bytes || b.recv.size() > b.registered->bytes) {
+      return report("registered buffers", kolo::error(kolo::Code::kInternal, "too small for ", b.send.size(), " and ",
+                                                      b.recv.size(), " bytes"));
+    }
+    b.dsend = b.registered->send;
+    b.drecv = b.registered->recv;
+  } else if (!mirror(&b.dsend, &b.dsend_bytes, b.send.size()) || !mirror(&b.drecv, &b.drecv_bytes, b.recv.size())) {
+    return false;
+  }
   if (!report("memcpy", d.memcpy_async(b.dsend, b.send.data(), b.send.size(), b.stream))) return false;
   if (!report("memcpy", d.memcpy_async(b.drecv, b.recv.data(), b.recv.size(), b.stream))) return false;
   return device_sync(b);

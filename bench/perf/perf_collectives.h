@@ -31,6 +31,21 @@ struct WireError {
 };
 WireError& wire_error();
 
+// kolo-perf --registered: one send and one recv buffer per rank for the whole run, from
+// kolo_mem_alloc, registered with the communicator (kolo_mem_register), large enough for
+// the largest size; every size's device mirrors are these.
+struct Registered {
+  kolo_comm_t comm = nullptr;
+  char* send = nullptr;
+  char* recv = nullptr;
+  size_t bytes = 0;
+  void* send_handle = nullptr;
+  void* recv_handle = nullptr;
+};
+// Collective over comm; false (and why on stderr) on failure.
+bool register_buffers(Registered& r, kolo_comm_t comm, size_t bytes);
+void deregister_buffers(Registered& r);
+
 // Buffers for one size; in-place calls use recv for both sides where the contract says so.
 // Filled and checked in host memory; in device mode (kolo-perf -G) the calls use device
 // mirrors (dsend, drecv) on `stream`, which device_upload/device_download copy.
@@ -42,6 +57,7 @@ struct Buffers {
   char* drecv = nullptr;
   size_t dsend_bytes = 0, drecv_bytes = 0;
   void* stream = nullptr;
+  const Registered* registered = nullptr;  // --registered: the mirrors are its buffers
   Buffers() = default;
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;

@@ -18,6 +18,7 @@
 #include "support/status.h"
 #include "transport/bootstrap/store.h"
 #include "transport/fabric.h"
+#include "transport/ipc_windows.h"
 #include "transport/shared_domain.h"
 
 namespace kolo {
@@ -52,6 +53,9 @@ struct ExecutorEnv {
   // up memory with their peers: device IPC regions).
   StoreClient* store = nullptr;
   std::string store_prefix;
+  // The user buffers registered with every rank of the host (kolo_mem_register), which
+  // device_ipc reads in place; owned by the communicator, outliving its executors.
+  const IpcWindows* windows = nullptr;
 };
 
 class Executor {
@@ -78,6 +82,17 @@ Status check_device_group(const PlannedCall* calls, size_t n, int rank);
 // enqueue, which a CUDA graph would replay wrongly: a call on a capturing stream is an
 // error naming the executor (not a silently wrong graph).
 Status refuse_graph_capture(const CollCall& call, int rank, const char* executor);
+
+// Where the buffers of a device call that peers would read in place lie in registered
+// windows (allreduce: input and output; broadcast: the output, the one buffer every rank
+// passes; allgather(v): the output, since in place each rank's input is at its own
+// offset; reduce and reduce_scatter: the input). False where one is not in a
+// window, or the collective has no zero-copy form. The communicator asks it to set
+// spec.registered; device_ipc, to find the peers' buffers.
+struct RegisteredBuffers {
+  IpcWindows::Found send, recv;
+};
+bool find_registered(const CollCall& call, const IpcWindows& windows, int rank, int size, RegisteredBuffers* where);
 
 // What a row makes: null when the executor cannot run on the communicator env describes;
 // an error when it was asked for and cannot (KOLO_BACKEND=nccl without NCCL), which fails

@@ -16,6 +16,11 @@
 // rank passes only once its stream has finished this chunk: nobody overwrites memory a
 // peer still reads, with one barrier per step. Barrier numbers follow the call order, so
 // calls of one communicator are kept in call order across streams (an event).
+// Buffers registered on every rank (Plan::zero_copy) are read in place instead: no slot,
+// no chunks, one barrier more at the end (enqueue_zero_copy).
+// Every barrier carries the call's digest (call_tag); ranks that are not making the same
+// call, or not with the same registered buffers, fail on every rank instead of reading
+// each other's memory wrongly.
 // A barrier that gives up (KOLO_TIMEOUT: a dead peer; or kolo_comm_abort) leaves a reason
 // in a host-mapped status word and returns, releasing the stream; later barriers return at
 // once; a watcher thread fails the communicator with the reason.
@@ -42,6 +47,26 @@ constexpr size_t kIpcWordStride = 128;  // one barrier word per rank, a line of 
 constexpr size_t kIpcChunkBytes = size_t{4} << 20;
 constexpr size_t kIpcRegionBytes = kIpcHeaderBytes + 2 * 2 * kIpcChunkBytes;
 static_assert(kMaxIpcRanks * kIpcWordStride <= kIpcHeaderBytes);
+static_assert(sizeof(BarrierWord) <= kIpcWordStride);
+constexpr uint64_t kDestroyTag = 0x646e652d6f6c6f6bull;  // "kolo-end": the last barrier
+
+// FNV-1a over what every rank making the same call has alike (not its pointers, scales or
+// in-place choice, which may differ), and the zero-copy windows and offsets, which must not.
+class Digest {
+ public:
+  template <class T>
+  Digest& add(const T& v) {
+    const auto* p = reinterpret_cast<const unsigned char*>(&v);
+    for (size_t i = 0; i < sizeof v; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
+    return *this;
+  }
+  uint64_t value() const { return h_ | 1; }  // never 0, the words' initial value
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+using ZeroCopy = RegisteredBuffers;
 static_assert(kMaxIpcRanks <= kMaxWireInputs, "a compressed reduce sums every rank's wire");
 
 // The host-mapped words the barrier kernels read and write.
@@ -86,6 +111,7 @@ class IpcDeviceExecutor final : public Executor {
     }
     void* stream = nullptr;
     if (!dev.stream_create(&stream).ok()) return false;
+    tag_ = kDestroyTag;
     bool ok = dev.stream_wait_event(stream, order_).ok() && barrier(stream).ok() &&
               dev.stream_synchronize(stream, Deadline(env_timeout_seconds() + 5)).ok() &&
               __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) == 0;
@@ -111,8 +137,15 @@ class IpcDeviceExecutor final : public Executor {
     }
     if (control_->status != 0) return failure();
     const device::DeviceOps& dev = device::runtime();
+    ZeroCopy zc;
+    if (pc.plan->zero_copy) KOLO_TRY(locate(call, &zc));
+    tag_ = call_tag(call, *pc.plan, zc);
     Status s = dev.stream_wait_event(call.stream, order_);  // after the previous call
-    if (s.ok()) s = call.spec.compressed() ? enqueue_compressed(call, pc.plan->algorithm) : enqueue(call, pc.plan->algorithm);
+    if (s.ok()) {
+      if (pc.plan->zero_copy) s = enqueue_zero_copy(call, zc);
+      else if (call.spec.compressed()) s = enqueue_compressed(call, pc.plan->algorithm);
+      else s = enqueue(call, pc.plan->algorithm);
+    }
     if (s.ok()) s = dev.event_record(order_, call.stream);
     if (!s.ok()) {
       diverged_ = true;
@@ -120,6 +153,13 @@ class IpcDeviceExecutor final : public Executor {
       if (s.code() == Code::kUnsupported) s = error(Code::kSystem, s.message());
     }
     return s;
+  }
+
+  // Everything enqueued so far is done (before registered buffers are unmapped).
+  Status drain(const Deadline& deadline) override {
+    if (order_ == nullptr || regions_ == nullptr) return Status();
+    device::ScopedDevice on_device(device_);
+    return device::runtime().event_synchronize(order_, deadline);
   }
 
   void abort() override {
@@ -314,6 +354,93 @@ class IpcDeviceExecutor final : public Executor {
     return Status();
   }
 
+  // The windows of a zero-copy call's buffers on this rank (the communicator found them
+  // when it set spec.registered; a miss here is a bug, refused before anything ran).
+  Status locate(const CollCall& call, ZeroCopy* zc) const {
+    if (env_.windows != nullptr && find_registered(call, *env_.windows, regions_->index(), regions_->size(), zc)) {
+      return Status();
+    }
+    return error(Code::kUnsupported, "rank ", env_.rank, ": a zero-copy ", coll_name(call.spec.kind),
+                 " whose buffers are not in a registered window");
+  }
+
+  uint64_t call_tag(const CollCall& call, const Plan& plan, const ZeroCopy& zc) const {
+    const CollSpec& s = call.spec;
+    Digest d;
+    d.add(s.kind).add(s.dtype).add(s.op).add(s.root).add(s.wire).add(plan.algorithm).add(plan.zero_copy);
+    if (s.kind != CollKind::kAllgatherv) d.add(s.count);  // there: this rank's count (in counts)
+    for (size_t c : s.counts) d.add(c);
+    for (size_t c : s.displs) d.add(c);
+    if (plan.zero_copy) d.add(zc.send.window).add(zc.send.offset).add(zc.recv.window).add(zc.recv.offset);
+    return d.value();
+  }
+
+  // Buffers registered on every rank, read in place: S(r) is rank r's input, R(r) its
+  // output, as this process addresses them.
+  //   barrier   every rank's input is ready, and no peer still reads its output;
+  //   read      the peers' buffers straight into this rank's output (allreduce: reduce
+  //             this rank's share into its output, barrier, copy every other share from
+  //             its owner's output; broadcast and allgather(v): the owner's output, where
+  //             the owner put its part before the first barrier: in-place forms put an
+  //             allgather's input at another offset on every rank, outputs are symmetric);
+  //   barrier   no peer reads this rank's buffers any more: the caller may reuse them.
+  // In place is safe: a rank writes only what no peer reads in the same step (its own
+  // share, or blocks that peers read before the barrier that precedes the write).
+  Status enqueue_zero_copy(const CollCall& call, const ZeroCopy& zc) {
+    const CollSpec& s = call.spec;
+    const int n = regions_->size(), me = regions_->index();
+    const size_t es = dtype_size(s.dtype), bytes = s.bytes();
+    auto S = [&](int r) { return env_.windows->address(zc.send.window, r) + zc.send.offset; };
+    auto R = [&](int r) { return env_.windows->address(zc.recv.window, r) + zc.recv.offset; };
+    char* recv = static_cast<char*>(call.recv);
+    const void* ins[kMaxIpcRanks];
+    // The collectives whose peers read this rank's output: its own part goes there first.
+    if (s.kind == CollKind::kBroadcast && me == s.root) KOLO_TRY(copy(recv, call.send, bytes, call.stream));
+    if (s.kind == CollKind::kAllgather) KOLO_TRY(copy(recv + me * bytes, call.send, bytes, call.stream));
+    if (s.kind == CollKind::kAllgatherv) {
+      KOLO_TRY(copy(recv + s.displs[me] * es, call.send, s.counts[me] * es, call.stream));
+    }
+    KOLO_TRY(barrier(call.stream));
+    switch (s.kind) {
+      case CollKind::kAllreduce: {
+        auto lo = [&](int p) { return s.count * p / n * es; };
+        for (int r = 0; r < n; ++r) ins[r] = S(r) + lo(me);
+        KOLO_TRY(device_reduce_into(recv + lo(me), ins, n, (lo(me + 1) - lo(me)) / es, s.dtype, s.op, call.postscale,
+                                    call.stream));
+        KOLO_TRY(barrier(call.stream));
+        for (int p = 0; p < n; ++p) {
+          if (p != me) KOLO_TRY(copy(recv + lo(p), R(p) + lo(p), lo(p + 1) - lo(p), call.stream));
+        }
+        break;
+      }
+      case CollKind::kReduce:
+        for (int r = 0; r < n; ++r) ins[r] = S(r);
+        if (me == s.root) KOLO_TRY(device_reduce_into(recv, ins, n, s.count, s.dtype, s.op, call.postscale, call.stream));
+        break;
+      case CollKind::kBroadcast:
+        if (me != s.root) KOLO_TRY(copy(recv, R(s.root), bytes, call.stream));
+        break;
+      case CollKind::kAllgather:
+        for (int p = 0; p < n; ++p) {
+          if (p != me) KOLO_TRY(copy(recv + p * bytes, R(p) + p * bytes, bytes, call.stream));
+        }
+        break;
+      case CollKind::kAllgatherv:
+        for (int p = 0; p < n; ++p) {
+          const size_t at = s.displs[p] * es;
+          if (p != me) KOLO_TRY(copy(recv + at, R(p) + at, s.counts[p] * es, call.stream));
+        }
+        break;
+      case CollKind::kReduceScatter:
+        for (int r = 0; r < n; ++r) ins[r] = S(r) + me * bytes;
+        KOLO_TRY(device_reduce_into(recv, ins, n, s.count, s.dtype, s.op, call.postscale, call.stream));
+        break;
+      default:
+        return error(Code::kInternal, "rank ", env_.rank, ": a zero-copy ", coll_name(s.kind), " reached device_ipc");
+    }
+    return barrier(call.stream);
+  }
+
   static Status copy(void* dst, const void* src, size_t bytes, void* stream) {
     if (dst == src || bytes == 0) return Status();
     return device::runtime().memcpy_async(dst, src, bytes, stream);
@@ -323,11 +450,12 @@ class IpcDeviceExecutor final : public Executor {
     const int n = regions_->size(), me = regions_->index();
     BarrierArgs a;
     for (int p = 0; p < n; ++p) {
-      a.post[p] = reinterpret_cast<uint64_t*>(regions_->region(p) + me * kIpcWordStride);
-      a.wait[p] = reinterpret_cast<const uint64_t*>(regions_->region(me) + p * kIpcWordStride);
+      a.post[p] = reinterpret_cast<BarrierWord*>(regions_->region(p) + me * kIpcWordStride);
+      a.wait[p] = reinterpret_cast<const BarrierWord*>(regions_->region(me) + p * kIpcWordStride);
     }
     a.ranks = n;
     a.value = ++barriers_;
+    a.tag = tag_;
     a.timeout_ns = static_cast<uint64_t>(env_timeout_seconds() * 1e9);
     a.abort = &control_->abort;
     a.status = &control_->status;
@@ -338,6 +466,12 @@ class IpcDeviceExecutor final : public Executor {
   Status failure() const {
     const uint32_t status = __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE);
     if (status == kBarrierAborted) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
+    if (status >= kBarrierMismatch) {
+      return error(Code::kMismatch, "rank ", env_.rank, ": device collective differs from rank ",
+                   env_.shared->global_rank(static_cast<int>(status - kBarrierMismatch)),
+                   "'s (another collective, count, type, op or root; or buffers registered with kolo_mem_register on "
+                   "one rank and not the other, or at other offsets in their windows)");
+    }
     const int local = static_cast<int>(status - kBarrierTimedOut);
     return error(Code::kTimeout, "rank ", env_.rank, ": device collective waited more than KOLO_TIMEOUT (",
                  env_timeout_seconds(), " s) for rank ", env_.shared->global_rank(local),
@@ -375,6 +509,7 @@ class IpcDeviceExecutor final : public Executor {
   int device_ = -1;
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
   uint64_t barriers_ = 0;  // barrier numbers given so far
+  uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)
   std::mutex m_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -382,6 +517,25 @@ class IpcDeviceExecutor final : public Executor {
 };
 
 }  // namespace
+
+bool find_registered(const CollCall& call, const IpcWindows& windows, int rank, int size, RegisteredBuffers* where) {
+  const CollSpec& s = call.spec;
+  const size_t es = dtype_size(s.dtype);
+  switch (s.kind) {
+    case CollKind::kAllreduce:
+      return windows.find(call.send, s.bytes(), &where->send) && windows.find(call.recv, s.bytes(), &where->recv);
+    case CollKind::kBroadcast: return windows.find(call.recv, s.bytes(), &where->recv);
+    case CollKind::kAllgather: return windows.find(call.recv, s.bytes() * size, &where->recv);
+    case CollKind::kAllgatherv: {
+      size_t end = 0;
+      for (int r = 0; r < size; ++r) end = std::max(end, (s.displs[r] + s.counts[r]) * es);
+      return windows.find(call.recv, end, &where->recv);
+    }
+    case CollKind::kReduce: return windows.find(call.send, s.bytes(), &where->send);
+    case CollKind::kReduceScatter: return windows.find(call.send, s.bytes() * size, &where->send);
+    default: return false;
+  }
+}
 
 // Where every rank of the communicator is on this host, the device runtime can map
 // peers' memory, and NCCL was not asked for (KOLO_DEVICE_IPC=0 turns it off).

@@ -13,7 +13,7 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
   DeviceIpcCost cost;
   if (n < 2) return cost;
   const PlannerParams& params = model.params();
-  double alpha_us = 0, gbs = 0;
+  double alpha_us = 0, gbs = 0, local_gbs = params.shm_copy_gbs;
   if (model.device()) {
     // A rank's reads from all peers share its GPU's links, and ranks that drive the same
     // GPU share them too (their "peer" reads are that GPU's memory).
@@ -33,6 +33,7 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
     }
     gbs /= sharing;
     alpha_us += params.gpu_step_us;
+    local_gbs = params.gpu_reduce_gbs / sharing;
   } else {
     // Host memory (the emulated device): a barrier is a wait on each peer's word.
     alpha_us = params.shm_sync_us * (n - 1);
@@ -41,6 +42,8 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
   const double b = static_cast<double>(bytes), per_us = gbs * 1e3;  // bytes per us
   cost.one_shot_us = alpha_us + (n - 1) * b / per_us;
   cost.two_shot_us = 2 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
+  cost.copy_in_us = b / (local_gbs * 1e3);
+  cost.zero_copy_us = 3 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
   return cost;
 }
 

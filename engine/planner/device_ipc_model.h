@@ -6,8 +6,13 @@
 // cost of a barrier over the peers' memory:
 //   one-shot  a + (n - 1) B / bw
 //   two-shot  2a + 2 (n - 1) B / (n bw)
-// so two-shot wins from B = a n bw / ((n - 1)(n - 2)) up, never at 2 ranks. Without GPUs
-// in the topology (the emulated device), host memory's figures stand in.
+// so two-shot wins from B = a n bw / ((n - 1)(n - 2)) up, never at 2 ranks. Both first
+// copy the input into the slot, B / local (local: the GPU's own memory bandwidth). With
+// buffers registered on every rank the two-shot reads them in place and needs a third
+// barrier, after which no peer reads them any more:
+//   zero-copy 3a + 2 (n - 1) B / (n bw)
+// which wins once the copy it saves outweighs the barrier it adds. Without GPUs in the
+// topology (the emulated device), host memory's figures stand in.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +24,8 @@ namespace kolo {
 struct DeviceIpcCost {
   double one_shot_us = 0;
   double two_shot_us = 0;
+  double copy_in_us = 0;    // what one-shot and two-shot pay on top, into the slot
+  double zero_copy_us = 0;  // registered buffers
 };
 
 DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model);

@@ -127,10 +127,30 @@ Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& c
   if (spec.kind != CollKind::kAllreduce) return Algorithm::kOneShot;
   const Algorithm forced = forced_for(spec, ctx);
   if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
+  if (device_ipc_zero_copy(spec, ctx)) return Algorithm::kTwoShot;
   PlanContext device_ctx = ctx;
   device_ctx.device_memory = true;
   const DeviceIpcCost cost = predict_device_ipc_allreduce(device_ipc_wire_bytes(spec), CostModel(device_ctx));
   return cost.two_shot_us < cost.one_shot_us ? Algorithm::kTwoShot : Algorithm::kOneShot;
+}
+
+bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx) {
+  if (!spec.registered || spec.compressed() || spec.prescaled) return false;
+  switch (spec.kind) {
+    case CollKind::kReduce:
+    case CollKind::kBroadcast:
+    case CollKind::kAllgather:
+    case CollKind::kAllgatherv:
+    case CollKind::kReduceScatter: return true;  // saves the copy into the slot for one barrier
+    case CollKind::kAllreduce: break;
+    default: return false;
+  }
+  const Algorithm forced = forced_for(spec, ctx);
+  if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced == Algorithm::kTwoShot;
+  PlanContext device_ctx = ctx;
+  device_ctx.device_memory = true;
+  const DeviceIpcCost cost = predict_device_ipc_allreduce(spec.bytes(), CostModel(device_ctx));
+  return cost.zero_copy_us < std::min(cost.one_shot_us, cost.two_shot_us) + cost.copy_in_us;
 }
 
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx) {
@@ -148,6 +168,7 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   if (plan_runs_on_device_ipc(spec, ctx, grouped)) {
     p.executor = ExecutorKind::kDeviceIpc;
     p.algorithm = choose_device_ipc_algorithm(spec, ctx);
+    p.zero_copy = device_ipc_zero_copy(spec, ctx);
     return p;
   }
   if (spec.device) {
@@ -203,6 +224,7 @@ std::string plan_summary(const CollSpec& spec, int ranks, const Plan& p) {
   std::string text = str_cat(coll_name(spec.kind), " of ", spec.bytes(), " B on ", ranks, " ranks: ",
                              executor_name(p.executor), " ", algorithm_name(p.algorithm));
   if (p.executor == ExecutorKind::kSchedule) text += str_cat(" (", p.schedule.steps.size(), " steps)");
+  if (p.zero_copy) text += " zero-copy (registered buffers)";
   return text;
 }
 

@@ -33,6 +33,9 @@ struct Plan {
   // domain's slots, whose parameters are the spec's; record_local_program
   // (engine/local/local_program.h) lists its steps for the verifier, simulator and kolo-plan.
   Schedule schedule;
+  // kDeviceIpc: the peers' registered buffers are read in place (no staging slot, no
+  // chunks); an allreduce runs two-shot that way.
+  bool zero_copy = false;
 };
 
 // How spec runs on the communicator that ctx describes. `grouped`: the call is part of a
@@ -51,6 +54,12 @@ bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool 
 // Device allreduce on the device_ipc path: one-shot or two-shot, forced or by the
 // device-link model (device_ipc_model.h). Other collectives: one-shot (one pass).
 Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx);
+// Whether a device_ipc call reads the peers' registered buffers in place: the spec's
+// buffers are registered, it is one of the collectives that can (not alltoall, whose
+// in-place form would overwrite what a peer still reads), neither compressed nor
+// prescaled (both need the copy into the slot), and for allreduce the device-link model
+// prefers it to the slots (or two-shot is forced).
+bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx);
 
 // Whether `algorithm` has a program for spec on `executor` (the table in plan.cc).
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx);

@@ -238,6 +238,23 @@ Status cuda_ipc_import(const IpcHandle& handle, void** ptr) {
 
 Status cuda_ipc_close(void* ptr) { return check(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHandle", ptr); }
 
+// The driver's range attributes: the cudaMalloc allocation that holds ptr, which is what
+// CUDA IPC exports and maps (an importer gets the allocation's start).
+Status cuda_allocation_range(const void* ptr, void** base, size_t* bytes) {
+  const Driver& d = driver();
+  if (d.get_attribute == nullptr) return error(Code::kUnsupported, "cuda: no driver to ask about ", ptr);
+  const auto address = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  if (d.get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) != CUDA_SUCCESS ||
+      d.get_attribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address) != CUDA_SUCCESS) {
+    return error(Code::kInvalidArgument, "cuda: ", ptr, " is not in a device allocation (cuPointerGetAttribute)");
+  }
+  *base = reinterpret_cast<void*>(static_cast<uintptr_t>(start));
+  *bytes = size;
+  return Status();
+}
+
 const DeviceOps kCuda = {
     "cuda",
     cuda_device_count,
@@ -265,6 +282,7 @@ const DeviceOps kCuda = {
     cuda_ipc_export,
     cuda_ipc_import,
     cuda_ipc_close,
+    cuda_allocation_range,
 };
 
 }  // namespace

@@ -51,6 +51,7 @@ const DeviceOps kNone = {
     refuse<void*, IpcHandle*>,
     [](const IpcHandle&, void**) { return no_device(); },
     refuse<void*>,
+    refuse<const void*, void**, size_t*>,
 };
 
 struct Choice {

@@ -91,6 +91,9 @@ struct DeviceOps {
   Status (*ipc_export)(void* ptr, IpcHandle* handle);
   Status (*ipc_import)(const IpcHandle& handle, void** ptr);
   Status (*ipc_close)(void* ptr);
+  // The device allocation holding ptr (what ipc_export takes): its start and size. An
+  // error where ptr is not device memory of this process (an imported mapping included).
+  Status (*allocation_range)(const void* ptr, void** base, size_t* bytes);
 };
 
 // The backend KOLO_DEVICE chose for this process (decided once, on first use). With no

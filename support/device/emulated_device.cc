@@ -424,6 +424,17 @@ Status emu_ipc_close(void* ptr) {
   return release(ptr, MemoryKind::kDevice, "ipc_close");
 }
 
+Status emu_allocation_range(const void* ptr, void** base, size_t* bytes) {
+  std::lock_guard<std::mutex> lock(memory_mutex());
+  auto it = find_allocation(ptr);
+  if (it == allocations().end() || it->second.kind != MemoryKind::kDevice || it->second.imported) {
+    return error(Code::kInvalidArgument, "emulated device: ", ptr, " is not in a device allocation of this process");
+  }
+  *base = reinterpret_cast<void*>(it->first);
+  *bytes = it->second.bytes;
+  return Status();
+}
+
 const DeviceOps kEmulated = {
     "emulated",
     emu_device_count,
@@ -451,6 +462,7 @@ const DeviceOps kEmulated = {
     emu_ipc_export,
     emu_ipc_import,
     emu_ipc_close,
+    emu_allocation_range,
 };
 
 }  // namespace

@@ -36,6 +36,23 @@ for np in 2 5; do
     echo "$out" | grep -q "# wire: $wire"
   done
 done
+# Registered buffers (--registered: kolo_mem_alloc, then kolo_mem_register), read in place
+# by the peers: every collective x dtype x op, out of place and in place, as 2 and 5
+# processes and as 3 threads. The plan log must show the zero-copy form ran (alltoall has
+# none: it must run, from the slots).
+for np in 2 5 1x3; do
+  for coll in allreduce allgather allgatherv broadcast reduce reduce_scatter alltoall; do
+    procs=${np%x*} threads=1
+    [ "$np" != "$procs" ] && threads=${np#*x}
+    echo "== $coll -np $procs -t $threads --registered"
+    out=$(KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=PLAN "$kolorun" -np "$procs" "$perf" "$coll" --registered -t "$threads" \
+          -d all -o all -b 8 -e 4M -f 32 -n 1 -w 1 -c 1 -r $((procs * threads - 1)) 2>&1)
+    echo "$out" | grep "Out of bounds"
+    echo "$out" | grep -q "# Out of bounds values : 0 OK"
+    echo "$out" | grep -q "registered (read in place"
+    if [ "$coll" != alltoall ]; then echo "$out" | grep -q "$coll of .*device_ipc .*zero-copy"; fi
+  done
+done
 # ... and refused where it does not apply.
 if "$kolorun" -np 1 "$perf" allreduce -G --wire half -o max -n 1 2>/dev/null; then echo "--wire with max accepted"; exit 1; fi
 echo "kolo-perf -G: every collective checked on the emulated device"

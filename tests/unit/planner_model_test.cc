@@ -180,5 +180,51 @@ TEST(PlannerModel, DeviceIpcOneShotOrTwoShotFromTheDeviceLinks) {
   EXPECT_LT(emulated, size_t{1} << 30);
 }
 
+// Registered buffers (kolo_mem_register): an allreduce is read in place (two-shot, a third
+// barrier, no copy into the slot) once the copy it saves outweighs the barrier it adds;
+// the other collectives that can always are; never alltoall, a compressed or a prescaled
+// call; a forced algorithm is honoured (two-shot reads in place, one-shot uses the slots).
+TEST(PlannerModel, RegisteredBuffersReadInPlaceWhenItPays) {
+  auto spec_of = [](size_t bytes, CollKind kind = CollKind::kAllreduce) {
+    CollSpec spec = allreduce_bytes(bytes);
+    spec.kind = kind;
+    spec.device = true;
+    spec.registered = true;
+    return spec;
+  };
+  for (int n : {2, 8}) {
+    Machine m("dgx_h100.json", 1, n, true);
+    m.ctx.device_ipc = true;
+    EXPECT_FALSE(device_ipc_zero_copy(spec_of(1 << 10), m.ctx)) << n;
+    EXPECT_TRUE(device_ipc_zero_copy(spec_of(size_t{256} << 20), m.ctx)) << n;
+    EXPECT_EQ(choose_device_ipc_algorithm(spec_of(size_t{256} << 20), m.ctx), Algorithm::kTwoShot) << n;
+    const Plan p = plan(spec_of(size_t{256} << 20), m.ctx);
+    EXPECT_EQ(p.executor, ExecutorKind::kDeviceIpc);
+    EXPECT_TRUE(p.zero_copy);
+    CollSpec unregistered = spec_of(size_t{256} << 20);
+    unregistered.registered = false;
+    EXPECT_FALSE(plan(unregistered, m.ctx).zero_copy);
+    for (CollKind kind : {CollKind::kReduce, CollKind::kBroadcast, CollKind::kAllgather, CollKind::kReduceScatter}) {
+      EXPECT_TRUE(device_ipc_zero_copy(spec_of(64, kind), m.ctx)) << coll_name(kind);
+    }
+    EXPECT_FALSE(device_ipc_zero_copy(spec_of(size_t{256} << 20, CollKind::kAlltoall), m.ctx));
+    CollSpec compressed = spec_of(size_t{256} << 20), prescaled = compressed;
+    compressed.wire = DType::kFloat16;
+    prescaled.prescaled = true;
+    EXPECT_FALSE(device_ipc_zero_copy(compressed, m.ctx));
+    EXPECT_FALSE(device_ipc_zero_copy(prescaled, m.ctx));
+    CollSpec one = spec_of(size_t{256} << 20), two = spec_of(1 << 10);
+    one.algorithm = Algorithm::kOneShot;
+    two.algorithm = Algorithm::kTwoShot;
+    EXPECT_FALSE(device_ipc_zero_copy(one, m.ctx));
+    EXPECT_TRUE(device_ipc_zero_copy(two, m.ctx));
+  }
+  // On host memory's figures (the emulated device) as well: slots for small calls.
+  Machine host("dgx_h100.json", 1, 3, false);
+  host.ctx.topology = nullptr;
+  EXPECT_FALSE(device_ipc_zero_copy(spec_of(64), host.ctx));
+  EXPECT_TRUE(device_ipc_zero_copy(spec_of(size_t{64} << 20), host.ctx));
+}
+
 }  // namespace
 }  // namespace kolo

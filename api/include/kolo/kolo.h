@@ -124,6 +124,26 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
                                 kolo_op_t op, const kolo_coll_options* options, kolo_comm_t comm,
                                 void* stream);
 
+/* ---- Registered device memory (as NCCL's ncclMemAlloc / ncclCommRegister) ----
+ * Device collectives on one host normally copy each rank's input into a staging slot
+ * that the peers read. Buffers registered with a communicator are read by the peers in
+ * place instead (no copy, no 4 MB chunks): allreduce (input and output, unless it is
+ * prescaled or compressed; the planner picks this two-shot form when it beats the
+ * slots), reduce and reduce_scatter (the input), broadcast and allgather(v) (the output).
+ * Registration is collective: every rank of the communicator registers one buffer of its
+ * own (sizes may differ) in the same order, and the k-th registration of every rank forms
+ * window k. A call is read in place when its buffers lie in one window at the same
+ * offset on every rank; a rank whose buffers do not (or lie at another offset) while its
+ * peers' do fails the call with KOLO_ERR_MISMATCH on every rank, never wrong data.
+ * Elsewhere (ranks on several hosts, GPUs without peer access) registration succeeds and
+ * changes nothing. Any cudaMalloc'd memory can be registered; kolo_mem_alloc gives some. */
+kolo_result_t kolo_mem_alloc(void** ptr, size_t bytes); /* device memory, current device */
+kolo_result_t kolo_mem_free(void* ptr);
+kolo_result_t kolo_mem_register(kolo_comm_t comm, void* buffer, size_t bytes, void** handle);
+/* Collective; waits for the communicator's queued device calls. The buffer may be freed
+ * once it returns. */
+kolo_result_t kolo_mem_deregister(kolo_comm_t comm, void* handle);
+
 /* ---- The Horovod-style runtime: named asynchronous operations (engine/runtime/) ----
  * Each rank hands over tensors by name, in any order; a background thread per
  * communicator agrees with the other ranks on which names are ready everywhere, fuses

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -160,6 +161,130 @@ std::string compressed_main(const kolo_unique_id& id, int n, int me) {
   return why;
 }
 
+// Registered buffers (kolo_mem_alloc + kolo_mem_register), read in place by the peers:
+// allreduce forced two-shot (zero-copy) and automatic (large: zero-copy by the model) at
+// offset 0 and at a symmetric offset, in place and not; broadcast and allgather in place;
+// repeated. Then the misuse: host memory and bad handles refused on the calling rank, and
+// (g_mismatch) ranks whose buffers lie at different offsets, or in a window on one rank
+// only: KOLO_ERR_MISMATCH on every rank, reported through kolo_comm_get_async_error.
+enum class Mismatch { kNone, kOffsets, kOneRankUnregistered };
+Mismatch g_mismatch = Mismatch::kNone;
+
+std::string registered_main(const kolo_unique_id& id, int n, int me) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  kolo_comm_t comm = nullptr;
+  if (kolo_comm_init_rank(&comm, n, &id, me) != KOLO_SUCCESS) return std::string("init: ") + kolo_last_error();
+  void* stream = nullptr;
+  if (!dev.stream_create(&stream).ok()) return "stream_create";
+  const size_t cap = (size_t{1} << 20) + 64;  // floats
+  void* send = nullptr;
+  void* recv = nullptr;
+  if (kolo_mem_alloc(&send, cap * 4) != KOLO_SUCCESS || kolo_mem_alloc(&recv, cap * 4) != KOLO_SUCCESS) {
+    return std::string("kolo_mem_alloc: ") + kolo_last_error();
+  }
+  void* hs = nullptr;
+  void* hr = nullptr;
+  if (kolo_mem_register(comm, send, cap * 4, &hs) != KOLO_SUCCESS || kolo_mem_register(comm, recv, cap * 4, &hr) != KOLO_SUCCESS) {
+    return std::string("kolo_mem_register: ") + kolo_last_error();
+  }
+  std::string why;
+  auto expect = [&](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    for (size_t i = 0; i < want.size() && why.empty(); ++i) {
+      if (got[i] != want[i]) {
+        why = std::string(what) + " element " + std::to_string(i) + ": " + std::to_string(got[i]) + ", want " +
+              std::to_string(want[i]);
+      }
+    }
+  };
+  float* s = static_cast<float*>(send);
+  float* r = static_cast<float*>(recv);
+  for (int round = 0; round < 2 && why.empty(); ++round) {
+    for (size_t offset : {size_t{0}, size_t{48}}) {
+      for (size_t count : {size_t{1}, size_t{1001}, size_t{1} << 20}) {
+        for (bool in_place : {false, true}) {
+          for (int algo : {KOLO_ALGO_TWO_SHOT, 0}) {
+            std::vector<float> host(count), out(count), want(count);
+            for (size_t i = 0; i < count; ++i) {
+              host[i] = static_cast<float>((i * 7 + me * 3 + round) % 61);
+              want[i] = 0;
+              for (int q = 0; q < n; ++q) want[i] += static_cast<float>((i * 7 + q * 3 + round) % 61);
+            }
+            float* in = s + offset;
+            float* res = in_place ? in : r + offset;
+            kolo_coll_options o = KOLO_COLL_OPTIONS_INIT;
+            o.algorithm = algo;
+            if (!dev.memcpy_async(in, host.data(), count * 4, stream).ok()) return "h2d";
+            if (kolo_allreduce_ex(in, res, count, KOLO_FLOAT32, KOLO_SUM, &o, comm, stream) != KOLO_SUCCESS) {
+              return std::string("allreduce: ") + kolo_last_error();
+            }
+            if (!dev.memcpy_async(out.data(), res, count * 4, stream).ok()) return "d2h";
+            if (!dev.stream_synchronize(stream, kolo::Deadline(60)).ok()) return "sync";
+            expect(out, want, "registered allreduce");
+          }
+        }
+      }
+    }
+    // Broadcast from the last rank and allgather, both in place, in the recv window.
+    const size_t count = 3000;
+    std::vector<float> host(count * n), out(count * n), want(count * n);
+    for (size_t i = 0; i < count * n; ++i) host[i] = static_cast<float>(me * 100000 + i);
+    if (!dev.memcpy_async(r, host.data(), count * n * 4, stream).ok()) return "h2d";
+    if (kolo_broadcast(r, r, count, KOLO_FLOAT32, n - 1, comm, stream) != KOLO_SUCCESS) {
+      return std::string("broadcast: ") + kolo_last_error();
+    }
+    if (kolo_allgather(r + me * count, r, count, KOLO_FLOAT32, comm, stream) != KOLO_SUCCESS) {
+      return std::string("allgather: ") + kolo_last_error();
+    }
+    if (!dev.memcpy_async(out.data(), r, count * n * 4, stream).ok()) return "d2h";
+    if (!dev.stream_synchronize(stream, kolo::Deadline(60)).ok()) return "sync";
+    // The broadcast writes the root's first block over every rank's block 0; the allgather
+    // then collects block q of rank q: the root's values for q = 0, rank q's own after.
+    for (int q = 0; q < n; ++q) {
+      for (size_t j = 0; j < count; ++j) {
+        want[q * count + j] = q == 0 ? static_cast<float>((n - 1) * 100000 + j) : static_cast<float>(q * 100000 + q * count + j);
+      }
+    }
+    expect(out, want, "registered broadcast + allgather");
+  }
+  // Misuse on the calling rank: refused before anything runs, the communicator stays usable.
+  std::vector<float> host_memory(16);
+  void* h = nullptr;
+  if (kolo_mem_register(comm, host_memory.data(), 64, &h) != KOLO_ERR_INVALID_ARGUMENT) why += " host memory registered";
+  if (kolo_mem_deregister(comm, nullptr) != KOLO_ERR_INVALID_ARGUMENT) why += " null handle deregistered";
+  if (why.empty() && g_mismatch != Mismatch::kNone && n > 1) {
+    void* plain = nullptr;
+    if (!dev.malloc(&plain, 4096).ok()) return "malloc";
+    float* in = s;
+    if (g_mismatch == Mismatch::kOffsets && me == 0) in = s + 16;
+    if (g_mismatch == Mismatch::kOneRankUnregistered && me == 0) in = static_cast<float*>(plain);
+    kolo_coll_options o = KOLO_COLL_OPTIONS_INIT;
+    o.algorithm = KOLO_ALGO_TWO_SHOT;
+    const kolo_result_t rc = kolo_allreduce_ex(in, in, 256, KOLO_FLOAT32, KOLO_SUM, &o, comm, stream);
+    (void)dev.stream_synchronize(stream, kolo::Deadline(60));
+    kolo_result_t async = KOLO_SUCCESS;
+    const auto start = std::chrono::steady_clock::now();
+    while (rc == KOLO_SUCCESS && async == KOLO_SUCCESS && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+      if (kolo_comm_get_async_error(comm, &async) != KOLO_SUCCESS) return "get_async_error";
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const kolo_result_t got = rc != KOLO_SUCCESS ? rc : async;
+    if (got != KOLO_ERR_MISMATCH) why += " mismatch reported as " + std::to_string(got);
+    else if (std::string(kolo_last_error()).find("differs from rank") == std::string::npos) {
+      why += std::string(" mismatch message: ") + kolo_last_error();
+    }
+    (void)dev.free(plain);
+  } else if (kolo_mem_deregister(comm, hs) != KOLO_SUCCESS || kolo_mem_deregister(comm, hr) != KOLO_SUCCESS) {
+    why += std::string(" deregister: ") + kolo_last_error();
+  } else if (kolo_mem_deregister(comm, hs) != KOLO_ERR_INVALID_ARGUMENT) {
+    why += " deregistered twice";
+  }
+  (void)dev.stream_destroy(stream);
+  (void)kolo_comm_destroy(comm);
+  (void)kolo_mem_free(send);
+  (void)kolo_mem_free(recv);
+  return why;
+}
+
 void run_threads(int n, const char* ipc, std::string (*main_fn)(const kolo_unique_id&, int, int) = rank_main) {
   for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) unsetenv(v);
   setenv("KOLO_DEVICE", "emulated", 1);
@@ -188,6 +313,22 @@ TEST(ThreadRanks, DeviceCollectivesThroughIpcKernels) {
 TEST(ThreadRanks, DeviceCollectivesStaged) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(run_threads(3, "0"), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(ThreadRanks, RegisteredBuffersReadInPlace) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (int n : {1, 2, 3}) {
+    EXPECT_EXIT(run_threads(n, "1", registered_main), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
+  }
+}
+
+TEST(ThreadRanks, RegisteredBuffersAtOtherOffsetsAreAMismatchOnEveryRank) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (Mismatch m : {Mismatch::kOffsets, Mismatch::kOneRankUnregistered}) {
+    g_mismatch = m;
+    EXPECT_EXIT(run_threads(3, "1", registered_main), ::testing::ExitedWithCode(0), "") << static_cast<int>(m);
+  }
+  g_mismatch = Mismatch::kNone;
 }
 
 TEST(ThreadRanks, CompressedAllreduceThroughIpcKernels) {

@@ -126,6 +126,58 @@ void device_stream(kolo_comm_t comm) {
   (void)dev.stream_destroy(stream);
 }
 
+// Registered buffers inside a larger allocation (so that the IPC mapping of the allocation
+// and the buffer's offset in it are both used): allreduce forced two-shot (read in place
+// where the device_ipc kernels run; staged elsewhere, with the same result), reduce_scatter
+// repeated, then deregistered (collective) and freed.
+void device_registered(kolo_comm_t comm) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  const size_t n = 3000 * static_cast<size_t>(p), skip = 1024;  // floats
+  void* stream = nullptr;
+  void* block = nullptr;
+  must(dev.stream_create(&stream).ok() && dev.malloc(&block, (2 * n + 2 * skip) * 4).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM,
+       "device setup");
+  float* send = static_cast<float*>(block) + skip;
+  float* recv = send + n + skip;
+  void* hs = nullptr;
+  void* hr = nullptr;
+  must(kolo_mem_register(comm, send, n * 4, &hs), "register the input");
+  must(kolo_mem_register(comm, recv, n * 4, &hr), "register the output");
+  std::vector<float> host(n), out(n);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>((i + me * 5 + round) % 101);
+    must(dev.memcpy_async(send, host.data(), n * 4, stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d");
+    kolo_coll_options o = KOLO_COLL_OPTIONS_INIT;
+    o.algorithm = KOLO_ALGO_TWO_SHOT;
+    must(kolo_allreduce_ex(send, recv, n, KOLO_FLOAT32, KOLO_SUM, &o, comm, stream), "registered allreduce");
+    must(dev.memcpy_async(out.data(), recv, n * 4, stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h");
+    must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) {
+      float want = 0;
+      for (int q = 0; q < p; ++q) want += static_cast<float>((i + q * 5 + round) % 101);
+      if (out[i] != want) ++wrong;
+    }
+    expect(wrong == 0, "registered allreduce: " + std::to_string(wrong) + " wrong");
+    const size_t c = n / p;
+    must(kolo_reduce_scatter(send, recv, c, KOLO_FLOAT32, KOLO_SUM, comm, stream), "registered reduce_scatter");
+    must(dev.memcpy_async(out.data(), recv, c * 4, stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h");
+    must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
+    wrong = 0;
+    for (size_t i = 0; i < c; ++i) {
+      float want = 0;
+      for (int q = 0; q < p; ++q) want += static_cast<float>((me * c + i + q * 5 + round) % 101);
+      if (out[i] != want) ++wrong;
+    }
+    expect(wrong == 0, "registered reduce_scatter: " + std::to_string(wrong) + " wrong");
+  }
+  must(kolo_mem_deregister(comm, hs), "deregister the input");
+  must(kolo_mem_deregister(comm, hr), "deregister the output");
+  must(dev.free(block).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "free after deregistering");
+  (void)dev.stream_destroy(stream);
+}
+
 // The last rank dies while the others have device allreduces queued on a stream: every
 // survivor's stream is released within KOLO_TIMEOUT and the error is reported.
 int device_kill(kolo_comm_t comm) {

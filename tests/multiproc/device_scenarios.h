@@ -1,5 +1,5 @@
 // The multi-process worker's scenarios on device buffers (the emulated device in CI):
-// stream order, compressed allreduce, a rank killed with calls queued. Checks count into
+// stream order, compressed allreduce, registered buffers, a rank killed with calls queued. Checks count into
 // worker_checks.h.
 #pragma once
 
@@ -9,6 +9,7 @@ namespace device_scenarios {
 
 void device_stream(kolo_comm_t comm);
 void device_compressed(kolo_comm_t comm);
+void device_registered(kolo_comm_t comm);
 // The process exit code (the last rank kills itself).
 int device_kill(kolo_comm_t comm);
 

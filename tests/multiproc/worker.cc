@@ -451,7 +451,11 @@ int main(int argc, char** argv) {
   g_rank = kolo_comm_rank(comm);
   int rc = 0;
   if (scenario == "collectives") scenario_collectives(comm, false);
-  else if (scenario == "device_collectives") scenario_collectives(comm, true, true), device_scenarios::device_compressed(comm);
+  else if (scenario == "device_collectives") {
+    scenario_collectives(comm, true, true);
+    device_scenarios::device_compressed(comm);
+    device_scenarios::device_registered(comm);
+  }
   else if (scenario == "device_stream") device_scenarios::device_stream(comm);
   else if (scenario == "device_kill") rc = device_scenarios::device_kill(comm);
   else if (scenario == "quick") scenario_collectives(comm, true);

@@ -382,11 +382,12 @@ Result<int> Communicator::register_memory(void* ptr, size_t bytes) {
   KOLO_TRY(usable());
   SharedDomain* shared = connections_->shared();
   const Deadline deadline(timeout_seconds_);
-  if (!plan_context_.device_ipc || shared == nullptr) return windows_.add(nullptr, ptr, bytes, deadline);
+  if (!plan_context_.device_ipc) return windows_.add(nullptr, ptr, bytes, deadline);
   device::ScopedDevice on_device(device::runtime().pointer_info(ptr).device);
   KOLO_TRY(on_device.status());
-  IpcSite site{store_->client.get(), str_cat(id_.prefix, "/device_ipc"), shared->index(), shared->size(),
-               [shared] { return shared->members_alive(); }};
+  // One rank has no shared-memory domain: a site of one.
+  IpcSite site{store_->client.get(), str_cat(id_.prefix, "/device_ipc"), shared ? shared->index() : 0,
+               shared ? shared->size() : 1, [shared] { return shared ? shared->members_alive() : Status(); }};
   return windows_.add(&site, ptr, bytes, deadline);
 }
 

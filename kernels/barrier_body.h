@@ -38,7 +38,10 @@ struct BarrierArgs {
   BarrierWord* post[kMaxIpcRanks] = {};        // this rank's word in each rank's region
   const BarrierWord* wait[kMaxIpcRanks] = {};  // each rank's word in this rank's region
   int ranks = 0;
-  uint64_t value = 0;       // this barrier's number
+  uint64_t value = 0;       // this barrier's number, or (counter set) taken from the counter:
+  uint64_t* counter = nullptr;  // this rank's own device memory: the last number it used,
+                                // advanced by the kernel, so that a CUDA graph replays with
+                                // new numbers (a number fixed at capture would pass at once)
   uint64_t tag = 0;         // the call's digest, the same on every rank making the same call
   uint64_t timeout_ns = 0;  // KOLO_TIMEOUT
   // Host memory the kernel can address (pinned, mapped):
@@ -121,15 +124,17 @@ KOLO_HD_INLINE void set_barrier_status(const BarrierArgs& a, uint32_t value) {
 // Thread 0 of a one-block grid does it all: the barrier is a handful of words.
 KOLO_HD_INLINE void barrier_thread(const BarrierArgs& a, size_t thread) {
   if (thread != 0 || barrier_status(a) != 0) return;
-  const int parity = static_cast<int>(a.value & 1);
+  uint64_t value = a.value;
+  if (a.counter != nullptr) *a.counter = value = *a.counter + 1;  // only this rank's stream touches it
+  const int parity = static_cast<int>(value & 1);
   for (int p = 0; p < a.ranks; ++p) {
     a.post[p]->tag[parity] = a.tag;  // ordered before the number by its release
-    flag_store_release(&a.post[p]->number, a.value);
+    flag_store_release(&a.post[p]->number, value);
   }
   const uint64_t start = clock_ns();
   unsigned spins = 0;
   for (int p = 0; p < a.ranks; ++p) {
-    while (flag_load_acquire(&a.wait[p]->number) < a.value) {
+    while (flag_load_acquire(&a.wait[p]->number) < value) {
       // The abort word is host memory (a PCIe read from a GPU) and the clock a special
       // register: looked at every 64 polls, not every one.
       if ((++spins & 63) == 0) {

@@ -48,6 +48,9 @@ constexpr size_t kIpcChunkBytes = size_t{4} << 20;
 constexpr size_t kIpcRegionBytes = kIpcHeaderBytes + 2 * 2 * kIpcChunkBytes;
 static_assert(kMaxIpcRanks * kIpcWordStride <= kIpcHeaderBytes);
 static_assert(sizeof(BarrierWord) <= kIpcWordStride);
+// This rank's barrier counter (BarrierArgs::counter), in its own header after the words.
+constexpr size_t kIpcCounterOffset = kMaxIpcRanks * kIpcWordStride;
+static_assert(kIpcCounterOffset + sizeof(uint64_t) <= kIpcHeaderBytes);
 constexpr uint64_t kDestroyTag = 0x646e652d6f6c6f6bull;  // "kolo-end": the last barrier
 
 // FNV-1a over what every rank making the same call has alike (not its pointers, scales or
@@ -106,7 +109,7 @@ class IpcDeviceExecutor final : public Executor {
     // failed halfway this rank's barrier numbers may trail its peers' (its last barrier
     // would pass on their earlier posts): keep the memory.
     if (diverged_ || __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) != 0 ||
-        __atomic_load_n(&control_->abort, __ATOMIC_ACQUIRE) != 0 || !env_.shared->members_alive().ok()) {
+        __atomic_load_n(&control_->abort, __ATOMIC_ACQUIRE) != 0 || !peers_alive().ok()) {
       return false;
     }
     void* stream = nullptr;
@@ -125,7 +128,14 @@ class IpcDeviceExecutor final : public Executor {
     const CollCall& call = pc.call;
     device::ScopedDevice on_device(call.device);
     KOLO_TRY(on_device.status());
-    KOLO_TRY(refuse_graph_capture(call, env_.rank, "device_ipc"));
+    const device::DeviceOps& dev = device::runtime();
+    Result<bool> capturing = dev.stream_capturing(call.stream);
+    if (!capturing.ok()) return capturing.status();
+    if (capturing.value() && regions_ == nullptr && !unavailable_) {
+      return error(Code::kUnsupported, "rank ", env_.rank, ": the first device call of a communicator sets up its "
+                   "device memory, which cannot happen inside a CUDA graph capture: make one device call on it before "
+                   "capturing");
+    }
     KOLO_TRY(ensure(call.device, deadline));
     if (unavailable_) {
       if (call.spec.compressed()) {
@@ -136,17 +146,26 @@ class IpcDeviceExecutor final : public Executor {
       return env_.stage(calls, n, deadline);
     }
     if (control_->status != 0) return failure();
-    const device::DeviceOps& dev = device::runtime();
     ZeroCopy zc;
     if (pc.plan->zero_copy) KOLO_TRY(locate(call, &zc));
     tag_ = call_tag(call, *pc.plan, zc);
-    Status s = dev.stream_wait_event(call.stream, order_);  // after the previous call
+    // Captured into a CUDA graph (replayed later, any number of times, between other
+    // calls): the barrier numbers come from the device counter, so nothing else is fixed
+    // but the slots. A barrier before and after keeps a replay's slots apart from the
+    // calls around it (no peer still reads a slot it writes; none reads its slots after).
+    // The order event is left alone: the graph's launches are ordered by their stream.
+    const bool graph = capturing.value();
+    const bool fence = graph && !pc.plan->zero_copy;  // zero-copy writes no slot
+    Status s;
+    if (!graph) s = dev.stream_wait_event(call.stream, order_);  // after the previous call
+    if (s.ok() && fence) s = barrier(call.stream);
     if (s.ok()) {
       if (pc.plan->zero_copy) s = enqueue_zero_copy(call, zc);
-      else if (call.spec.compressed()) s = enqueue_compressed(call, pc.plan->algorithm);
-      else s = enqueue(call, pc.plan->algorithm);
+      else if (call.spec.compressed() && regions_->size() > 1) s = enqueue_compressed(call, pc.plan->algorithm);
+      else s = enqueue(call, pc.plan->algorithm);  // one rank has no wire: a scaled copy
     }
-    if (s.ok()) s = dev.event_record(order_, call.stream);
+    if (s.ok() && fence) s = barrier(call.stream);
+    if (s.ok() && !graph) s = dev.event_record(order_, call.stream);
     if (!s.ok()) {
       diverged_ = true;
       // Part of the call may be enqueued: not a refusal (executor.h), the communicator fails.
@@ -184,8 +203,8 @@ class IpcDeviceExecutor final : public Executor {
     std::memset(control_, 0, sizeof(Control));
     KOLO_TRY(dev.event_create(&order_));
     diverged_ = true;  // until the setup has succeeded: it is not tried twice
-    IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared->index(), env_.shared->size(),
-                 [this] { return env_.shared->members_alive(); }};
+    IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared ? env_.shared->index() : 0,
+                 env_.shared ? env_.shared->size() : 1, [this] { return peers_alive(); }};
     Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
     if (!regions.ok()) {
       // A peer's memory cannot be mapped (no peer access between these GPUs): every rank
@@ -454,7 +473,7 @@ class IpcDeviceExecutor final : public Executor {
       a.wait[p] = reinterpret_cast<const BarrierWord*>(regions_->region(me) + p * kIpcWordStride);
     }
     a.ranks = n;
-    a.value = ++barriers_;
+    a.counter = reinterpret_cast<uint64_t*>(regions_->region(me) + kIpcCounterOffset);
     a.tag = tag_;
     a.timeout_ns = static_cast<uint64_t>(env_timeout_seconds() * 1e9);
     a.abort = &control_->abort;
@@ -468,15 +487,19 @@ class IpcDeviceExecutor final : public Executor {
     if (status == kBarrierAborted) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
     if (status >= kBarrierMismatch) {
       return error(Code::kMismatch, "rank ", env_.rank, ": device collective differs from rank ",
-                   env_.shared->global_rank(static_cast<int>(status - kBarrierMismatch)),
+                   global_rank(static_cast<int>(status - kBarrierMismatch)),
                    "'s (another collective, count, type, op or root; or buffers registered with kolo_mem_register on "
                    "one rank and not the other, or at other offsets in their windows)");
     }
     const int local = static_cast<int>(status - kBarrierTimedOut);
     return error(Code::kTimeout, "rank ", env_.rank, ": device collective waited more than KOLO_TIMEOUT (",
-                 env_timeout_seconds(), " s) for rank ", env_.shared->global_rank(local),
+                 env_timeout_seconds(), " s) for rank ", global_rank(local),
                  " (dead, or not making the same calls)");
   }
+
+  // The host's ranks (a communicator of one rank has no shared-memory domain).
+  Status peers_alive() const { return env_.shared ? env_.shared->members_alive() : Status(); }
+  int global_rank(int local) const { return env_.shared ? env_.shared->global_rank(local) : env_.rank; }
 
   // Fails the communicator once a barrier has given up (the status word: host memory, a
   // load), and ends the barriers early when a peer on this host died or failed (the
@@ -489,7 +512,7 @@ class IpcDeviceExecutor final : public Executor {
       if (__atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) != 0) {
         why = failure();
       } else {
-        why = env_.shared->members_alive();
+        why = peers_alive();
         if (!why.ok()) __atomic_store_n(&control_->abort, 1u, __ATOMIC_RELEASE);  // release the streams
       }
       if (why.ok()) continue;
@@ -508,7 +531,6 @@ class IpcDeviceExecutor final : public Executor {
   void* order_ = nullptr;       // recorded after each call: the next one waits for it
   int device_ = -1;
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
-  uint64_t barriers_ = 0;  // barrier numbers given so far
   uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)
   std::mutex m_;
   std::condition_variable cv_;
@@ -541,7 +563,8 @@ bool find_registered(const CollCall& call, const IpcWindows& windows, int rank, 
 // peers' memory, and NCCL was not asked for (KOLO_DEVICE_IPC=0 turns it off).
 MadeExecutor create_ipc_device_executor(const ExecutorEnv& env) {
   const std::string runtime = device::runtime().name;
-  const bool can = env.shared != nullptr && env.store != nullptr && env.size <= kMaxIpcRanks && !env.nccl_backend &&
+  const bool can = (env.shared != nullptr || env.size == 1) && env.store != nullptr && env.size <= kMaxIpcRanks &&
+                   !env.nccl_backend &&
                    (runtime == "cuda" || runtime == "emulated") && env_string("KOLO_DEVICE_IPC") != "0";
   if (!can) return std::unique_ptr<Executor>();
   return MadeExecutor(std::make_unique<IpcDeviceExecutor>(env));

@@ -217,6 +217,32 @@ Status cuda_launch(const Launch& l, void* stream) {
   return l.cuda(l.args, l.grid, l.block, stream);
 }
 
+// Thread-local capture: other threads (other ranks' threads included) may go on making
+// CUDA calls that a global-mode capture would turn into errors.
+Status cuda_stream_begin_capture(void* stream) {
+  return check(cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture",
+               stream);
+}
+
+Status cuda_stream_end_capture(void* stream, void** graph) {
+  cudaGraph_t g = nullptr;
+  KOLO_TRY(check(cudaStreamEndCapture(as_stream(stream), &g), "cudaStreamEndCapture", stream));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t rc = cudaGraphInstantiate(&exec, g, 0);
+  (void)cudaGraphDestroy(g);
+  KOLO_TRY(check(rc, "cudaGraphInstantiate", "captured on stream ", stream));
+  *graph = exec;
+  return Status();
+}
+
+Status cuda_graph_launch(void* graph, void* stream) {
+  return check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), as_stream(stream)), "cudaGraphLaunch", graph);
+}
+
+Status cuda_graph_destroy(void* graph) {
+  return check(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)), "cudaGraphExecDestroy", graph);
+}
+
 static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcHandle::bytes), "a CUDA IPC handle must fit in an IpcHandle");
 
 Status cuda_ipc_export(void* ptr, IpcHandle* handle) {
@@ -279,6 +305,10 @@ const DeviceOps kCuda = {
     cuda_event_synchronize,
     cuda_launch_host_func,
     cuda_launch,
+    cuda_stream_begin_capture,
+    cuda_stream_end_capture,
+    cuda_graph_launch,
+    cuda_graph_destroy,
     cuda_ipc_export,
     cuda_ipc_import,
     cuda_ipc_close,

@@ -86,6 +86,16 @@ struct DeviceOps {
   Status (*launch_host_func)(void* stream, void (*fn)(void*), void* arg);
   Status (*launch)(const Launch& launch, void* stream);
 
+  // CUDA graphs, for callers that capture kolo's calls (tests, kolo-perf --graph): begin
+  // capturing the stream's work (this thread's only), end it into an executable graph,
+  // launch that on a stream (replaying the same work, kernel arguments as captured),
+  // destroy it. The emulated device records the work items and enqueues them again; it
+  // refuses events on a capturing stream (kolo must not need them there).
+  Status (*stream_begin_capture)(void* stream);
+  Status (*stream_end_capture)(void* stream, void** graph);
+  Status (*graph_launch)(void* graph, void* stream);
+  Status (*graph_destroy)(void* graph);
+
   // IPC: a device allocation (the pointer malloc returned) of this process, mapped by
   // another process of the same user on this host.
   Status (*ipc_export)(void* ptr, IpcHandle* handle);

@@ -179,10 +179,33 @@ class Stream {
   void enqueue(std::function<Status()> work) {
     {
       std::lock_guard<std::mutex> lock(m_);
+      if (capturing_) {  // recorded for a graph instead of run
+        captured_.push_back(std::move(work));
+        return;
+      }
       queue_.push_back(std::move(work));
       ++enqueued_;
     }
     cv_.notify_all();
+  }
+
+  // Capture: what is enqueued from now on is recorded, not run, until end_capture.
+  Status begin_capture() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (capturing_) return error(Code::kInvalidArgument, "emulated device: the stream is being captured already");
+    capturing_ = true;
+    captured_.clear();
+    return Status();
+  }
+  Result<std::vector<std::function<Status()>>> end_capture() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!capturing_) return error(Code::kInvalidArgument, "emulated device: end_capture of a stream not being captured");
+    capturing_ = false;
+    return std::move(captured_);
+  }
+  bool capturing() {
+    std::lock_guard<std::mutex> lock(m_);
+    return capturing_;
   }
 
   // Waits until everything enqueued so far has run; the stream's sticky error, if any.
@@ -223,6 +246,8 @@ class Stream {
   std::deque<std::function<Status()>> queue_;
   uint64_t enqueued_ = 0, completed_ = 0;
   bool stop_ = false;
+  bool capturing_ = false;
+  std::vector<std::function<Status()>> captured_;
   Status error_;
   std::thread worker_;  // last: started once the members above exist
 };
@@ -279,7 +304,14 @@ Status emu_event_destroy(void* event) {
   delete static_cast<Event*>(event);
   return Status();
 }
+Status refuse_event_in_capture(void* stream, const char* what) {
+  if (!stream_of(stream).capturing()) return Status();
+  return error(Code::kUnsupported, "emulated device: ", what, " on a stream being captured (the emulated device "
+               "captures no events)");
+}
+
 Status emu_event_record(void* event, void* stream) {
+  KOLO_TRY(refuse_event_in_capture(stream, "event_record"));
   Event* e = static_cast<Event*>(event);
   uint64_t g;
   {
@@ -307,6 +339,7 @@ Status wait_generation(Event* e, uint64_t g, const Deadline& deadline) {
 }
 
 Status emu_stream_wait_event(void* stream, void* event) {
+  KOLO_TRY(refuse_event_in_capture(stream, "stream_wait_event"));
   Event* e = static_cast<Event*>(event);
   uint64_t g;
   {
@@ -356,6 +389,32 @@ Status emu_launch(const Launch& launch, void* stream) {
     for (unsigned b = 0; b < grid; ++b) body(args->data(), b, grid, block);
     return Status();
   });
+  return Status();
+}
+
+// ---- graphs ----------------------------------------------------------------------------
+
+struct Graph {
+  std::vector<std::function<Status()>> items;  // the captured work, arguments as captured
+};
+
+Status emu_begin_capture(void* stream) {
+  if (stream == nullptr) return error(Code::kInvalidArgument, "emulated device: the default stream cannot be captured");
+  return stream_of(stream).begin_capture();
+}
+Status emu_end_capture(void* stream, void** graph) {
+  if (stream == nullptr) return error(Code::kInvalidArgument, "emulated device: the default stream is not captured");
+  Result<std::vector<std::function<Status()>>> items = stream_of(stream).end_capture();
+  if (!items.ok()) return items.status();
+  *graph = new Graph{items.take()};
+  return Status();
+}
+Status emu_graph_launch(void* graph, void* stream) {
+  for (const auto& item : static_cast<Graph*>(graph)->items) stream_of(stream).enqueue(item);
+  return Status();
+}
+Status emu_graph_destroy(void* graph) {
+  delete static_cast<Graph*>(graph);
   return Status();
 }
 
@@ -450,7 +509,7 @@ const DeviceOps kEmulated = {
     emu_stream_create,
     emu_stream_destroy,
     emu_stream_synchronize,
-    [](void*) -> Result<bool> { return false; },  // no graphs on the emulated device
+    [](void* stream) -> Result<bool> { return stream_of(stream).capturing(); },
     emu_event_create,
     emu_event_destroy,
     emu_event_record,
@@ -459,6 +518,10 @@ const DeviceOps kEmulated = {
     emu_event_synchronize,
     emu_launch_host_func,
     emu_launch,
+    emu_begin_capture,
+    emu_end_capture,
+    emu_graph_launch,
+    emu_graph_destroy,
     emu_ipc_export,
     emu_ipc_import,
     emu_ipc_close,

@@ -114,4 +114,15 @@ Status check_no_partial_overlap(const void* a, size_t a_bytes, const void* b, si
   return Status();
 }
 
+Status check_disjoint(const void* send, size_t send_bytes, const void* recv, size_t recv_bytes, const char* in_place) {
+  if (send == nullptr || recv == nullptr || send_bytes == 0 || recv_bytes == 0) return Status();
+  auto x = reinterpret_cast<uintptr_t>(send);
+  auto y = reinterpret_cast<uintptr_t>(recv);
+  if (x < y + recv_bytes && y < x + send_bytes) {
+    return error(Code::kInvalidArgument, "send ", send, " and recv ", recv, " overlap, and not as the in-place form (",
+                 in_place, ")");
+  }
+  return Status();
+}
+
 }  // namespace kolo

@@ -53,5 +53,8 @@ Status check_rank(const char* name, int value, int size);
 Status check_host_memory(const char* name, const void* buffer);
 // Two byte ranges that overlap without being the same range (not in-place, not apart).
 Status check_no_partial_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
+// For collectives whose in-place form is not send == recv (allgather(v), reduce_scatter):
+// any overlap but that form (checked by the caller) is an error naming the form.
+Status check_disjoint(const void* send, size_t send_bytes, const void* recv, size_t recv_bytes, const char* in_place);
 
 }  // namespace kolo

@@ -195,7 +195,9 @@ kolo_result_t kolo_allgather(const void* send, void* recv, size_t sendcount, kol
     KOLO_TRY(kolo::check_buffer("recv", recv, sendcount));
     const size_t block = sendcount * elem_size(dtype);
     const char* own = recv == nullptr ? nullptr : static_cast<const char*>(recv) + comm->impl->rank() * block;
-    if (send != own) KOLO_TRY(kolo::check_no_partial_overlap(send, block, recv, block * comm->impl->size()));
+    if (send != own) {
+      KOLO_TRY(kolo::check_disjoint(send, block, recv, block * comm->impl->size(), "send == recv + rank * sendcount"));
+    }
     CollCall call = make_call(CollKind::kAllgather, send, recv, sendcount, dtype, KOLO_SUM);
     call.spec.in_place = send == own;
     return submit(comm, std::move(call), stream);
@@ -218,6 +220,12 @@ kolo_result_t kolo_allgatherv(const void* send, size_t sendcount, void* recv, co
     for (int q = 0; q < size; ++q) total += recvcounts[q];
     KOLO_TRY(kolo::check_buffer("send", send, sendcount));
     KOLO_TRY(kolo::check_buffer("recv", recv, total));
+    size_t extent = 0;  // of recv, in elements
+    for (int q = 0; q < size; ++q) extent = std::max(extent, displs[q] + recvcounts[q]);
+    const size_t es = elem_size(dtype);
+    if (recv != nullptr && send != static_cast<const char*>(recv) + displs[rank] * es) {
+      KOLO_TRY(kolo::check_disjoint(send, sendcount * es, recv, extent * es, "send == recv + displs[rank]"));
+    }
     CollCall call = make_call(CollKind::kAllgatherv, send, recv, sendcount, dtype, KOLO_SUM);
     call.spec.counts.assign(recvcounts, recvcounts + size);
     call.spec.displs.assign(displs, displs + size);
@@ -233,7 +241,9 @@ kolo_result_t kolo_reduce_scatter(const void* send, void* recv, size_t recvcount
     KOLO_TRY(kolo::check_buffer("recv", recv, recvcount));
     const size_t block = recvcount * elem_size(dtype);
     const char* own = send == nullptr ? nullptr : static_cast<const char*>(send) + comm->impl->rank() * block;
-    if (recv != own) KOLO_TRY(kolo::check_no_partial_overlap(send, block * comm->impl->size(), recv, block));
+    if (recv != own) {
+      KOLO_TRY(kolo::check_disjoint(send, block * comm->impl->size(), recv, block, "recv == send + rank * recvcount"));
+    }
     CollCall call = make_call(CollKind::kReduceScatter, send, recv, recvcount, dtype, op);
     call.spec.in_place = recv == own;
     return submit(comm, std::move(call), stream);

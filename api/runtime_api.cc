@@ -228,7 +228,9 @@ kolo_result_t kolo_enqueue_reduce_scatter(const char* name, const void* send, vo
     KOLO_TRY(kolo::check_host_memory("recv", recv));
     const size_t block = recvcount * kolo::dtype_size(request->sig.dtype);
     const char* own = static_cast<const char*>(send) + comm->impl->rank() * block;
-    if (recv != own) KOLO_TRY(kolo::check_no_partial_overlap(send, block * comm->impl->size(), recv, block));
+    if (recv != own) {
+      KOLO_TRY(kolo::check_disjoint(send, block * comm->impl->size(), recv, block, "recv == send + rank * recvcount"));
+    }
     request->sig.kind = OpKind::kReduceScatter;
     request->sig.counts = {recvcount};
     request->sends = {send};

@@ -104,8 +104,14 @@ Communicator::~Communicator() {
     if (executor) (void)executor->drain(Deadline(timeout_seconds_));
   }
   for (auto& executor : executors_) executor.reset();
-  // Registered buffers left: unmapped with the peers, unless a peer may be gone.
-  if (!async_error().ok() || (connections_ && connections_->aborted())) windows_.abandon();
+  // Registered buffers left: unmapped with the peers (whose liveness the shared domain
+  // tells, so before the connections go), unless a peer may be gone.
+  if (!async_error().ok() || (connections_ && connections_->aborted())) {
+    windows_.abandon();
+  } else {
+    Status s = windows_.clear();
+    if (!s.ok()) log_warn(Subsys::kExec, "rank ", id_.rank, ": at destroy: ", s.message());
+  }
   connections_.reset();
 }
 

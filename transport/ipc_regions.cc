@@ -55,6 +55,9 @@ Status map_peer(const IpcSite& site, int p, const Published& mine, const device:
   Result<std::string> value = site.store->get(str_cat(site.prefix, "/ipc/", p), deadline);  // there already
   if (!value.ok()) return value.status().with_context(str_cat("IPC regions: local rank ", p, ": "));
   Published in{};
+  if (value.value().empty()) {
+    return error(Code::kInvalidArgument, "IPC regions: local rank ", p, " could not export its region (see its error)");
+  }
   if (value.value().size() != sizeof in) {
     return error(Code::kRemote, "IPC regions: local rank ", p, " published ", value.value().size(), " bytes, not ",
                  sizeof in);
@@ -114,14 +117,22 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::share(const IpcSite& site, void*
   KOLO_TRY(check_site(site, bytes));
   void* base = nullptr;
   size_t allocation = 0;
-  KOLO_TRY(dev.allocation_range(ptr, &base, &allocation));
+  Status usable = dev.allocation_range(ptr, &base, &allocation);
   const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base));
-  if (offset + bytes > allocation) {
-    return error(Code::kInvalidArgument, "IPC regions: ", bytes, " bytes at ", ptr, " run past the end of its allocation (",
-                 allocation - offset, " bytes left)");
+  if (usable.ok() && offset + bytes > allocation) {
+    usable = error(Code::kInvalidArgument, "IPC regions: ", bytes, " bytes at ", ptr,
+                   " run past the end of its allocation (", allocation - offset, " bytes left)");
   }
   std::unique_ptr<IpcRegions> r(new IpcRegions(dev));
   r->owned_ = false;
+  if (!usable.ok()) {  // the peers learn it from an empty record, at once
+    r->site_ = site;
+    r->keep_own_ = true;
+    (void)site.store->set(str_cat(site.prefix, "/ipc/", site.index), std::string(), deadline);
+    (void)announce(site, "published", deadline);
+    (void)announce(site, "mapped", deadline, kAnnouncedFailed);
+    return usable;
+  }
   r->index_ = site.index;
   r->bytes_ = bytes;
   r->regions_.assign(site.size, nullptr);
@@ -142,14 +153,21 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::publish(std::unique_ptr<IpcRegio
   out.pid = static_cast<int64_t>(::getpid());
   out.address = reinterpret_cast<uintptr_t>(mine);
   out.any_size = r->owned_ ? 0 : 1;
-  KOLO_TRY(dev.ipc_export(base, &out.handle));
+  const Status exported = dev.ipc_export(base, &out.handle);
   // From here a peer may map the region: on an error it is kept, not freed (CUDA makes
   // freeing memory another process still has open undefined).
   r->site_ = site;
   r->keep_own_ = true;
+  // What cannot be exported is published empty, so that the peers fail at once too
+  // instead of waiting for it until the deadline.
   KOLO_TRY(site.store->set(str_cat(site.prefix, "/ipc/", site.index),
-                           std::string(reinterpret_cast<const char*>(&out), sizeof out), deadline));
+                           exported.ok() ? std::string(reinterpret_cast<const char*>(&out), sizeof out) : std::string(),
+                           deadline));
   KOLO_TRY(announce(site, "published", deadline));
+  if (!exported.ok()) {
+    (void)announce(site, "mapped", deadline, kAnnouncedFailed);
+    return exported.with_context(str_cat("IPC regions: local rank ", site.index, " cannot share its region: "));
+  }
   // Map every peer; a rank that cannot says so to all (every rank then fails alike, and
   // at once: the caller may fall back to another path on every rank).
   Status mapped;
@@ -176,16 +194,21 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::publish(std::unique_ptr<IpcRegio
   return r;
 }
 
-IpcRegions::~IpcRegions() {
+IpcRegions::~IpcRegions() { (void)close(); }
+
+Status IpcRegions::close() {
+  if (closed_) return Status();
+  closed_ = true;
   for (auto p = open_order_.rbegin(); p != open_order_.rend(); ++p) {
     Status s = dev_.ipc_close(mappings_[*p]);
     if (!s.ok()) log_warn(Subsys::kTransport, "IPC regions: closing local rank ", *p, "'s mapping: ", s.message());
   }
   // Free the own region only once every peer has closed its mapping of it (announced
   // through the store, waited for with a deadline); otherwise keep it.
+  Status closed;
   if (!keep_own_ && site_.store != nullptr && site_.size > 1) {
     const Deadline deadline(env_timeout_seconds());
-    Status closed = announce(site_, "closed", deadline);
+    closed = announce(site_, "closed", deadline);
     for (int p = 0; p < site_.size && closed.ok(); ++p) {
       if (p != index_) closed = wait_for_rank(site_, "closed", p, deadline).status();
     }
@@ -199,6 +222,7 @@ IpcRegions::~IpcRegions() {
     Status s = dev_.free(regions_[index_]);
     if (!s.ok()) log_warn(Subsys::kTransport, "IPC regions: freeing the own region: ", s.message());
   }
+  return closed;
 }
 
 }  // namespace kolo

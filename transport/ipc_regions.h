@@ -50,6 +50,9 @@ class IpcRegions {
                                                    const Deadline& deadline,
                                                    const device::DeviceOps& dev = device::runtime());
   ~IpcRegions();
+  // Closes the peers' mappings, then waits for every peer to close its mapping of this
+  // region (the destructor does it too); an error where a peer did not in time.
+  Status close();
   IpcRegions(const IpcRegions&) = delete;
   IpcRegions& operator=(const IpcRegions&) = delete;
 
@@ -75,6 +78,7 @@ class IpcRegions {
   IpcSite site_;           // for the close handshake at destroy
   bool owned_ = true;      // allocated here (create), not a user's buffer (share)
   bool keep_own_ = false;  // the own region may still be mapped by a peer: never freed
+  bool closed_ = false;
   int index_ = 0;
   size_t bytes_ = 0;
   std::vector<void*> regions_;   // by rank index; null where not (yet) mapped

@@ -35,8 +35,21 @@ Result<int> IpcWindows::add(const IpcSite* site, void* ptr, size_t bytes, const 
 Status IpcWindows::remove(int id) {
   auto it = windows_.find(id);
   if (it == windows_.end()) return error(Code::kInvalidArgument, "no registered buffer has handle ", id + 1);
-  windows_.erase(it);  // closes the mappings, then waits for the peers to close theirs
+  Status closed = it->second.regions ? it->second.regions->close() : Status();
+  windows_.erase(it);
+  if (!closed.ok()) {
+    return closed.with_context("deregistering: a peer may still map the buffer, do not free it yet: ");
+  }
   return Status();
+}
+
+Status IpcWindows::clear() {
+  Status first;
+  while (!windows_.empty()) {
+    Status s = remove(windows_.begin()->first);
+    if (first.ok()) first = s;
+  }
+  return first;
 }
 
 void IpcWindows::abandon() {

@@ -32,6 +32,8 @@ class IpcWindows {
   // Collective: returns once every peer has closed its mapping (the owner may free then).
   Status remove(int id);
   bool empty() const { return windows_.empty(); }
+  // Every window removed, in the order they were added (collective; communicator destroy).
+  Status clear();
   // After a failure: drop every window without waiting for the peers (closing this
   // process's mappings only).
   void abandon();

@@ -276,6 +276,14 @@ Status cuda_allocation_range(const void* ptr, void** base, size_t* bytes) {
       d.get_attribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address) != CUDA_SUCCESS) {
     return error(Code::kInvalidArgument, "cuda: ", ptr, " is not in a device allocation (cuPointerGetAttribute)");
   }
+  // Managed, stream-ordered pool and cuMemCreate memory have ranges too, but CUDA IPC
+  // cannot export them.
+  int legacy_ipc = 0;
+  if (d.get_attribute(&legacy_ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, address) != CUDA_SUCCESS ||
+      legacy_ipc == 0) {
+    return error(Code::kInvalidArgument, "cuda: ", ptr, " is not cudaMalloc memory (managed, pool or cuMemCreate "
+                 "memory cannot be shared through CUDA IPC)");
+  }
   *base = reinterpret_cast<void*>(static_cast<uintptr_t>(start));
   *bytes = size;
   return Status();

@@ -84,6 +84,16 @@ TEST_F(ApiArgs, BadCommunicators) {
 TEST_F(ApiArgs, PartialOverlapRefused) {
   expect_error(kolo_allreduce(a_, a_ + 1, 4, KOLO_FLOAT32, KOLO_SUM, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
                {"overlap"});
+  // Where the in-place form is an offset, not equality, any other overlap is refused
+  // (a peer reading the input in place would see it overwritten), naming the form.
+  expect_error(kolo_allgather(a_ + 1, a_, 4, KOLO_FLOAT32, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"overlap", "send == recv + rank * sendcount"});
+  expect_error(kolo_reduce_scatter(a_, a_ + 2, 4, KOLO_FLOAT32, KOLO_SUM, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"overlap", "recv == send + rank * recvcount"});
+  const size_t counts[1] = {4}, displs[1] = {2};
+  expect_error(kolo_allgatherv(a_, 4, a_, counts, displs, KOLO_FLOAT32, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"overlap", "send == recv + displs[rank]"});
+  EXPECT_EQ(kolo_allgatherv(a_ + 2, 4, a_, counts, displs, KOLO_FLOAT32, comm_, nullptr), KOLO_SUCCESS);  // in place
 }
 
 TEST_F(ApiArgs, OptionsChecked) {

@@ -252,6 +252,15 @@ std::string registered_main(const kolo_unique_id& id, int n, int me) {
   void* h = nullptr;
   if (kolo_mem_register(comm, host_memory.data(), 64, &h) != KOLO_ERR_INVALID_ARGUMENT) why += " host memory registered";
   if (kolo_mem_deregister(comm, nullptr) != KOLO_ERR_INVALID_ARGUMENT) why += " null handle deregistered";
+  if (n > 1) {
+    // A registration one rank cannot make (past its allocation's end) fails on every rank
+    // at once, not at KOLO_TIMEOUT (60 s here).
+    const auto start = std::chrono::steady_clock::now();
+    void* bad = nullptr;
+    const kolo_result_t rc = kolo_mem_register(comm, send, me == 0 ? cap * 4 + 4096 : cap * 4, &bad);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rc == KOLO_SUCCESS || took > 10) why += " a registration failing on rank 0: " + std::to_string(rc) + " after " + std::to_string(took) + " s";
+  }
   if (why.empty() && g_mismatch != Mismatch::kNone && n > 1) {
     void* plain = nullptr;
     if (!dev.malloc(&plain, 4096).ok()) return "malloc";

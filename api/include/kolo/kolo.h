@@ -127,21 +127,29 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
 /* ---- Registered device memory (as NCCL's ncclMemAlloc / ncclCommRegister) ----
  * Device collectives on one host normally copy each rank's input into a staging slot
  * that the peers read. Buffers registered with a communicator are read by the peers in
- * place instead (no copy, no 4 MB chunks): allreduce (input and output, unless it is
+ * place instead (no copy, no 4 MB chunks): allreduce (input and output; not when
  * prescaled or compressed; the planner picks this two-shot form when it beats the
  * slots), reduce and reduce_scatter (the input), broadcast and allgather(v) (the output).
  * Registration is collective: every rank of the communicator registers one buffer of its
  * own (sizes may differ) in the same order, and the k-th registration of every rank forms
- * window k. A call is read in place when its buffers lie in one window at the same
- * offset on every rank; a rank whose buffers do not (or lie at another offset) while its
- * peers' do fails the call with KOLO_ERR_MISMATCH on every rank, never wrong data.
- * Elsewhere (ranks on several hosts, GPUs without peer access) registration succeeds and
- * changes nothing. Any cudaMalloc'd memory can be registered; kolo_mem_alloc gives some. */
+ * window k. A call is read in place when each buffer the peers read lies in a window at
+ * the same offset on every rank (input and output may be in different windows). Ranks
+ * that disagree (buffers at other offsets, registered on some ranks only, or a prescale
+ * on some ranks only) are detected by the collective itself: the call has returned
+ * KOLO_SUCCESS (it is stream-ordered), and the communicator then fails with
+ * KOLO_ERR_MISMATCH on every rank (kolo_comm_get_async_error); that call's outputs are
+ * undefined, nothing else is touched. Elsewhere (ranks on several hosts, GPUs without
+ * peer access) registration succeeds and changes nothing. cudaMalloc'd memory (or
+ * kolo_mem_alloc's) can be registered; managed, pool and cuMemCreate memory cannot. A
+ * registration that one rank cannot make fails on every rank. */
 kolo_result_t kolo_mem_alloc(void** ptr, size_t bytes); /* device memory, current device */
 kolo_result_t kolo_mem_free(void* ptr);
 kolo_result_t kolo_mem_register(kolo_comm_t comm, void* buffer, size_t bytes, void** handle);
-/* Collective; waits for the communicator's queued device calls. The buffer may be freed
- * once it returns. */
+/* Collective; waits for the communicator's queued device calls, and for every peer to
+ * unmap the buffer: once it returns KOLO_SUCCESS the buffer may be freed (an error says a
+ * peer did not, in time: keep it). Not concurrently with calls on the same communicator
+ * from other threads. Destroying the communicator deregisters what is left (after a
+ * failure without waiting for the peers: free such buffers only once they have exited). */
 kolo_result_t kolo_mem_deregister(kolo_comm_t comm, void* handle);
 
 /* ---- The Horovod-style runtime: named asynchronous operations (engine/runtime/) ----

@@ -37,6 +37,18 @@ out="bench/results/$(date +%F)-gpu-check-$(git rev-parse --short HEAD).md"
     KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 1 build/bench/perf/kolo-perf allreduce -G -t $t -b 8 -e 1G -f 4 -c 1 2>&1 | tail -25
     echo '```'
   done
+  # The targets: a large allreduce on registered buffers (read in place) of 2 thread-ranks,
+  # against the copy bandwidth the kernel benchmark measures; small allreduces replayed
+  # from a CUDA graph on 2-8 thread-ranks (latency beside NCCL's published figures).
+  echo; echo "## kolo-perf allreduce --registered -t 2: 2 thread-ranks on one GPU, buffers read in place"; echo; echo '```'
+  KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 1 build/bench/perf/kolo-perf allreduce --registered -t 2 -b 1M -e 1G -f 4 -c 1 2>&1 | tail -15
+  echo '```'
+  for t in 2 4 8; do
+    echo; echo "## kolo-perf allreduce --graph -t $t: small sizes, captured in a CUDA graph"; echo; echo '```'
+    KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 1 build/bench/perf/kolo-perf allreduce --graph -t $t -b 8 -e 64K -f 2 -n 100 -c 1 2>&1 | tail -18
+    KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 1 build/bench/perf/kolo-perf allreduce --graph --registered -t $t -b 8 -e 64K -f 8 -n 100 -c 1 2>&1 | tail -8
+    echo '```'
+  done
   for wire in half bfloat16 f8e4m3; do
     echo; echo "## kolo-perf allreduce -G -t 4 --wire $wire: compressed on the wire, error columns last"; echo; echo '```'
     KOLO_DEVICE=cuda build/tools/kolorun/kolorun -np 1 build/bench/perf/kolo-perf allreduce -G -t 4 --wire $wire -b 8 -e 256M -f 4 -c 1 2>&1 | tail -25

@@ -42,12 +42,13 @@ struct Options {
   std::string backend = "kolo";  // --backend kolo|nccl: who runs device calls (KOLO_BACKEND)
   kolo_dtype_t wire = KOLO_DTYPE_COUNT;  // --wire: allreduce compressed on the wire
   bool registered = false;  // --registered: device buffers from kolo_mem_alloc, registered
+  bool graph = false;       // --graph: the timed calls captured into a CUDA graph, launched
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
   std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
-                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--registered] [--json FILE]\n"
+                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--registered] [--graph] [--json FILE]\n"
                        "collectives:");
   for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
   std::fprintf(stderr, "\n");
@@ -82,6 +83,11 @@ Options parse(int argc, char** argv) {
     std::string flag = argv[i];
     // Device memory (kolo's device runtime; not nccl-tests' -G <graph iterations>).
     if (flag == "-G" || flag == "--device") {
+      o.device = true;
+      continue;
+    }
+    if (flag == "--graph") {  // device memory, the timed calls replayed from a CUDA graph
+      o.graph = true;
       o.device = true;
       continue;
     }
@@ -199,15 +205,29 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
   }
   if (!device_sync(buffers)) std::exit(1);
+  // --graph: the iterations captured once into a graph (after the warm-up, so that kolo's
+  // device memory is set up), launched once per timing: launch overhead per call gone.
+  void* graph = nullptr;
+  if (o.graph) {
+    if (!device_capture_begin(buffers)) std::exit(1);
+    for (int i = 0; i < o.iters; ++i) {
+      kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
+      if (rc != KOLO_SUCCESS) die(coll.name, rc);
+    }
+    if ((graph = device_capture_end(buffers)) == nullptr) std::exit(1);
+    if (!device_graph_launch(buffers, graph) || !device_sync(buffers)) std::exit(1);  // warm-up
+  }
   kolo_barrier(comm);
   double start = now_us();
-  for (int i = 0; i < o.iters; ++i) {
+  if (graph != nullptr && !device_graph_launch(buffers, graph)) std::exit(1);
+  for (int i = 0; graph == nullptr && i < o.iters; ++i) {
     kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
   }
   // Device calls return once enqueued: the time counts until the stream is done.
   if (!device_sync(buffers)) std::exit(1);
   double elapsed = (now_us() - start) / o.iters;
+  if (graph != nullptr) device_graph_destroy(graph);
   m.time_us = combine(elapsed, o.average, comm);
   const size_t bytes = coll.size_for(count, c);
   m.algbw = m.time_us > 0 ? bytes / m.time_us / 1e3 : 0;
@@ -267,9 +287,9 @@ void print_header(const Options& o, kolo_comm_t comm) {
   if (rank == 0) {
     std::printf("# kolo-perf %s (kolo %d)\n", o.collective.c_str(), kolo_version());
     std::printf("# nThread %d nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: 1 "
-                "validation: %d graph: 0\n#\n# Using devices\n",
+                "validation: %d graph: %d\n#\n# Using devices\n",
                 o.threads, o.min_bytes, o.max_bytes, o.factor != 0 ? o.factor : double(o.increment),
-                o.factor != 0 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
+                o.factor != 0 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0, o.graph ? 1 : 0);
     for (int r = 0; r < size; ++r) {
       std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s\n", all[r].rank, all[r].pid, all[r].host,
                   o.device ? all[r].device : 0,

@@ -385,6 +385,21 @@ bool device_download(Buffers& b) {
   return device_sync(b);
 }
 
+bool device_capture_begin(Buffers& b) {
+  return report("stream_begin_capture", kolo::device::runtime().stream_begin_capture(b.stream));
+}
+
+void* device_capture_end(Buffers& b) {
+  void* graph = nullptr;
+  return report("stream_end_capture", kolo::device::runtime().stream_end_capture(b.stream, &graph)) ? graph : nullptr;
+}
+
+bool device_graph_launch(Buffers& b, void* graph) {
+  return report("graph_launch", kolo::device::runtime().graph_launch(graph, b.stream));
+}
+
+void device_graph_destroy(void* graph) { (void)kolo::device::runtime().graph_destroy(graph); }
+
 const char* device_runtime_name() { return kolo::device::runtime().name; }
 
 }  // namespace kolo_perf

@@ -75,6 +75,11 @@ int device_current();
 bool device_upload(Buffers& b);
 bool device_sync(Buffers& b);
 bool device_download(Buffers& b);
+// --graph: the timed calls captured into one CUDA graph on the buffers' stream, launched.
+bool device_capture_begin(Buffers& b);
+void* device_capture_end(Buffers& b);  // the graph, or null (and why on stderr)
+bool device_graph_launch(Buffers& b, void* graph);
+void device_graph_destroy(void* graph);
 // Which device runtime runs ("emulated", "cuda", "none").
 const char* device_runtime_name();
 

@@ -53,6 +53,19 @@ for np in 2 5 1x3; do
     if [ "$coll" != alltoall ]; then echo "$out" | grep -q "$coll of .*device_ipc .*zero-copy"; fi
   done
 done
+# Captured into a CUDA graph (--graph: the emulated device records and replays the
+# stream's work), as processes and as threads, with and without registered buffers.
+for shape in 3x1 1x3; do
+  for reg in "" --registered; do
+    for coll in allreduce allgather reduce_scatter broadcast; do
+      echo "== $coll -np ${shape%x*} -t ${shape#*x} --graph $reg"
+      # shellcheck disable=SC2086
+      out=$("$kolorun" -np "${shape%x*}" "$perf" "$coll" -t "${shape#*x}" --graph $reg -b 8 -e 8M -f 64 -n 3 -w 1 -c 1 2>&1)
+      echo "$out" | grep -q "graph: 1"
+      echo "$out" | grep -q "# Out of bounds values : 0 OK"
+    done
+  done
+done
 # ... and refused where it does not apply.
 if "$kolorun" -np 1 "$perf" allreduce -G --wire half -o max -n 1 2>/dev/null; then echo "--wire with max accepted"; exit 1; fi
 echo "kolo-perf -G: every collective checked on the emulated device"

@@ -25,6 +25,7 @@
 // in a host-mapped status word and returns, releasing the stream; later barriers return at
 // once; a watcher thread fails the communicator with the reason.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -275,7 +276,9 @@ class IpcDeviceExecutor final : public Executor {
       // 3. read the peers
       switch (s.kind) {
         case CollKind::kAllreduce:
-          if (algorithm == Algorithm::kTwoShot) {
+          if (algorithm == Algorithm::kRing) {
+            KOLO_TRY(ring_allreduce(call, c, in, out, recv + off));
+          } else if (algorithm == Algorithm::kTwoShot) {
             const size_t lo = c * me / n, hi = c * (me + 1) / n;
             const void* mine[kMaxIpcRanks];
             for (int r = 0; r < n; ++r) mine[r] = in(r) + lo * es;
@@ -313,6 +316,41 @@ class IpcDeviceExecutor final : public Executor {
       }
     }
     return Status();
+  }
+
+  // One chunk of a ring allreduce (Algorithm::kRing), every rank reading only from the one
+  // before it, r - 1, in n shares. Reduce-scatter, steps s = 1 .. n-1: rank r adds its
+  // input's share (r - s) to what r - 1 has summed of it (its `out`; at s = 1 its `in`) into
+  // its own `out`; after step n-1 rank r holds share r + 1 summed over all ranks. Allgather,
+  // steps s = 1 .. n-1: rank r copies share (r - s + 1) from r - 1's `out`, where it is
+  // whole by then. A barrier after each step; every share of `out` is written once per
+  // phase, and read only by r + 1 in the step after. Then `out` is copied to the result.
+  // Each share's sum is computed once and copied: every rank gets the same bits.
+  template <class In, class Out>
+  Status ring_allreduce(const CollCall& call, size_t c, In in, Out out, char* result) {
+    const CollSpec& s = call.spec;
+    const int n = regions_->size(), me = regions_->index();
+    const size_t es = dtype_size(s.dtype);
+    if (n == 1) return device_reduce_into(result, std::array<const void*, 1>{in(me)}.data(), 1, c, s.dtype, s.op,
+                                          call.postscale, call.stream);
+    auto lo = [&](int k) { return c * static_cast<size_t>(k) / n * es; };
+    auto len = [&](int k) { return lo(k + 1) - lo(k); };
+    const int prev = (me + n - 1) % n;
+    auto mod = [n](int k) { return ((k % n) + n) % n; };
+    for (int step = 1; step < n; ++step) {
+      const int k = mod(me - step);
+      const void* two[2] = {(step == 1 ? in(prev) : out(prev)) + lo(k), in(me) + lo(k)};
+      // The last step's sum is the result: the postscale goes there (once per share).
+      const Scale post = step == n - 1 ? call.postscale : Scale{};
+      KOLO_TRY(device_reduce_into(out(me) + lo(k), two, 2, len(k) / es, s.dtype, s.op, post, call.stream));
+      KOLO_TRY(barrier(call.stream));
+    }
+    for (int step = 1; step < n; ++step) {
+      const int k = mod(me - step + 1);
+      KOLO_TRY(copy(out(me) + lo(k), out(prev) + lo(k), len(k), call.stream));
+      KOLO_TRY(barrier(call.stream));
+    }
+    return copy(result, out(me), c * es, call.stream);
   }
 
   // Allreduce of FLOAT32 with contributions compressed on the way (CollSpec::wire): each

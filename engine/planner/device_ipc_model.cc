@@ -13,7 +13,7 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
   DeviceIpcCost cost;
   if (n < 2) return cost;
   const PlannerParams& params = model.params();
-  double alpha_us = 0, gbs = 0, local_gbs = params.shm_copy_gbs;
+  double alpha_us = 0, gbs = 0, local_gbs = params.shm_copy_gbs, ring_gbs = 0;
   if (model.device()) {
     // A rank's reads from all peers share its GPU's links, and ranks that drive the same
     // GPU share them too (their "peer" reads are that GPU's memory).
@@ -34,16 +34,25 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
     gbs /= sharing;
     alpha_us += params.gpu_step_us;
     local_gbs = params.gpu_reduce_gbs / sharing;
+    ring_gbs = 1e30;
+    for (int r = 0; r < n; ++r) {
+      const int next = (r + 1) % n;
+      const bool same_gpu = model.host_of(r) == model.host_of(next) && model.gpu_of(r) == model.gpu_of(next);
+      const LinkCost link = model.link(r, next);
+      ring_gbs = std::min(ring_gbs, same_gpu ? params.gpu_reduce_gbs : link.gbs > 0 ? link.gbs : gbs);
+    }
+    ring_gbs /= sharing;
   } else {
     // Host memory (the emulated device): a barrier is a wait on each peer's word.
     alpha_us = params.shm_sync_us * (n - 1);
-    gbs = params.shm_copy_gbs;
+    gbs = ring_gbs = params.shm_copy_gbs;
   }
   const double b = static_cast<double>(bytes), per_us = gbs * 1e3;  // bytes per us
   cost.one_shot_us = alpha_us + (n - 1) * b / per_us;
   cost.two_shot_us = 2 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
   cost.copy_in_us = b / (local_gbs * 1e3);
   cost.zero_copy_us = 3 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
+  cost.ring_us = 2.0 * (n - 1) * alpha_us + 2.0 * (n - 1) * b / (n * ring_gbs * 1e3);
   return cost;
 }
 

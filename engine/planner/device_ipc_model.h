@@ -11,8 +11,13 @@
 // buffers registered on every rank the two-shot reads them in place and needs a third
 // barrier, after which no peer reads them any more:
 //   zero-copy 3a + 2 (n - 1) B / (n bw)
-// which wins once the copy it saves outweighs the barrier it adds. Without GPUs in the
-// topology (the emulated device), host memory's figures stand in.
+// which wins once the copy it saves outweighs the barrier it adds. A ring (reduce-scatter
+// then allgather, each rank reading only from the rank before it, a barrier per step):
+//   ring      2 (n - 1) a + 2 (n - 1) B / (n bw_ring)
+// with bw_ring the slowest link between neighbours in rank order: it wins only where the
+// neighbours' links are much faster than the slowest path between any two ranks (GPUs
+// paired by NVLink bridges, PCIe trees), for large B. Without GPUs in the topology (the
+// emulated device), host memory's figures stand in.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +31,7 @@ struct DeviceIpcCost {
   double two_shot_us = 0;
   double copy_in_us = 0;    // what one-shot and two-shot pay on top, into the slot
   double zero_copy_us = 0;  // registered buffers
+  double ring_us = 0;
 };
 
 DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model);

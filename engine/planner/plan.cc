@@ -126,11 +126,14 @@ bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool 
 Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx) {
   if (spec.kind != CollKind::kAllreduce) return Algorithm::kOneShot;
   const Algorithm forced = forced_for(spec, ctx);
+  // A ring re-reads partial sums: it carries no compressed form (their one rounding).
   if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
+  if (forced == Algorithm::kRing) return spec.compressed() ? Algorithm::kTwoShot : Algorithm::kRing;
   if (device_ipc_zero_copy(spec, ctx)) return Algorithm::kTwoShot;
   PlanContext device_ctx = ctx;
   device_ctx.device_memory = true;
   const DeviceIpcCost cost = predict_device_ipc_allreduce(device_ipc_wire_bytes(spec), CostModel(device_ctx));
+  if (!spec.compressed() && cost.ring_us < std::min(cost.one_shot_us, cost.two_shot_us)) return Algorithm::kRing;
   return cost.two_shot_us < cost.one_shot_us ? Algorithm::kTwoShot : Algorithm::kOneShot;
 }
 
@@ -146,7 +149,9 @@ bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx) {
     default: return false;
   }
   const Algorithm forced = forced_for(spec, ctx);
-  if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced == Algorithm::kTwoShot;
+  if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot || forced == Algorithm::kRing) {
+    return forced == Algorithm::kTwoShot;
+  }
   PlanContext device_ctx = ctx;
   device_ctx.device_memory = true;
   const DeviceIpcCost cost = predict_device_ipc_allreduce(spec.bytes(), CostModel(device_ctx));

@@ -53,6 +53,15 @@ for np in 2 5 1x3; do
     if [ "$coll" != alltoall ]; then echo "$out" | grep -q "$coll of .*device_ipc .*zero-copy"; fi
   done
 done
+# The ring on device_ipc (KOLO_ALGO=ring: the model picks it only where neighbours' links
+# are faster), every dtype x op, odd sizes down to fewer elements than ranks, two chunks.
+for shape in 2x1 5x1 1x3; do
+  echo "== allreduce -np ${shape%x*} -t ${shape#*x}, KOLO_ALGO=ring"
+  out=$(KOLO_ALGO=ring KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=PLAN "$kolorun" -np "${shape%x*}" "$perf" allreduce \
+        -t "${shape#*x}" -G -d all -o all -b 4 -e 12M -f 24 -n 1 -w 1 -c 1 2>&1)
+  echo "$out" | grep -q "# Out of bounds values : 0 OK"
+  echo "$out" | grep -q "allreduce of .*device_ipc ring"
+done
 # Captured into a CUDA graph (--graph: the emulated device records and replays the
 # stream's work), as processes and as threads, with and without registered buffers.
 for shape in 3x1 1x3; do

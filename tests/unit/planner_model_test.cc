@@ -180,6 +180,34 @@ TEST(PlannerModel, DeviceIpcOneShotOrTwoShotFromTheDeviceLinks) {
   EXPECT_LT(emulated, size_t{1} << 30);
 }
 
+// The ring on device_ipc: forced, it runs (compressed calls keep two-shot, a ring would
+// round partial sums); by the model only where the neighbours' links beat the slowest
+// path between any two ranks, never over NVSwitch (every pair alike).
+TEST(PlannerModel, DeviceIpcRingWhereTheNeighboursAreFaster) {
+  auto spec_of = [](size_t bytes) {
+    CollSpec spec = allreduce_bytes(bytes);
+    spec.device = true;
+    return spec;
+  };
+  Machine eight("dgx_h100.json", 1, 8, true);
+  for (size_t bytes : {size_t{1} << 10, size_t{1} << 20, size_t{1} << 30}) {
+    EXPECT_NE(choose_device_ipc_algorithm(spec_of(bytes), eight.ctx), Algorithm::kRing) << bytes;
+  }
+  CollSpec forced = spec_of(1 << 20);
+  forced.algorithm = Algorithm::kRing;
+  EXPECT_EQ(choose_device_ipc_algorithm(forced, eight.ctx), Algorithm::kRing);
+  forced.wire = DType::kFloat16;
+  EXPECT_EQ(choose_device_ipc_algorithm(forced, eight.ctx), Algorithm::kTwoShot);
+  Machine pcie("pcie_8gpu.json", 1, 8, true);
+  PlanContext device = pcie.ctx;
+  device.device_memory = true;
+  const DeviceIpcCost big = predict_device_ipc_allreduce(size_t{1} << 30, CostModel(device));
+  // Links alike (one PCIe tree): the ring moves as many bytes per rank as two-shot over
+  // the same bandwidth, with more barriers.
+  EXPECT_GT(big.ring_us, big.two_shot_us);
+  EXPECT_LT(big.ring_us, big.one_shot_us);
+}
+
 // Registered buffers (kolo_mem_register): an allreduce is read in place (two-shot, a third
 // barrier, no copy into the slot) once the copy it saves outweighs the barrier it adds;
 // the other collectives that can always are; never alltoall, a compressed or a prescaled

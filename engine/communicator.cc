@@ -360,11 +360,13 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
     ran_plan_ = call.plan;
     return execute(&call, 1);
   }
-  const bool grouped = n > 1;
+  // A group that device_ipc runs is its calls one after another, each planned alone.
+  const bool grouped = n > 1 && !group_runs_on_device_ipc(calls, n, plan_context_);
   group_.clear();
   for (size_t i = 0; i < n; ++i) {
     if (calls[i].spec.empty()) continue;
     PlannedCall call{nullptr, lowered(calls[i]), 0};
+    if (call.call.spec.device) mark_registered(call.call);
     call.plan = &plan_for(call.call.spec, grouped);
     KOLO_TRY(refuse_uncompressible(call, id_.rank, id_.size));
     // Device calls take their tags when their host plan runs (device staging calls back

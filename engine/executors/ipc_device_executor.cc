@@ -123,9 +123,20 @@ class IpcDeviceExecutor final : public Executor {
     return ok;
   }
 
+  // A group (group_runs_on_device_ipc) is its calls in order. Only a refusal of the first
+  // keeps the communicator usable: after it, part of the group is enqueued.
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
-    if (n != 1) return error(Code::kInternal, "rank ", env_.rank, ": a group reached the device_ipc executor");
-    const PlannedCall& pc = calls[0];
+    for (size_t i = 0; i < n; ++i) {
+      Status s = run_one(calls[i], deadline);
+      if (!s.ok()) {
+        if (i > 0 && s.code() == Code::kUnsupported) s = error(Code::kSystem, s.message());
+        return s;
+      }
+    }
+    return Status();
+  }
+
+  Status run_one(const PlannedCall& pc, const Deadline& deadline) {
     const CollCall& call = pc.call;
     device::ScopedDevice on_device(call.device);
     KOLO_TRY(on_device.status());
@@ -144,7 +155,7 @@ class IpcDeviceExecutor final : public Executor {
                      ": compressed allreduce needs the device_ipc path, and these GPUs cannot map each other's "
                      "memory (device collectives are staged through host memory, which does not compress yet)");
       }
-      return env_.stage(calls, n, deadline);
+      return env_.stage(&pc, 1, deadline);
     }
     if (control_->status != 0) return failure();
     ZeroCopy zc;

@@ -121,6 +121,16 @@ bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool 
   }
 }
 
+bool group_runs_on_device_ipc(const CollCall* calls, size_t n, const PlanContext& ctx) {
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (calls[i].spec.empty()) continue;
+    if (!plan_runs_on_device_ipc(calls[i].spec, ctx, false)) return false;
+    any = true;
+  }
+  return any;
+}
+
 // Only allreduce has a choice (the others run one pass); KOLO_ALGO or the call may force
 // one-shot or two-shot, else the device-link model (device_ipc_model.h) picks.
 Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx) {

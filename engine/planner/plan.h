@@ -51,6 +51,10 @@ std::string plan_summary(const CollSpec& spec, int ranks, const Plan& plan);
 
 // Whether plan() gives the device_ipc executor (kernels over peers' memory on one host).
 bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped);
+// A group of device calls runs on device_ipc, one call after another on their streams,
+// when every call could run there alone (kernels for each; the calls of a group are the
+// same on every rank, so running them in order needs nothing more); else it is staged.
+bool group_runs_on_device_ipc(const CollCall* calls, size_t n, const PlanContext& ctx);
 // Device allreduce on the device_ipc path: one-shot or two-shot, forced or by the
 // device-link model (device_ipc_model.h). Other collectives: one-shot (one pass).
 Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx);

@@ -455,6 +455,7 @@ int main(int argc, char** argv) {
     scenario_collectives(comm, true, true);
     device_scenarios::device_compressed(comm);
     device_scenarios::device_registered(comm);
+    device_scenarios::device_group(comm);
   }
   else if (scenario == "device_stream") device_scenarios::device_stream(comm);
   else if (scenario == "device_kill") rc = device_scenarios::device_kill(comm);

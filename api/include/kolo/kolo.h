@@ -104,7 +104,9 @@ kolo_result_t kolo_recv(void* buf, size_t count, kolo_dtype_t dtype, int peer, k
                         void* stream);
 kolo_result_t kolo_barrier(kolo_comm_t comm);
 /* Calls between group_start and group_end are run together at group_end (so a send and
- * a recv with the same peer cannot deadlock). Groups nest; the outermost end runs them. */
+ * a recv with the same peer cannot deadlock). Groups nest; the outermost end runs them.
+ * As in NCCL, the calls of a group must be independent: none may read a buffer that
+ * another call of the group writes. */
 kolo_result_t kolo_group_start(void);
 kolo_result_t kolo_group_end(void);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kolo-perf on device memory (the emulated device): every sub-command with 3 and 5 ranks
 # prints #wrong 0 and exits 0; the header names the device runtime and the path.
-set -eu
+set -euo pipefail
 kolorun=$1 perf=$2
 export KOLO_DEVICE=emulated
 for np in 3 5; do
@@ -9,21 +9,22 @@ for np in 3 5; do
     echo "== $coll -np $np -G"
     out=$("$kolorun" -np "$np" "$perf" "$coll" -G -b 8 -e 1M -f 16 -n 2 -w 1 -c 1 -r $((np - 1)))
     echo "$out" | tail -3
-    echo "$out" | grep -q "# Out of bounds values : 0 OK"
-    echo "$out" | grep -q "\[emulated\] device memory"
+    grep -q "# Out of bounds values : 0 OK" <<< "$out"
+    grep -q "\[emulated\] device memory" <<< "$out"
   done
 done
-"$kolorun" -np 4 "$perf" allreduce -G -b 8 -e 64M -f 8 -n 2 -w 1 -c 1 | tail -3 | grep -q "# Out of bounds values : 0 OK"
+ok() { grep -q "# Out of bounds values : 0 OK" <<< "$1"; }  # a here-string: no pipe for grep -q to break
+ok "$("$kolorun" -np 4 "$perf" allreduce -G -b 8 -e 64M -f 8 -n 2 -w 1 -c 1)"
 # Staged (KOLO_DEVICE_IPC=0), large enough to go in chunks (strided pieces of every rank's block; 12 MB on 3 ranks:
 # 3 chunks), out of place and in place.
 for coll in allgather reduce_scatter alltoall; do
   echo "== $coll -np 3 -G, chunked"
-  KOLO_DEVICE_IPC=0 "$kolorun" -np 3 "$perf" "$coll" -G -b 12M -e 12M -n 1 -w 1 -c 1 | tail -3 | grep -q "# Out of bounds values : 0 OK"
+  ok "$(KOLO_DEVICE_IPC=0 "$kolorun" -np 3 "$perf" "$coll" -G -b 12M -e 12M -n 1 -w 1 -c 1)"
 done
 # Ranks as threads (-t), several in one process, through the device_ipc kernels.
 for coll in allreduce reduce_scatter; do
   echo "== $coll -np 1 -t 3 -G"
-  "$kolorun" -np 1 "$perf" "$coll" -G -t 3 -b 8 -e 16M -f 16 -n 2 -w 1 -c 1 | tail -3 | grep -q "# Out of bounds values : 0 OK"
+  ok "$("$kolorun" -np 1 "$perf" "$coll" -G -t 3 -b 8 -e 16M -f 16 -n 2 -w 1 -c 1)"
 done
 # Compressed allreduce (--wire) as processes, 2 and 5 ranks, both algorithms (small sizes
 # one-shot, large two-shot), sum and avg: every element within the documented bound.
@@ -32,8 +33,8 @@ for np in 2 5; do
     echo "== allreduce -np $np -G --wire $wire"
     out=$("$kolorun" -np "$np" "$perf" allreduce -G --wire "$wire" -o all -b 4 -e 6M -f 64 -n 1 -w 1 -c 1 2>&1 || true)
     echo "$out" | tail -3
-    echo "$out" | grep -q "# Out of bounds values : 0 OK"
-    echo "$out" | grep -q "# wire: $wire"
+    grep -q "# Out of bounds values : 0 OK" <<< "$out"
+    grep -q "# wire: $wire" <<< "$out"
   done
 done
 # Registered buffers (--registered: kolo_mem_alloc, then kolo_mem_register), read in place
@@ -48,9 +49,9 @@ for np in 2 5 1x3; do
     out=$(KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=PLAN "$kolorun" -np "$procs" "$perf" "$coll" --registered -t "$threads" \
           -d all -o all -b 8 -e 4M -f 32 -n 1 -w 1 -c 1 -r $((procs * threads - 1)) 2>&1)
     echo "$out" | grep "Out of bounds"
-    echo "$out" | grep -q "# Out of bounds values : 0 OK"
-    echo "$out" | grep -q "registered (read in place"
-    if [ "$coll" != alltoall ]; then echo "$out" | grep -q "$coll of .*device_ipc .*zero-copy"; fi
+    grep -q "# Out of bounds values : 0 OK" <<< "$out"
+    grep -q "registered (read in place" <<< "$out"
+    if [ "$coll" != alltoall ]; then grep -q "$coll of .*device_ipc .*zero-copy"; fi <<< "$out"
   done
 done
 # The ring on device_ipc (KOLO_ALGO=ring: the model picks it only where neighbours' links
@@ -59,8 +60,8 @@ for shape in 2x1 5x1 1x3; do
   echo "== allreduce -np ${shape%x*} -t ${shape#*x}, KOLO_ALGO=ring"
   out=$(KOLO_ALGO=ring KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=PLAN "$kolorun" -np "${shape%x*}" "$perf" allreduce \
         -t "${shape#*x}" -G -d all -o all -b 4 -e 12M -f 24 -n 1 -w 1 -c 1 2>&1)
-  echo "$out" | grep -q "# Out of bounds values : 0 OK"
-  echo "$out" | grep -q "allreduce of .*device_ipc ring"
+  grep -q "# Out of bounds values : 0 OK" <<< "$out"
+  grep -q "allreduce of .*device_ipc ring" <<< "$out"
 done
 # Captured into a CUDA graph (--graph: the emulated device records and replays the
 # stream's work), as processes and as threads, with and without registered buffers.
@@ -70,8 +71,8 @@ for shape in 3x1 1x3; do
       echo "== $coll -np ${shape%x*} -t ${shape#*x} --graph $reg"
       # shellcheck disable=SC2086
       out=$("$kolorun" -np "${shape%x*}" "$perf" "$coll" -t "${shape#*x}" --graph $reg -b 8 -e 8M -f 64 -n 3 -w 1 -c 1 2>&1)
-      echo "$out" | grep -q "graph: 1"
-      echo "$out" | grep -q "# Out of bounds values : 0 OK"
+      grep -q "graph: 1" <<< "$out"
+      grep -q "# Out of bounds values : 0 OK" <<< "$out"
     done
   done
 done

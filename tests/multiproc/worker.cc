@@ -195,7 +195,12 @@ void scenario_split(kolo_comm_t world) {
 void scenario_p2p(kolo_comm_t comm) {
   const int p = kolo_comm_size(comm);
   const int r = kolo_comm_rank(comm);
-  if (p < 2) return;
+  if (p < 2) {  // no peer to talk to: a send to one that does not exist is refused
+    double x = 0;
+    expect(kolo_send(&x, 1, KOLO_FLOAT64, 1, comm, nullptr) == KOLO_ERR_INVALID_ARGUMENT,
+           "a send to rank 1 of 1 refused");
+    return;
+  }
   // Blocking pairs: rank 2k sends to 2k+1, which answers.
   std::vector<double> buf(70001);
   int partner = r % 2 == 0 ? r + 1 : r - 1;
@@ -478,6 +483,14 @@ int main(int argc, char** argv) {
   if (scenario != "fault" && scenario != "kill" && scenario != "mismatch" && scenario != "device_kill") must(kolo_comm_destroy(comm), "destroy");
   if (g_rank == 0 || g_failures > 0) {
     std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
+  }
+  // A scenario that passes by checking must have checked something on every rank (those
+  // that judge themselves return their own code).
+  const bool own_verdict = scenario == "fault" || scenario == "abort" || scenario == "kill" || scenario == "group" ||
+                           scenario == "mismatch" || scenario == "device_kill";
+  if (!own_verdict && g_checks == 0) {
+    std::printf("rank %d: %s: FAIL: no check ran\n", g_rank, scenario.c_str());
+    return 1;
   }
   return g_failures > 0 ? 1 : rc;
 }

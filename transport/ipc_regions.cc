@@ -115,9 +115,10 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
 Result<std::unique_ptr<IpcRegions>> IpcRegions::share(const IpcSite& site, void* ptr, size_t bytes,
                                                       const Deadline& deadline, const device::DeviceOps& dev) {
   KOLO_TRY(check_site(site, bytes));
-  void* base = nullptr;
-  size_t allocation = 0;
-  Status usable = dev.allocation_range(ptr, &base, &allocation);
+  void* base = ptr;
+  size_t allocation = bytes;
+  // Alone on the host, nothing is exported: any device memory will do.
+  Status usable = site.size == 1 ? Status() : dev.allocation_range(ptr, &base, &allocation);
   const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base));
   if (usable.ok() && offset + bytes > allocation) {
     usable = error(Code::kInvalidArgument, "IPC regions: ", bytes, " bytes at ", ptr,
@@ -147,6 +148,7 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::publish(std::unique_ptr<IpcRegio
   r->mappings_.assign(site.size, nullptr);
   r->sizes_.assign(site.size, 0);
   r->sizes_[site.index] = r->bytes_;
+  if (site.size == 1) return r;  // no peer: nothing to export (memory CUDA IPC refuses works alone)
   Published out{};
   out.bytes = r->bytes_;
   out.offset = static_cast<uint64_t>(mine - static_cast<char*>(base));

@@ -32,7 +32,7 @@ ncclResult_t resolve_op(const char* function, ncclComm* comm, ncclRedOp_t op, nc
   switch (op) {
     case ncclSum: out->op = KOLO_SUM; return ncclSuccess;
     case ncclProd: out->op = KOLO_PROD; return ncclSuccess;
-    case ncclMax: out->op = KOLO_MAX; return ncclSuccess;
+    case ncclMax: out->op = KOLO_MIN; return ncclSuccess;
     case ncclMin: out->op = KOLO_MIN; return ncclSuccess;
     case ncclAvg: out->op = KOLO_AVG; return ncclSuccess;
     default: break;

@@ -11,7 +11,9 @@
 
 // Marks this libnccl.so.2 as kolo's drop-in: kolo's NCCL backend (KOLO_BACKEND=nccl
 // dlopens libnccl.so.2) can look this symbol up and refuse to run on top of itself.
-extern "C" __attribute__((visibility("default"))) int kolo_nccl_dropin = 1;
+extern "C" {
+__attribute__((visibility("default"))) int kolo_nccl_dropin = 1;
+}
 
 namespace kolo_nccl {
 namespace {
@@ -57,8 +59,10 @@ void set_up() {
 }  // namespace
 
 void ensure_environment() {
-  static std::once_flag once;
-  std::call_once(once, set_up);
+  // A function-local static: initialized once, thread-safely (no std::call_once, whose
+  // helper template would be exported from this library).
+  static const bool done = (set_up(), true);
+  (void)done;
 }
 
 ncclResult_t check_not_backend(const char* function) {

@@ -200,7 +200,8 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
   coll.prepare(buffers, count, c, in_place);
   if (o.device && !device_upload(buffers)) std::exit(1);
   Measure m;
-  for (int i = 0; i < o.warmup; ++i) {
+  // --graph needs one uncaptured call first: kolo sets up its device memory then.
+  for (int i = 0; i < std::max(o.warmup, o.graph ? 1 : 0); ++i) {
     kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
   }
@@ -235,8 +236,16 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
   if (o.check) {
     coll.prepare(buffers, count, c, in_place);
     if (o.device && !device_upload(buffers)) std::exit(1);
+    // --graph checks a replay: the call captured alone, launched once.
+    if (o.graph && !device_capture_begin(buffers)) std::exit(1);
     kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
+    if (o.graph) {
+      void* check = device_capture_end(buffers);
+      if (check == nullptr || !device_graph_launch(buffers, check)) std::exit(1);
+      if (!device_sync(buffers)) std::exit(1);
+      device_graph_destroy(check);
+    }
     if (o.device && !device_download(buffers)) std::exit(1);
     wire_error() = WireError{};
     uint64_t wrong = coll.check(buffers, count, c, in_place);

@@ -53,6 +53,7 @@ static_assert(sizeof(BarrierWord) <= kIpcWordStride);
 constexpr size_t kIpcCounterOffset = kMaxIpcRanks * kIpcWordStride;
 static_assert(kIpcCounterOffset + sizeof(uint64_t) <= kIpcHeaderBytes);
 constexpr uint64_t kDestroyTag = 0x646e652d6f6c6f6bull;  // "kolo-end": the last barrier
+constexpr uint64_t kFenceTag = 0x65636e65662d6b6cull;    // xored into a captured call's fences
 
 // FNV-1a over what every rank making the same call has alike (not its pointers, scales or
 // in-place choice, which may differ), and the zero-copy windows and offsets, which must not.
@@ -123,61 +124,90 @@ class IpcDeviceExecutor final : public Executor {
     return ok;
   }
 
-  // A group (group_runs_on_device_ipc) is its calls in order. Only a refusal of the first
-  // keeps the communicator usable: after it, part of the group is enqueued.
+  // A group (group_runs_on_device_ipc) is its calls in order. Every call is admitted
+  // before any is enqueued, so that a refusal leaves nothing enqueued and the
+  // communicator usable (executor.h); a failure while enqueuing fails it.
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
+    std::vector<Admitted> admitted(n);
+    for (size_t i = 0; i < n; ++i) KOLO_TRY(admit(calls[i], deadline, &admitted[i]));
     for (size_t i = 0; i < n; ++i) {
-      Status s = run_one(calls[i], deadline);
+      Status s = unavailable_ ? env_.stage(&calls[i], 1, deadline) : enqueue_call(calls[i], admitted[i]);
       if (!s.ok()) {
-        if (i > 0 && s.code() == Code::kUnsupported) s = error(Code::kSystem, s.message());
+        if (i > 0 || !unavailable_) diverged_ = true;
+        if (s.code() == Code::kUnsupported && (i > 0 || !unavailable_)) s = error(Code::kSystem, s.message());
         return s;
       }
     }
     return Status();
   }
 
-  Status run_one(const PlannedCall& pc, const Deadline& deadline) {
+  // What admission found out about a call, for its enqueue.
+  struct Admitted {
+    bool graph = false;  // the stream is being captured into a CUDA graph
+    ZeroCopy zc;         // Plan::zero_copy: where its buffers are
+  };
+
+  // Everything that may refuse a call, before anything is enqueued: the device, the set-up
+  // (made at the first call), capture, compression where peers cannot map, registration.
+  Status admit(const PlannedCall& pc, const Deadline& deadline, Admitted* a) {
     const CollCall& call = pc.call;
     device::ScopedDevice on_device(call.device);
     KOLO_TRY(on_device.status());
-    const device::DeviceOps& dev = device::runtime();
-    Result<bool> capturing = dev.stream_capturing(call.stream);
+    Result<bool> capturing = device::runtime().stream_capturing(call.stream);
     if (!capturing.ok()) return capturing.status();
-    if (capturing.value() && regions_ == nullptr && !unavailable_) {
+    a->graph = capturing.value();
+    if (a->graph && regions_ == nullptr && !unavailable_) {
       return error(Code::kUnsupported, "rank ", env_.rank, ": the first device call of a communicator sets up its "
                    "device memory, which cannot happen inside a CUDA graph capture: make one device call on it before "
                    "capturing");
     }
     KOLO_TRY(ensure(call.device, deadline));
     if (unavailable_) {
+      if (a->graph) {
+        return error(Code::kUnsupported, "rank ", env_.rank, ": device calls are staged through host memory here "
+                     "(these GPUs cannot map each other's memory), which a CUDA graph cannot capture");
+      }
       if (call.spec.compressed()) {
         return error(Code::kUnsupported, "rank ", env_.rank, ": wire_dtype = ", dtype_name(call.spec.wire),
                      ": compressed allreduce needs the device_ipc path, and these GPUs cannot map each other's "
                      "memory (device collectives are staged through host memory, which does not compress yet)");
       }
-      return env_.stage(&pc, 1, deadline);
+      return Status();
     }
     if (control_->status != 0) return failure();
-    ZeroCopy zc;
-    if (pc.plan->zero_copy) KOLO_TRY(locate(call, &zc));
-    tag_ = call_tag(call, *pc.plan, zc);
-    // Captured into a CUDA graph (replayed later, any number of times, between other
-    // calls): the barrier numbers come from the device counter, so nothing else is fixed
-    // but the slots. A barrier before and after keeps a replay's slots apart from the
-    // calls around it (no peer still reads a slot it writes; none reads its slots after).
-    // The order event is left alone: the graph's launches are ordered by their stream.
-    const bool graph = capturing.value();
-    const bool fence = graph && !pc.plan->zero_copy;  // zero-copy writes no slot
+    if (pc.plan->zero_copy) KOLO_TRY(locate(call, &a->zc));
+    return Status();
+  }
+
+  // Captured into a CUDA graph (replayed later, any number of times, between other
+  // calls): the barrier numbers come from the device counter, so nothing else is fixed
+  // but the slots. A barrier before and after (tagged as fences, and the call's digest
+  // marks it captured) keeps a replay's slots apart from the calls around it: no peer
+  // still reads a slot it writes, none reads its slots after. The slot counter is not
+  // advanced by a capture (nothing ran). The order event is left alone: the graph's
+  // launches are ordered by their stream.
+  Status enqueue_call(const PlannedCall& pc, const Admitted& a) {
+    const CollCall& call = pc.call;
+    device::ScopedDevice on_device(call.device);
+    KOLO_TRY(on_device.status());
+    const device::DeviceOps& dev = device::runtime();
+    const uint64_t call_tag_value = call_tag(call, *pc.plan, a.zc, a.graph);
+    const bool fence = a.graph && !pc.plan->zero_copy;  // zero-copy writes no slot
+    const uint64_t chunks_before = chunks_;
     Status s;
-    if (!graph) s = dev.stream_wait_event(call.stream, order_);  // after the previous call
+    if (!a.graph) s = dev.stream_wait_event(call.stream, order_);  // after the previous call
+    tag_ = call_tag_value ^ kFenceTag;
     if (s.ok() && fence) s = barrier(call.stream);
+    tag_ = call_tag_value;
     if (s.ok()) {
-      if (pc.plan->zero_copy) s = enqueue_zero_copy(call, zc);
+      if (pc.plan->zero_copy) s = enqueue_zero_copy(call, a.zc);
       else if (call.spec.compressed() && regions_->size() > 1) s = enqueue_compressed(call, pc.plan->algorithm);
       else s = enqueue(call, pc.plan->algorithm);  // one rank has no wire: a scaled copy
     }
+    tag_ = call_tag_value ^ kFenceTag;
     if (s.ok() && fence) s = barrier(call.stream);
-    if (s.ok() && !graph) s = dev.event_record(order_, call.stream);
+    if (s.ok() && !a.graph) s = dev.event_record(order_, call.stream);
+    if (a.graph) chunks_ = chunks_before;
     if (!s.ok()) {
       diverged_ = true;
       // Part of the call may be enqueued: not a refusal (executor.h), the communicator fails.
@@ -432,9 +462,10 @@ class IpcDeviceExecutor final : public Executor {
                  " whose buffers are not in a registered window");
   }
 
-  uint64_t call_tag(const CollCall& call, const Plan& plan, const ZeroCopy& zc) const {
+  uint64_t call_tag(const CollCall& call, const Plan& plan, const ZeroCopy& zc, bool graph) const {
     const CollSpec& s = call.spec;
     Digest d;
+    d.add(graph);  // a replay met by an uncaptured call of the same shape is not the same call
     d.add(s.kind).add(s.dtype).add(s.op).add(s.root).add(s.wire).add(plan.algorithm).add(plan.zero_copy);
     if (s.kind != CollKind::kAllgatherv) d.add(s.count);  // there: this rank's count (in counts)
     for (size_t c : s.counts) d.add(c);

@@ -39,7 +39,7 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
       const int next = (r + 1) % n;
       const bool same_gpu = model.host_of(r) == model.host_of(next) && model.gpu_of(r) == model.gpu_of(next);
       const LinkCost link = model.link(r, next);
-      ring_gbs = std::min(ring_gbs, same_gpu ? params.gpu_reduce_gbs : link.gbs > 0 ? link.gbs : gbs);
+      ring_gbs = std::min(ring_gbs, same_gpu ? params.gpu_reduce_gbs : link.gbs > 0 ? link.gbs : gbs * sharing);
     }
     ring_gbs /= sharing;
   } else {
@@ -52,7 +52,8 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
   cost.two_shot_us = 2 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
   cost.copy_in_us = b / (local_gbs * 1e3);
   cost.zero_copy_us = 3 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
-  cost.ring_us = 2.0 * (n - 1) * alpha_us + 2.0 * (n - 1) * b / (n * ring_gbs * 1e3);
+  // The ring also waits once for the copy-in and copies its result out of the slot.
+  cost.ring_us = (2.0 * n - 1) * alpha_us + 2.0 * (n - 1) * b / (n * ring_gbs * 1e3) + b / (local_gbs * 1e3);
   return cost;
 }
 

@@ -9,7 +9,9 @@
 //            waits wait for it (with KOLO_TIMEOUT on the worker, never forever);
 //   launch   the kernel's block body, for every block in order, on the stream's worker;
 //   IPC      the handle names this process and the memfd; the importer opens it through
-//            /proc/<pid>/fd (same user; the kernel checks it) and maps it.
+//            /proc/<pid>/fd (same user; the kernel checks it) and maps it;
+//   graphs   capturing a stream records its work items instead of running them; a launch
+//            enqueues them again, as one; events and synchronize refuse a capturing stream.
 // There are kEmulatedDevices devices; an allocation belongs to the thread's current one.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -208,9 +210,28 @@ class Stream {
     return capturing_;
   }
 
+  // Enqueued as one: nothing another thread enqueues lands between them (a graph launch).
+  void enqueue_all(const std::vector<std::function<Status()>>& items) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      for (const auto& work : items) {
+        if (capturing_) {
+          captured_.push_back(work);
+        } else {
+          queue_.push_back(work);
+          ++enqueued_;
+        }
+      }
+    }
+    cv_.notify_all();
+  }
+
   // Waits until everything enqueued so far has run; the stream's sticky error, if any.
   Status synchronize(const Deadline& deadline) {
     std::unique_lock<std::mutex> lock(m_);
+    if (capturing_) {  // as CUDA: synchronizing a capturing stream invalidates the capture
+      return error(Code::kInvalidArgument, "emulated device: synchronize of a stream being captured");
+    }
     const uint64_t target = enqueued_;
     while (completed_ < target) {
       if (deadline.expired()) {
@@ -410,7 +431,7 @@ Status emu_end_capture(void* stream, void** graph) {
   return Status();
 }
 Status emu_graph_launch(void* graph, void* stream) {
-  for (const auto& item : static_cast<Graph*>(graph)->items) stream_of(stream).enqueue(item);
+  stream_of(stream).enqueue_all(static_cast<Graph*>(graph)->items);
   return Status();
 }
 Status emu_graph_destroy(void* graph) {

@@ -336,6 +336,28 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
   }
   std::string why;
   std::vector<float> ha(small), hb(large), hr_in(reg), out;
+  // Uncaptured device calls right after the capture and between launches (two chunks, so
+  // both slots): a capture must not move the slots the uncaptured calls take.
+  void* e = nullptr;
+  if (!dev.malloc(&e, large * 4).ok()) return "malloc";
+  std::vector<float> he(large), oe(large);
+  auto uncaptured = [&](int k) -> std::string {
+    for (size_t i = 0; i < large; ++i) he[i] = static_cast<float>((i % 7) * (me + 1) + k);
+    if (!dev.memcpy_async(e, he.data(), large * 4, stream).ok()) return "h2d";
+    if (kolo_allreduce(e, e, large, KOLO_FLOAT32, KOLO_SUM, comm, stream) != KOLO_SUCCESS) {
+      return std::string("uncaptured allreduce: ") + kolo_last_error();
+    }
+    if (!dev.memcpy_async(oe.data(), e, large * 4, stream).ok() || !dev.stream_synchronize(stream, kolo::Deadline(60)).ok()) {
+      return "d2h";
+    }
+    for (size_t i = 0; i < large; ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += static_cast<float>((i % 7) * (r + 1) + k);
+      if (oe[i] != want) return "uncaptured allreduce " + std::to_string(k) + " element " + std::to_string(i);
+    }
+    return "";
+  };
+  why = uncaptured(-1);
   for (int launch = 0; launch < 5 && why.empty(); ++launch) {
     auto v = [&](int r, size_t i) { return static_cast<float>((i % 13) + r * 2 + launch * 100); };
     for (size_t i = 0; i < small; ++i) ha[i] = v(me, i);
@@ -352,6 +374,7 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
     if (kolo_allreduce(&one, &all, 1, KOLO_FLOAT32, KOLO_SUM, comm, nullptr) != KOLO_SUCCESS) {
       return std::string("host allreduce between launches: ") + kolo_last_error();
     }
+    if (launch % 2 == 1) why = uncaptured(launch);
     for (auto [ptr, count, name] : {std::tuple<void*, size_t, const char*>{a, small, "small"},
                                     {b, large, "large"}, {rr, reg, "registered"}}) {
       out.assign(count, -1);
@@ -368,6 +391,7 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
     }
   }
   (void)dev.graph_destroy(graph);
+  (void)dev.free(e);
   kolo_result_t async = KOLO_ERR_INTERNAL;
   if (kolo_comm_get_async_error(comm, &async) != KOLO_SUCCESS || async != KOLO_SUCCESS) why += " async error";
   if (kolo_mem_deregister(comm, hs) != KOLO_SUCCESS || kolo_mem_deregister(comm, hr) != KOLO_SUCCESS) why += " deregister";

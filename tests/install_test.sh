@@ -33,3 +33,6 @@ LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer/build/consumer"
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 cc "$tmp/consumer/main.c" $(pkg-config --cflags --libs kolo) -o "$tmp/consumer/with_pkgconfig"
 LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer/with_pkgconfig"
+# The Python package, installed under the library's directory, finds the library itself.
+PYTHONPATH="$(echo "$tmp"/prefix/lib*/python3/dist-packages)" /usr/bin/python3 -c \
+  'import kolo._capi as c; assert c.lib.kolo_version() > 0; print("python package ok")'

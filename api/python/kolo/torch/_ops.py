@@ -1,0 +1,423 @@
+"""Horovod's collectives over kolo's runtime (named asynchronous operations, fused and
+ordered alike on every rank by a background thread: engine/runtime). Tensors are CPU
+tensors, handed over through their data pointers (contiguous ones without a copy).
+A handle is an int; synchronize() waits for it and returns the output."""
+import ctypes
+import itertools
+import threading
+
+import torch
+
+from kolo import _capi
+from kolo.torch import _state
+
+# Horovod's reduction ops.
+Average, Sum, Adasum, Min, Max, Product = "Average", "Sum", "Adasum", "Min", "Max", "Product"
+_KOLO_OPS = {Average: _capi.OP_AVG, Sum: _capi.OP_SUM, Min: _capi.OP_MIN, Max: _capi.OP_MAX,
+             Product: _capi.OP_PROD}
+
+_DTYPES = {torch.int8: _capi.INT8, torch.uint8: _capi.UINT8, torch.int32: _capi.INT32, torch.int64: _capi.INT64,
+           torch.float16: _capi.FLOAT16, torch.bfloat16: _capi.BFLOAT16, torch.float32: _capi.FLOAT32,
+           torch.float64: _capi.FLOAT64}
+
+
+def kolo_dtype(tensor):
+    try:
+        return _DTYPES[tensor.dtype]
+    except KeyError:
+        raise TypeError(f"kolo.torch: tensors of {tensor.dtype} cannot be carried (kolo carries "
+                        f"{', '.join(str(d) for d in _DTYPES)})") from None
+
+
+def _check_tensor(tensor, what):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"kolo.torch: {what} takes a torch.Tensor, not {type(tensor).__name__}")
+    if tensor.device.type != "cpu":
+        raise ValueError(f"kolo.torch: {what}: a {tensor.device.type} tensor; kolo.torch carries CPU tensors so far "
+                         "(kolo's runtime works on host memory; move it with .cpu())")
+    kolo_dtype(tensor)
+
+
+def _resolve_op(op, average, what):
+    if average is not None:
+        if op is not None:
+            raise ValueError(f"kolo.torch: {what}: give op or average, not both")
+        op = Average if average else Sum
+    op = Average if op is None else op
+    if op == Adasum:
+        raise NotImplementedError("kolo.torch: op=Adasum is not supported by kolo; use Average or Sum")
+    if op not in _KOLO_OPS:
+        raise ValueError(f"kolo.torch: {what}: op {op!r} is not Average, Sum, Min, Max or Product")
+    return op
+
+
+_counters = {}
+_counter_lock = threading.Lock()
+
+
+def _name(kind, name):
+    """Horovod names unnamed operations by a per-kind counter, alike on every rank that
+    makes the same calls in the same order."""
+    if name is not None:
+        return str(name).encode()
+    with _counter_lock:
+        n = _counters.get(kind, 0)
+        _counters[kind] = n + 1
+    return f"{kind}.noname.{n}".encode()
+
+
+class _Pending:
+    """What a handle keeps alive until it completes: the request, the tensors whose memory
+    the runtime uses, the allocator callback, and how to produce the output."""
+
+    def __init__(self, request, keep, finish):
+        self.request = request
+        self.keep = keep
+        self.finish = finish
+
+
+_pending = {}
+_handles = itertools.count(1)
+_pending_lock = threading.Lock()
+
+
+def _register(request, keep, finish):
+    with _pending_lock:
+        h = next(_handles)
+        _pending[h] = _Pending(request, keep, finish)
+    return h
+
+
+def _enqueue(fn, *args):
+    request = ctypes.c_void_p()
+    _capi.check(fn(*args, ctypes.byref(request)))
+    return request
+
+
+def poll(handle):
+    """True once the operation of `handle` has completed (its result is then ready)."""
+    with _pending_lock:
+        p = _pending.get(handle)
+    if p is None:
+        raise ValueError(f"kolo.torch: poll of unknown handle {handle}")
+    return _capi.lib.kolo_test(p.request) != _capi.IN_PROGRESS
+
+
+def synchronize(handle):
+    """Waits for the operation of `handle` and returns its output."""
+    with _pending_lock:
+        p = _pending.pop(handle, None)
+    if p is None:
+        raise ValueError(f"kolo.torch: synchronize of unknown handle {handle}")
+    try:
+        _capi.check(_capi.lib.kolo_wait(p.request))
+    finally:
+        _capi.lib.kolo_request_free(p.request)
+    return p.finish()
+
+
+def _contiguous(tensor):
+    return tensor if tensor.is_contiguous() else tensor.contiguous()
+
+
+def _ptr(tensor):
+    return ctypes.c_void_p(tensor.data_ptr())
+
+
+# ---- allreduce -----------------------------------------------------------------------
+
+def _allreduce_into(tensor, output, name, op, prescale_factor, postscale_factor):
+    src = _contiguous(tensor)
+    dst = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
+    opts = _capi.enqueue_options(prescale_factor, postscale_factor)
+    request = _enqueue(_capi.lib.kolo_enqueue_allreduce, name, _ptr(src), _ptr(dst), src.numel(), kolo_dtype(src),
+                       _KOLO_OPS[op], ctypes.byref(opts), _state.require())
+
+    def finish():
+        if dst is not output:
+            output.copy_(dst)
+        return output
+    return _register(request, (src, dst, opts), finish)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=None):
+    _check_tensor(tensor, "allreduce_async")
+    op = _resolve_op(op, average, "allreduce_async")
+    return _allreduce_into(tensor, torch.empty_like(tensor), _name("allreduce", name), op, prescale_factor,
+                           postscale_factor)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=None):
+    _check_tensor(tensor, "allreduce_async_")
+    op = _resolve_op(op, average, "allreduce_async_")
+    return _allreduce_into(tensor, tensor, _name("allreduce", name), op, prescale_factor, postscale_factor)
+
+
+class _AllreduceFunction(torch.autograd.Function):
+    """Allreduce as autograd sees it: the gradient is the same allreduce of the gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+        return synchronize(allreduce_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
+                                           postscale_factor=postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return allreduce(grad, op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post), None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=None):
+    _check_tensor(tensor, "allreduce")
+    op = _resolve_op(op, average, "allreduce")
+    if compression is not None:
+        compressed, ctx = compression.compress(tensor)
+        out = allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor)
+        return compression.decompress(out, ctx)
+    if tensor.requires_grad:
+        return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor)
+    return synchronize(allreduce_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
+                                       postscale_factor=postscale_factor))
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor))
+
+
+def _grouped(tensors, outputs, name, op, prescale_factor, postscale_factor):
+    if not tensors:
+        raise ValueError("kolo.torch: grouped_allreduce of no tensors")
+    for t in tensors:
+        _check_tensor(t, "grouped_allreduce")
+    if len({t.dtype for t in tensors}) != 1:
+        raise TypeError("kolo.torch: grouped_allreduce takes tensors of one dtype, got "
+                        f"{sorted(str(d) for d in {t.dtype for t in tensors})}")
+    srcs = [_contiguous(t) for t in tensors]
+    dsts = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format) for o in outputs]
+    n = len(srcs)
+    sends = (ctypes.c_void_p * n)(*[s.data_ptr() for s in srcs])
+    recvs = (ctypes.c_void_p * n)(*[d.data_ptr() for d in dsts])
+    counts = (ctypes.c_size_t * n)(*[s.numel() for s in srcs])
+    opts = _capi.enqueue_options(prescale_factor, postscale_factor)
+    request = _enqueue(_capi.lib.kolo_enqueue_allreduce_group, name, n, sends, recvs, counts, kolo_dtype(srcs[0]),
+                       _KOLO_OPS[op], ctypes.byref(opts), _state.require())
+
+    def finish():
+        for d, o in zip(dsts, outputs):
+            if d is not o:
+                o.copy_(d)
+        return list(outputs)
+    return _register(request, (srcs, dsts, sends, recvs, counts, opts), finish)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                            process_set=None):
+    op = _resolve_op(op, average, "grouped_allreduce_async")
+    return _grouped(tensors, [torch.empty_like(t) for t in tensors], _name("grouped_allreduce", name), op,
+                    prescale_factor, postscale_factor)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                             process_set=None):
+    op = _resolve_op(op, average, "grouped_allreduce_async_")
+    return _grouped(tensors, list(tensors), _name("grouped_allreduce", name), op, prescale_factor, postscale_factor)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=None):
+    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor))
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=None):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor))
+
+
+# ---- allgather, alltoall: outputs sized by the other ranks -----------------------------------
+
+class _Output:
+    """The allocator the runtime calls (on its own thread) once the output's size is known:
+    a tensor of the rows every rank contributes, in rank order."""
+
+    def __init__(self, like, row_shape):
+        self.like = like
+        self.row_shape = row_shape
+        self.tensor = None
+        self.rank_counts = None
+        self.fn = _capi.ALLOC_FN(self._alloc)
+
+    def _alloc(self, _data, total, rank_counts, nranks):
+        try:
+            self.rank_counts = [rank_counts[q] for q in range(nranks)]
+            row = 1
+            for d in self.row_shape:
+                row *= d
+            rows = total // row if row else sum(self.rank_counts)
+            self.tensor = torch.empty((rows,) + tuple(self.row_shape), dtype=self.like.dtype)
+            return self.tensor.data_ptr() if self.tensor.numel() else 1  # a non-null pointer for empty outputs
+        except Exception:  # the runtime fails the operation on this rank
+            return None
+
+
+def allgather_async(tensor, name=None, process_set=None):
+    _check_tensor(tensor, "allgather_async")
+    src = _contiguous(tensor if tensor.dim() > 0 else tensor.reshape(1))
+    rows = src.shape[0]
+    row_shape = tuple(src.shape[1:])
+    row_count = 1
+    for d in row_shape:
+        row_count *= d
+    out = _Output(src, row_shape)
+    opts = _capi.enqueue_options(alloc=out.fn)
+    request = _enqueue(_capi.lib.kolo_enqueue_allgather, _name("allgather", name), _ptr(src), rows, row_count,
+                       kolo_dtype(src), ctypes.byref(opts), _state.require())
+    return _register(request, (src, out, opts), lambda: out.tensor)
+
+
+class _AllgatherFunction(torch.autograd.Function):
+    """The gradient of an allgather: this rank's rows of the summed gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name):
+        ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
+        output = synchronize(allgather_async(tensor, name=name))
+        return output
+
+    @staticmethod
+    def backward(ctx, grad):
+        summed = allreduce(grad.contiguous(), op=Sum)
+        rows = synchronize(allgather_async(torch.tensor([ctx.rows], dtype=torch.int64)))
+        start = int(rows[:_state_rank()].sum())
+        return summed[start:start + ctx.rows], None
+
+
+def _state_rank():
+    return _capi.lib.kolo_comm_rank(_state.require())
+
+
+def allgather(tensor, name=None, process_set=None):
+    _check_tensor(tensor, "allgather")
+    if tensor.requires_grad:
+        return _AllgatherFunction.apply(tensor, name)
+    return synchronize(allgather_async(tensor, name=name))
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None):
+    _check_tensor(tensor, "alltoall_async")
+    src = _contiguous(tensor if tensor.dim() > 0 else tensor.reshape(1))
+    n = _capi.lib.kolo_comm_size(_state.require())
+    rows = src.shape[0]
+    if splits is None:
+        if rows % n:
+            raise ValueError(f"kolo.torch: alltoall of {rows} rows on {n} ranks: give splits, or rows divisible by "
+                             "the number of ranks")
+        splits = [rows // n] * n
+    splits = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
+    if len(splits) != n or any(s < 0 for s in splits) or sum(splits) != rows:
+        raise ValueError(f"kolo.torch: alltoall splits {splits}: need {n} non-negative counts summing to {rows} rows")
+    row_shape = tuple(src.shape[1:])
+    row_count = 1
+    for d in row_shape:
+        row_count *= d
+    counts = (ctypes.c_size_t * n)(*[s * row_count for s in splits])
+    out = _Output(src, row_shape)
+    opts = _capi.enqueue_options(alloc=out.fn)
+    request = _enqueue(_capi.lib.kolo_enqueue_alltoall, _name("alltoall", name), _ptr(src), counts, kolo_dtype(src),
+                       ctypes.byref(opts), _state.require())
+
+    def finish():
+        received = torch.tensor([c // row_count if row_count else 0 for c in out.rank_counts], dtype=torch.int32)
+        return out.tensor, received
+    return _register(request, (src, counts, out, opts), finish)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=None):
+    """The rows for each rank (splits[q] of them to rank q; equal shares when None). Returns
+    the rows received, in rank order, and with splits given, also how many came from each
+    rank (as Horovod)."""
+    output, received = synchronize(alltoall_async(tensor, splits, name))
+    return output if splits is None else (output, received)
+
+
+# ---- broadcast, reducescatter ------------------------------------------------------------
+
+def _broadcast_into(tensor, output, root_rank, name):
+    n = _capi.lib.kolo_comm_size(_state.require())
+    if not 0 <= root_rank < n:
+        raise ValueError(f"kolo.torch: broadcast root_rank {root_rank} is not a rank of {n}")
+    if output is not tensor:
+        output.copy_(tensor)
+    buf = _contiguous(output)
+    opts = _capi.enqueue_options()
+    request = _enqueue(_capi.lib.kolo_enqueue_broadcast, name, _ptr(buf), buf.numel(), kolo_dtype(buf), root_rank,
+                       ctypes.byref(opts), _state.require())
+
+    def finish():
+        if buf is not output:
+            output.copy_(buf)
+        return output
+    return _register(request, (buf, opts), finish)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    _check_tensor(tensor, "broadcast_async")
+    return _broadcast_into(tensor, tensor.detach().clone(), root_rank, _name("broadcast", name))
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    _check_tensor(tensor, "broadcast_async_")
+    return _broadcast_into(tensor, tensor, root_rank, _name("broadcast", name))
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    return synchronize(broadcast_async(tensor, root_rank, name))
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    return synchronize(broadcast_async_(tensor, root_rank, name))
+
+
+def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    """This rank's share of the reduction along the first dimension: rows split as evenly
+    as Horovod splits them (the first ranks get one more when they do not divide)."""
+    _check_tensor(tensor, "reducescatter_async")
+    op = _resolve_op(op, None, "reducescatter_async")
+    n = _capi.lib.kolo_comm_size(_state.require())
+    me = _capi.lib.kolo_comm_rank(_state.require())
+    src = _contiguous(tensor if tensor.dim() > 0 else tensor.reshape(1))
+    rows = src.shape[0]
+    if rows % n:
+        raise ValueError(f"kolo.torch: reducescatter of {rows} rows on {n} ranks: kolo needs the rows to divide "
+                         "evenly (uneven shares are not supported yet)")
+    share = rows // n
+    row_count = src[0].numel() if rows else 0
+    out = torch.empty((share,) + tuple(src.shape[1:]), dtype=src.dtype)
+    opts = _capi.enqueue_options(prescale_factor, postscale_factor)
+    kop = _KOLO_OPS[op]
+    request = _enqueue(_capi.lib.kolo_enqueue_reduce_scatter, _name("reducescatter", name), _ptr(src), _ptr(out),
+                       share * row_count, kolo_dtype(src), kop, ctypes.byref(opts), _state.require())
+    del me
+    return _register(request, (src, out, opts), lambda: out)
+
+
+def reducescatter(tensor, name=None, compression=None, op=None, process_set=None, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
+
+
+# ---- join, barrier ---------------------------------------------------------------------------
+
+def join(device=-1):
+    """This rank has no more data: it contributes zeros to the others' allreduces until
+    every rank has joined. Returns the rank that joined last."""
+    last = ctypes.c_int(-1)
+    _capi.check(_capi.lib.kolo_join(_state.require(), ctypes.byref(last)))
+    return last.value
+
+
+def barrier(process_set=None):
+    _capi.check(_capi.lib.kolo_barrier(_state.require()))

@@ -1,0 +1,228 @@
+"""Horovod's DistributedOptimizer and the broadcast helpers, over kolo.torch's collectives.
+
+The optimizer allreduces each gradient as soon as autograd has accumulated it (a hook on
+the parameter's gradient accumulator), so communication overlaps the rest of the backward
+pass; step() waits for them all, then steps. Names are the parameters' names, so every
+rank's runtime matches the same tensors whatever order their hooks fire in."""
+
+import pickle
+
+import torch
+
+from kolo.torch import _ops
+from kolo.torch.compression import Compression
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, groups, sparse_as_dense):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._op = op
+        self._sparse_as_dense = sparse_as_dense
+        if op != _ops.Average and gradient_predivide_factor != 1.0:
+            raise ValueError("kolo.torch: gradient_predivide_factor applies to op=Average only")
+        self._prescale = 1.0 / gradient_predivide_factor
+        self._postscale = gradient_predivide_factor
+        all_params = [p for group in self.param_groups for p in group["params"]]
+        if named_parameters is not None:
+            named = list(named_parameters)
+            names = [n for n, _ in named]
+            if len(set(names)) != len(names):
+                raise ValueError("kolo.torch: DistributedOptimizer: named_parameters has duplicate names")
+            self._names = {p: n for n, p in named}
+            missing = [p for p in all_params if p not in self._names]
+            if missing:
+                raise ValueError(f"kolo.torch: DistributedOptimizer: {len(missing)} parameters of the optimizer are "
+                                 "not in named_parameters")
+        else:
+            self._names = {p: f"allreduce.noname.{i}.{j}" for i, g in enumerate(self.param_groups)
+                           for j, p in enumerate(g["params"])}
+        self._passes = backward_passes_per_step
+        self._delay = {p: backward_passes_per_step for p in all_params}
+        self._handles = {}  # parameter -> (handle, ctx) or (None, None) when not yet enqueued
+        self._groups = self._group_of(groups, all_params)
+        self._group_ready = {}    # group index -> its members whose gradient is ready
+        self._group_handles = {}  # group index -> the handle of its fused allreduce
+        self._hooks = []
+        self._accumulators = []
+        for p in all_params:
+            if p.requires_grad:
+                self._register_hook(p)
+
+    @staticmethod
+    def _group_of(groups, params):
+        """groups: None (every gradient alone), an int (that many groups, by order), or
+        lists of parameters; each group is allreduced as one fused call once all of its
+        gradients are ready."""
+        if groups is None:
+            return {}
+        if isinstance(groups, int):
+            if groups < 1:
+                raise ValueError(f"kolo.torch: num_groups must be at least 1, not {groups}")
+            trainable = [p for p in params if p.requires_grad]
+            size = -(-len(trainable) // groups) if trainable else 1
+            lists = [trainable[i:i + size] for i in range(0, len(trainable), size)]
+        else:
+            lists = [list(g) for g in groups]
+        out = {}
+        for index, members in enumerate(lists):
+            for p in members:
+                if p in out:
+                    raise ValueError("kolo.torch: a parameter is in two groups")
+                out[p] = (index, members)
+        return out
+
+    def _register_hook(self, p):
+        # The accumulator of p's gradient, reached through a view of p (as Horovod does):
+        # its hook runs once p.grad holds this backward pass's gradient.
+        accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+        self._hooks.append(accumulator.register_hook(self._make_hook(p)))
+        self._accumulators.append(accumulator)
+
+    def _make_hook(self, p):
+        def hook(*_):
+            if p in self._handles and self._handles[p][0] is not None:
+                raise RuntimeError("kolo.torch: a gradient was computed twice before step(); with gradient "
+                                   "accumulation, give backward_passes_per_step")
+            self._delay[p] -= 1
+            if self._delay[p] > 0:
+                return
+            if p in self._groups:
+                self._group_gradient_ready(p)
+            else:
+                self._handles[p] = self._allreduce_grad(p)
+        return hook
+
+    def _grad_for_allreduce(self, p):
+        if p.grad.is_sparse:
+            if not self._sparse_as_dense:
+                raise ValueError("kolo.torch: sparse gradients: pass sparse_as_dense=True (kolo allreduces them dense)")
+            p.grad = p.grad.to_dense()
+        return p.grad
+
+    def _allreduce_grad(self, p):
+        grad = self._grad_for_allreduce(p)
+        compressed, ctx = self._compression.compress(grad)
+        handle = _ops.allreduce_async_(compressed, name=self._names[p], op=self._op,
+                                       prescale_factor=self._prescale, postscale_factor=self._postscale)
+        return handle, (compressed, ctx)
+
+    def _group_gradient_ready(self, p):
+        index, members = self._groups[p]
+        ready = self._group_ready.setdefault(index, set())
+        ready.add(p)
+        self._handles[p] = (None, None)
+        if len(ready) == len([m for m in members if m.requires_grad]):
+            self._enqueue_group(index, members)
+
+    def _enqueue_group(self, index, members):
+        """One fused allreduce of the group's gradients (in place; a member without a
+        gradient this step contributes zeros, as it does on every rank)."""
+        grads = []
+        for m in members:
+            if not m.requires_grad:
+                continue
+            if m.grad is None:
+                m.grad = torch.zeros_like(m)
+            grads.append(self._grad_for_allreduce(m))
+        self._group_handles[index] = _ops.grouped_allreduce_async_(
+            grads, name=f"group.{index}." + self._names[members[0]], op=self._op, prescale_factor=self._prescale,
+            postscale_factor=self._postscale)
+        self._group_ready[index] = set()
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce, first enqueuing those whose hook did not run
+        (a parameter without a gradient this step contributes zeros, on every rank alike)."""
+        for p in self._delay:
+            if not p.requires_grad or p in self._groups or p in self._handles:
+                continue
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            self._handles[p] = self._allreduce_grad(p)
+        for p, (index, members) in self._groups.items():
+            if index not in self._group_handles:
+                self._enqueue_group(index, members)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                continue
+            output = _ops.synchronize(handle)
+            compressed, cctx = ctx
+            if compressed is not p.grad:
+                p.grad.copy_(self._compression.decompress(output, cctx))
+        for handle in self._group_handles.values():
+            _ops.synchronize(handle)
+        self._handles.clear()
+        self._group_handles.clear()
+        for p in self._delay:
+            self._delay[p] = self._passes
+
+    def step(self, closure=None):
+        self.synchronize()
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._group_handles or any(h is not None for h, _ in self._handles.values()):
+            raise RuntimeError("kolo.torch: zero_grad() while gradients are being allreduced; call step() or "
+                               "synchronize() first")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
+                         op=_ops.Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                         sparse_as_dense=False, process_set=None):
+    """Wraps `optimizer` so that step() uses the gradients averaged (op) over all ranks."""
+    if op == _ops.Adasum:
+        raise NotImplementedError("kolo.torch: op=Adasum is not supported by kolo; use Average or Sum")
+    if num_groups and groups is not None:
+        raise ValueError("kolo.torch: give num_groups or groups, not both")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+               gradient_predivide_factor, groups if groups is not None else (num_groups or None), sparse_as_dense)
+
+
+def broadcast_parameters(params, root_rank):
+    """Every rank gets root_rank's values: a state_dict, or (name, tensor) pairs."""
+    items = sorted(params.items()) if isinstance(params, dict) else list(params)
+    handles = []
+    for name, p in items:
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"kolo.torch: broadcast_parameters: {name} is a {type(p).__name__}, not a tensor")
+        handles.append(_ops.broadcast_async_(p.data if p.requires_grad else p, root_rank, name=f"param.{name}"))
+    for h in handles:
+        _ops.synchronize(h)
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=None):
+    """Any picklable object, from root_rank to every rank."""
+    me = _ops._state_rank()
+    payload = pickle.dumps(obj) if me == root_rank else b""
+    length = _ops.broadcast(torch.tensor([len(payload)], dtype=torch.int64), root_rank,
+                            name=f"{name or 'object'}.length")
+    buf = torch.zeros(int(length[0]), dtype=torch.uint8)
+    if me == root_rank:
+        buf.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+    buf = _ops.broadcast(buf, root_rank, name=f"{name or 'object'}.data")
+    return obj if me == root_rank else pickle.loads(buf.numpy().tobytes())
+
+
+def allgather_object(obj, name=None, process_set=None):
+    """Every rank's object, in rank order."""
+    payload = pickle.dumps(obj)
+    lengths = _ops.allgather(torch.tensor([len(payload)], dtype=torch.int64), name=f"{name or 'object'}.lengths")
+    data = _ops.allgather(torch.frombuffer(bytearray(payload), dtype=torch.uint8) if payload
+                          else torch.zeros(0, dtype=torch.uint8), name=f"{name or 'object'}.data")
+    out, at = [], 0
+    for n in lengths.tolist():
+        out.append(pickle.loads(data[at:at + n].numpy().tobytes()))
+        at += n
+    return out
+
+
+def broadcast_optimizer_state(optimizer, root_rank):
+    """Every rank gets root_rank's optimizer state (hyper-parameters and per-parameter
+    state such as momentum), as Horovod's does."""
+    state = broadcast_object(optimizer.state_dict(), root_rank, name="optimizer_state")
+    if _ops._state_rank() != root_rank:
+        optimizer.load_state_dict(state)
+

@@ -71,6 +71,10 @@ def enqueue_options(prescale=1.0, postscale=1.0, alloc=None):
     return o
 
 
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
 _c = ctypes.c_void_p
 _sz = ctypes.c_size_t
 _i = ctypes.c_int
@@ -89,6 +93,18 @@ _PROTOTYPES = {
     "kolo_barrier": (_i, [_c]),
     "kolo_allreduce_ex": (_i, [_c, _c, _sz, _i, _i, ctypes.POINTER(CollOptions), _c, _c]),
     "kolo_broadcast": (_i, [_c, _c, _sz, _i, _i, _c, _c]),
+    "kolo_get_unique_id": (_i, [ctypes.POINTER(UniqueId)]),
+    "kolo_comm_init_rank": (_i, [ctypes.POINTER(_c), _i, ctypes.POINTER(UniqueId), _i]),
+    "kolo_allreduce": (_i, [_c, _c, _sz, _i, _i, _c, _c]),
+    "kolo_reduce": (_i, [_c, _c, _sz, _i, _i, _i, _c, _c]),
+    "kolo_allgather": (_i, [_c, _c, _sz, _i, _c, _c]),
+    "kolo_allgatherv": (_i, [_c, _sz, _c, ctypes.POINTER(_sz), ctypes.POINTER(_sz), _i, _c, _c]),
+    "kolo_reduce_scatter": (_i, [_c, _c, _sz, _i, _i, _c, _c]),
+    "kolo_alltoall": (_i, [_c, _c, _sz, _i, _c, _c]),
+    "kolo_send": (_i, [_c, _sz, _i, _i, _c, _c]),
+    "kolo_recv": (_i, [_c, _sz, _i, _i, _c, _c]),
+    "kolo_group_start": (_i, []),
+    "kolo_group_end": (_i, []),
     "kolo_enqueue_allreduce": (_i, [ctypes.c_char_p, _c, _c, _sz, _i, _i, ctypes.POINTER(EnqueueOptions), _c,
                                     ctypes.POINTER(_c)]),
     "kolo_enqueue_allreduce_group": (_i, [ctypes.c_char_p, _i, ctypes.POINTER(_c), ctypes.POINTER(_c),

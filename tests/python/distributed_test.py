@@ -1,0 +1,104 @@
+"""kolo as a torch.distributed backend under kolorun: init_process_group("kolo") through a
+file store (argv[1], or one named after the job), the collectives checked against their definition, and DDP training
+that must match one process on the whole batch. Exits non-zero with the failures."""
+import os
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+
+import kolo.torch.distributed  # noqa: F401  (registers the "kolo" backend)
+
+me, n = int(os.environ["KOLO_RANK"]), int(os.environ["KOLO_SIZE"])
+# torch's file store, named after this kolorun job's rendezvous address (unique per job).
+store_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    tempfile.gettempdir(), "kolo-pg-" + os.environ["KOLO_ADDR"].replace(":", "-").replace("/", "-"))
+dist.init_process_group("kolo", init_method=f"file://{store_path}", rank=me, world_size=n)
+failures, checks = [], 0
+
+
+def expect(ok, what):
+    global checks
+    checks += 1
+    if not ok:
+        failures.append(what)
+
+
+expect(dist.get_rank() == me and dist.get_world_size() == n and dist.get_backend() == "kolo", "group basics")
+for dtype in [torch.float32, torch.float64, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.uint8]:
+    for op, ref in [(dist.ReduceOp.SUM, lambda v: sum(v)), (dist.ReduceOp.MAX, lambda v: max(v)),
+                    (dist.ReduceOp.MIN, lambda v: min(v)), (dist.ReduceOp.PRODUCT, lambda v: 1 if not v else
+                                                            __import__("math").prod(v))]:
+        t = torch.full((5,), me % 3 + 1, dtype=dtype)
+        dist.all_reduce(t, op=op)
+        want = ref([r % 3 + 1 for r in range(n)])
+        expect(torch.equal(t, torch.full((5,), want, dtype=dtype)), f"all_reduce {dtype} {op}: {t[0]} != {want}")
+b = torch.arange(4.0) * (me + 1)
+dist.broadcast(b, src=n - 1)
+expect(torch.equal(b, torch.arange(4.0) * n), "broadcast")
+outs = [torch.zeros(3) for _ in range(n)]
+dist.all_gather(outs, torch.full((3,), float(me)))
+expect(all(torch.equal(o, torch.full((3,), float(r))) for r, o in enumerate(outs)), "all_gather")
+flat = torch.zeros(2 * n)
+dist._all_gather_base(flat, torch.full((2,), float(me)))
+expect(torch.equal(flat, torch.tensor([float(r) for r in range(n) for _ in range(2)])), "all_gather into a tensor")
+rs = torch.zeros(2)
+dist.reduce_scatter(rs, [torch.full((2,), float(q + me)) for q in range(n)])
+expect(torch.equal(rs, torch.full((2,), float(sum(me + r for r in range(n))))), f"reduce_scatter {rs}")
+red = torch.full((3,), float(me + 1))
+dist.reduce(red, dst=0)
+if me == 0:
+    expect(torch.equal(red, torch.full((3,), float(n * (n + 1) / 2))), "reduce at the root")
+a2a_in = torch.tensor([float(100 * me + q) for q in range(n)])
+a2a_out = torch.zeros(n)
+dist.all_to_all_single(a2a_out, a2a_in)
+expect(torch.equal(a2a_out, torch.tensor([float(100 * r + me) for r in range(n)])), "all_to_all_single")
+ins = [(me + q) % 2 + 1 for q in range(n)]  # rows for rank q
+outs_rows = [(r + me) % 2 + 1 for r in range(n)]
+src = torch.cat([torch.full((ins[q], 2), float(10 * me + q)) for q in range(n)])
+dst = torch.zeros(sum(outs_rows), 2)
+dist.all_to_all_single(dst, src, output_split_sizes=outs_rows, input_split_sizes=ins)
+expect(torch.equal(dst, torch.cat([torch.full((outs_rows[r], 2), float(10 * r + me)) for r in range(n)])),
+       "all_to_all_single with splits")
+if n > 1:
+    if me == 0:
+        dist.send(torch.arange(5.0), dst=1)
+    elif me == 1:
+        got = torch.zeros(5)
+        dist.recv(got, src=0)
+        expect(torch.equal(got, torch.arange(5.0)), "send/recv")
+dist.barrier()
+
+# DDP: the average of the ranks' gradients on their shares of a batch = one process on it.
+torch.manual_seed(3)
+batches = [(torch.randn(4 * n, 6, dtype=torch.float64), torch.randn(4 * n, 2, dtype=torch.float64)) for _ in range(4)]
+
+
+def make():
+    torch.manual_seed(11)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2)).double()
+
+
+reference, model = make(), make()
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+ref_opt = torch.optim.SGD(reference.parameters(), lr=0.05)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+for xb, yb in batches:
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(ddp(xb.chunk(n)[me]), yb.chunk(n)[me]).backward()
+    opt.step()
+    ref_opt.zero_grad()
+    torch.nn.functional.mse_loss(reference(xb), yb).backward()
+    ref_opt.step()
+for p, q in zip(model.parameters(), reference.parameters()):
+    expect(torch.allclose(p, q, atol=1e-10), f"DDP training differs by {(p - q).abs().max().item():.3g}")
+
+print(f"rank {me}: kolo backend: {checks} checks, {len(failures)} failed")
+for f in failures:
+    print(f"rank {me}: FAIL {f}")
+dist.barrier()
+dist.destroy_process_group()
+if me == 0 and os.path.exists(store_path):
+    os.remove(store_path)
+sys.exit(1 if failures or checks == 0 else 0)

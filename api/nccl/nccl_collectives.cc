@@ -1,5 +1,5 @@
-// Collectives, point-to-point and groups: NCCL's calls as kolo's, with NCCL's reduction
-// operators (built-in and PreMulSum) resolved to a kolo op and a prescale.
+// Collectives: NCCL's calls as kolo's, with NCCL's reduction operators (built-in and
+// PreMulSum) resolved to a kolo op and a prescale. Point-to-point: nccl_point_to_point.cc.
 #include "api/nccl/nccl_internal.h"
 
 using kolo_nccl::fail;
@@ -26,13 +26,13 @@ ncclResult_t find_premul(const char* function, ncclComm* comm, ncclRedOp_t op, n
   return ncclSuccess;
 }
 
-ncclResult_t resolve_op(const char* function, ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype,
-                        cudaStream_t stream, ResolvedOp* out) {
+ncclResult_t resolve_op(const char* function, ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, cudaStream_t stream,
+                        ResolvedOp* out) {
   // Listed one by one: NCCL has MAX before MIN, kolo MIN before MAX.
   switch (op) {
     case ncclSum: out->op = KOLO_SUM; return ncclSuccess;
     case ncclProd: out->op = KOLO_PROD; return ncclSuccess;
-    case ncclMax: out->op = KOLO_MIN; return ncclSuccess;
+    case ncclMax: out->op = KOLO_MAX; return ncclSuccess;
     case ncclMin: out->op = KOLO_MIN; return ncclSuccess;
     case ncclAvg: out->op = KOLO_AVG; return ncclSuccess;
     default: break;
@@ -40,9 +40,9 @@ ncclResult_t resolve_op(const char* function, ncclComm* comm, ncclRedOp_t op, nc
   ncclComm::PreMulSum premul;
   if (ncclResult_t r = find_premul(function, comm, op, &premul); r != ncclSuccess) return r;
   if (premul.dtype != dtype) {
-    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": op ", static_cast<int>(op),
-                                           " was created for datatype ", static_cast<int>(premul.dtype),
-                                           ", called with datatype ", static_cast<int>(dtype)));
+    return fail(ncclInvalidArgument,
+                words(function, " on rank ", comm->rank, ": op ", static_cast<int>(op), " was created for datatype ",
+                      static_cast<int>(premul.dtype), ", called with datatype ", static_cast<int>(dtype)));
   }
   out->op = KOLO_SUM;
   out->premul = true;
@@ -59,8 +59,8 @@ ncclResult_t begin(const char* function, ncclComm* comm, ncclDataType_t datatype
   return kolo_nccl::check_dtype(function, comm, datatype, dtype);
 }
 
-ncclResult_t done(kolo_result_t r, const char* function) {
-  return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, function);
+ncclResult_t done(kolo_result_t r, const char* function, const ncclComm* comm) {
+  return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, function, comm);
 }
 
 // kolo's C API takes a prescale on allreduce only (kolo_allreduce_ex).
@@ -80,11 +80,14 @@ NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
   kolo_dtype_t dtype;
   ResolvedOp kop;
   if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
+  kolo_nccl::InFlight in_flight(comm);
   if (ncclResult_t r = resolve_op(function, comm, op, datatype, stream, &kop); r != ncclSuccess) return r;
-  if (!kop.premul) return done(kolo_allreduce(sendbuff, recvbuff, count, dtype, kop.op, comm->kolo, stream), function);
+  if (!kop.premul)
+    return done(kolo_allreduce(sendbuff, recvbuff, count, dtype, kop.op, comm->kolo, stream), function, comm);
   kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
   options.prescale = kop.prescale;
-  return done(kolo_allreduce_ex(sendbuff, recvbuff, count, dtype, kop.op, &options, comm->kolo, stream), function);
+  return done(kolo_allreduce_ex(sendbuff, recvbuff, count, dtype, kop.op, &options, comm->kolo, stream), function,
+              comm);
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -93,9 +96,10 @@ NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
   kolo_dtype_t dtype;
   ResolvedOp kop;
   if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
+  kolo_nccl::InFlight in_flight(comm);
   if (ncclResult_t r = resolve_op(function, comm, op, datatype, stream, &kop); r != ncclSuccess) return r;
   if (kop.premul) return refuse_premul(function, comm, op);
-  return done(kolo_reduce(sendbuff, recvbuff, count, dtype, kop.op, root, comm->kolo, stream), function);
+  return done(kolo_reduce(sendbuff, recvbuff, count, dtype, kop.op, root, comm->kolo, stream), function, comm);
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -104,56 +108,43 @@ NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
   kolo_dtype_t dtype;
   ResolvedOp kop;
   if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
+  kolo_nccl::InFlight in_flight(comm);
   if (ncclResult_t r = resolve_op(function, comm, op, datatype, stream, &kop); r != ncclSuccess) return r;
   if (kop.premul) return refuse_premul(function, comm, op);
-  return done(kolo_reduce_scatter(sendbuff, recvbuff, recvcount, dtype, kop.op, comm->kolo, stream), function);
+  return done(kolo_reduce_scatter(sendbuff, recvbuff, recvcount, dtype, kop.op, comm->kolo, stream), function, comm);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream) {
   kolo_dtype_t dtype;
   if (ncclResult_t r = begin("ncclBroadcast", comm, datatype, &dtype); r != ncclSuccess) return r;
-  return done(kolo_broadcast(sendbuff, recvbuff, count, dtype, root, comm->kolo, stream), "ncclBroadcast");
+  kolo_nccl::InFlight in_flight(comm);
+  return done(kolo_broadcast(sendbuff, recvbuff, count, dtype, root, comm->kolo, stream), "ncclBroadcast", comm);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
          cudaStream_t stream) {
   kolo_dtype_t dtype;
   if (ncclResult_t r = begin("ncclBcast", comm, datatype, &dtype); r != ncclSuccess) return r;
-  return done(kolo_broadcast(buff, buff, count, dtype, root, comm->kolo, stream), "ncclBcast");
+  kolo_nccl::InFlight in_flight(comm);
+  return done(kolo_broadcast(buff, buff, count, dtype, root, comm->kolo, stream), "ncclBcast", comm);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream) {
   kolo_dtype_t dtype;
   if (ncclResult_t r = begin("ncclAllGather", comm, datatype, &dtype); r != ncclSuccess) return r;
-  return done(kolo_allgather(sendbuff, recvbuff, sendcount, dtype, comm->kolo, stream), "ncclAllGather");
+  kolo_nccl::InFlight in_flight(comm);
+  return done(kolo_allgather(sendbuff, recvbuff, sendcount, dtype, comm->kolo, stream), "ncclAllGather", comm);
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream) {
   kolo_dtype_t dtype;
   if (ncclResult_t r = begin("ncclAlltoAll", comm, datatype, &dtype); r != ncclSuccess) return r;
-  return done(kolo_alltoall(sendbuff, recvbuff, count, dtype, comm->kolo, stream), "ncclAlltoAll");
+  kolo_nccl::InFlight in_flight(comm);
+  return done(kolo_alltoall(sendbuff, recvbuff, count, dtype, comm->kolo, stream), "ncclAlltoAll", comm);
 }
-
-NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-         ncclComm_t comm, cudaStream_t stream) {
-  kolo_dtype_t dtype;
-  if (ncclResult_t r = begin("ncclSend", comm, datatype, &dtype); r != ncclSuccess) return r;
-  return done(kolo_send(sendbuff, count, dtype, peer, comm->kolo, stream), "ncclSend");
-}
-
-NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-         cudaStream_t stream) {
-  kolo_dtype_t dtype;
-  if (ncclResult_t r = begin("ncclRecv", comm, datatype, &dtype); r != ncclSuccess) return r;
-  return done(kolo_recv(recvbuff, count, dtype, peer, comm->kolo, stream), "ncclRecv");
-}
-
-NCCL_API(ncclResult_t, ncclGroupStart) { return done(kolo_group_start(), "ncclGroupStart"); }
-
-NCCL_API(ncclResult_t, ncclGroupEnd) { return done(kolo_group_end(), "ncclGroupEnd"); }
 
 // SUM of each rank's input times its scalar: kolo's SUM with a prescale. The scalar has
 // the operator's datatype; ncclScalarHostImmediate is read now, ncclScalarDevice at each
@@ -163,6 +154,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, 
   const char* function = "ncclRedOpCreatePreMulSum";
   kolo_dtype_t dtype;
   if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
+  kolo_nccl::InFlight in_flight(comm);
   if (op == nullptr || scalar == nullptr) {
     return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": op ", static_cast<void*>(op),
                                            " and scalar ", scalar, " must not be NULL"));

@@ -1,6 +1,7 @@
 // Communicators: the unique id, the ways NCCL makes a communicator (by rank, with a
 // config, all in one process, by splitting), their queries and their end; device memory
 // and its registration.
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -39,21 +40,23 @@ ncclComm* wrap(kolo_comm_t kolo, int device, int blocking) {
 }
 
 // What every way of making a communicator from a unique id shares.
-ncclResult_t init_rank(const char* function, ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
-                       int device, int blocking) {
+ncclResult_t init_rank(const char* function, ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, int device,
+                       int blocking) {
   kolo_nccl::ensure_environment();
   if (ncclResult_t r = kolo_nccl::check_not_backend(function); r != ncclSuccess) return r;
   if (out == nullptr) return fail(ncclInvalidArgument, words(function, ": comm (the output pointer) is NULL"));
   *out = nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks) {
-    return fail(ncclInvalidArgument, words(function, ": rank ", rank, " of nranks ", nranks,
-                                           ": need nranks >= 1 and 0 <= rank < nranks"));
+    return fail(ncclInvalidArgument,
+                words(function, ": rank ", rank, " of nranks ", nranks, ": need nranks >= 1 and 0 <= rank < nranks"));
   }
   kolo_unique_id kid;
   std::memcpy(kid.internal, id.internal, sizeof(kid.internal));
   kolo_comm_t kolo = nullptr;
   const kolo_result_t r = kolo_comm_init_rank(&kolo, nranks, &kid, rank);
-  if (r != KOLO_SUCCESS) return kolo_nccl::from_kolo(r, function);
+  if (r != KOLO_SUCCESS) {
+    return kolo_nccl::from_kolo(r, words(function, " (rank ", rank, " of ", nranks, ")").c_str());
+  }
   *out = wrap(kolo, device, blocking);
   return ncclSuccess;
 }
@@ -85,6 +88,21 @@ NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncc
   int blocking = 1;
   if (ncclResult_t r = blocking_of("ncclCommInitRankConfig", config, 1, &blocking); r != ncclSuccess) return r;
   return init_rank("ncclCommInitRankConfig", comm, nranks, commId, rank, kolo_nccl::current_device(), blocking);
+}
+
+// NCCL spreads the bootstrap over several ids to start faster at scale; kolo's store is
+// the one in the process that made commIds[0] (every rank is given the same ids, in the
+// same order, so every rank uses the same one).
+NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+         ncclUniqueId* commIds, ncclConfig_t* config) {
+  const char* function = "ncclCommInitRankScalable";
+  if (nId < 1 || commIds == nullptr) {
+    return fail(ncclInvalidArgument, words(function, ": rank ", myrank, ": nId = ", nId, ", commIds = ",
+                                           static_cast<void*>(commIds), ": need at least one unique id"));
+  }
+  int blocking = 1;
+  if (ncclResult_t r = blocking_of(function, config, 1, &blocking); r != ncclSuccess) return r;
+  return init_rank(function, newcomm, nranks, commIds[0], myrank, kolo_nccl::current_device(), blocking);
 }
 
 NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
@@ -132,21 +150,21 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-         ncclConfig_t* config) {
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   const char* function = "ncclCommSplit";
   if (ncclResult_t r = kolo_nccl::check_comm(function, comm); r != ncclSuccess) return r;
-  if (newcomm == nullptr) return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": newcomm is NULL"));
+  if (newcomm == nullptr)
+    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": newcomm is NULL"));
   *newcomm = nullptr;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
-    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": color ", color,
-                                           " must be >= 0 or NCCL_SPLIT_NOCOLOR"));
+    return fail(ncclInvalidArgument,
+                words(function, " on rank ", comm->rank, ": color ", color, " must be >= 0 or NCCL_SPLIT_NOCOLOR"));
   }
   int blocking = comm->blocking;
   if (ncclResult_t r = blocking_of(function, config, comm->blocking, &blocking); r != ncclSuccess) return r;
   kolo_comm_t out = nullptr;
   const kolo_result_t r = kolo_comm_split(comm->kolo, color, key, &out);
-  if (r != KOLO_SUCCESS) return kolo_nccl::from_kolo(r, function);
+  if (r != KOLO_SUCCESS) return kolo_nccl::from_kolo(r, function, comm);
   if (out != nullptr) *newcomm = wrap(out, comm->device, blocking);
   return ncclSuccess;
 }
@@ -163,51 +181,69 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;  // NCCL accepts NULL here
   if (ncclResult_t r = kolo_nccl::check_comm("ncclCommDestroy", comm); r != ncclSuccess) return r;
   const kolo_result_t r = kolo_comm_destroy(comm->kolo);
+  const std::string function = words("ncclCommDestroy on rank ", comm->rank);
   comm->kolo = nullptr;
   delete comm;
-  return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, "ncclCommDestroy");
+  return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, function.c_str());
 }
 
+// Often called from another thread (a watchdog) while a call blocks on the communicator:
+// kolo_comm_abort makes such calls return, and the communicator is freed only after they
+// have (or, if they have not within KOLO_TIMEOUT, left allocated and reported).
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (ncclResult_t r = kolo_nccl::check_comm("ncclCommAbort", comm); r != ncclSuccess) return r;
   kolo_result_t r = kolo_comm_abort(comm->kolo);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kolo_nccl::timeout_seconds());
+  while (comm->in_flight.load(std::memory_order_acquire) > 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return fail(ncclSystemError, words("ncclCommAbort on rank ", comm->rank, ": ", comm->in_flight.load(),
+                                         " call(s) on the communicator did not return within KOLO_TIMEOUT = ",
+                                         kolo_nccl::timeout_seconds(), " s; the communicator is left allocated"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   const kolo_result_t destroyed = kolo_comm_destroy(comm->kolo);
   if (r == KOLO_SUCCESS) r = destroyed;
+  const std::string function = words("ncclCommAbort on rank ", comm->rank);
   comm->kolo = nullptr;
   delete comm;
-  return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, "ncclCommAbort");
+  return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, function.c_str());
 }
 
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
   const char* function = "ncclCommGetAsyncError";
   if (ncclResult_t r = kolo_nccl::check_comm(function, comm); r != ncclSuccess) return r;
-  if (asyncError == nullptr) return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": asyncError is NULL"));
+  if (asyncError == nullptr)
+    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": asyncError is NULL"));
   kolo_result_t async = KOLO_SUCCESS;
   const kolo_result_t r = kolo_comm_get_async_error(comm->kolo, &async);
-  if (r != KOLO_SUCCESS) return kolo_nccl::from_kolo(r, function);
+  if (r != KOLO_SUCCESS) return kolo_nccl::from_kolo(r, function, comm);
   *asyncError = kolo_nccl::result_of(async);
-  if (async != KOLO_SUCCESS) kolo_nccl::from_kolo(async, function);  // keeps kolo's words for ncclGetLastError
+  if (async != KOLO_SUCCESS) kolo_nccl::from_kolo(async, function, comm);  // keeps kolo's words for ncclGetLastError
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
   if (ncclResult_t r = kolo_nccl::check_comm("ncclCommCount", comm); r != ncclSuccess) return r;
-  if (count == nullptr) return fail(ncclInvalidArgument, words("ncclCommCount on rank ", comm->rank, ": count is NULL"));
+  if (count == nullptr)
+    return fail(ncclInvalidArgument, words("ncclCommCount on rank ", comm->rank, ": count is NULL"));
   *count = comm->size;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
   if (ncclResult_t r = kolo_nccl::check_comm("ncclCommCuDevice", comm); r != ncclSuccess) return r;
-  if (device == nullptr) return fail(ncclInvalidArgument, words("ncclCommCuDevice on rank ", comm->rank, ": device is NULL"));
+  if (device == nullptr)
+    return fail(ncclInvalidArgument, words("ncclCommCuDevice on rank ", comm->rank, ": device is NULL"));
   *device = comm->device;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   if (ncclResult_t r = kolo_nccl::check_comm("ncclCommUserRank", comm); r != ncclSuccess) return r;
-  if (rank == nullptr) return fail(ncclInvalidArgument, words("ncclCommUserRank on rank ", comm->rank, ": rank is NULL"));
+  if (rank == nullptr)
+    return fail(ncclInvalidArgument, words("ncclCommUserRank on rank ", comm->rank, ": rank is NULL"));
   *rank = comm->rank;
   return ncclSuccess;
 }
@@ -262,7 +298,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   }
   void* handle = nullptr;
   const kolo_result_t r = kolo_mem_register(comm->kolo, buff, size, &handle);
-  if (r != KOLO_SUCCESS) return kolo_nccl::from_kolo(r, function);
+  if (r != KOLO_SUCCESS) return kolo_nccl::from_kolo(r, function, comm);
   *win = static_cast<ncclWindow_t>(handle);
   return ncclSuccess;
 }
@@ -270,7 +306,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   if (ncclResult_t r = kolo_nccl::check_comm("ncclCommWindowDeregister", comm); r != ncclSuccess) return r;
   const kolo_result_t r = kolo_mem_deregister(comm->kolo, win);
-  return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, "ncclCommWindowDeregister");
+  return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, "ncclCommWindowDeregister", comm);
 }
 
 }  // extern "C"

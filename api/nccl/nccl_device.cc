@@ -3,6 +3,7 @@
 // kolo's C API has neither, so this reaches into libkolo's C++ runtime, which libkolo
 // exports; both libraries are built from the same tree.
 #include <cstdint>
+#include <cstring>
 
 #include "api/nccl/nccl_internal.h"
 #include "support/clock.h"
@@ -18,8 +19,8 @@ int current_device() {
   return device.ok() ? device.value() : -1;
 }
 
-ncclResult_t read_scalar(const char* function, const ncclComm* comm, const void* p, ncclDataType_t dtype,
-                         void* stream, double* out) {
+ncclResult_t read_scalar(const char* function, const ncclComm* comm, const void* p, ncclDataType_t dtype, void* stream,
+                         double* out) {
   const kolo::device::DeviceOps& dev = kolo::device::runtime();
   if (dev.pointer_info(p).kind != kolo::device::MemoryKind::kDevice) {
     *out = scalar_value(p, dtype);
@@ -32,8 +33,8 @@ ncclResult_t read_scalar(const char* function, const ncclComm* comm, const void*
   kolo::Status status = dev.memcpy_async(&bits, p, dtype_bytes(dtype), stream);
   if (status.ok()) status = dev.stream_synchronize(stream, kolo::Deadline(kolo::env_timeout_seconds()));
   if (!status.ok()) {
-    return fail(ncclUnhandledCudaError, words(function, " on ", rank_of(comm), ": reading the PreMulSum scalar at ",
-                                              p, " (device memory): ", status.message()));
+    return fail(ncclUnhandledCudaError, words(function, " on ", rank_of(comm), ": reading the PreMulSum scalar at ", p,
+                                              " (device memory): ", status.message()));
   }
   *out = scalar_value(&bits, dtype);
   return ncclSuccess;
@@ -58,3 +59,27 @@ ncclResult_t set_thread_device(const char* function, int device) {
 }
 
 }  // namespace kolo_nccl
+
+namespace kolo_nccl {
+
+ncclResult_t local_copy(const char* function, const ncclComm* comm, void* dst, const void* src, size_t bytes,
+                        void* stream) {
+  if (bytes == 0 || dst == src) return ncclSuccess;
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  const bool device = dev.pointer_info(dst).kind == kolo::device::MemoryKind::kDevice ||
+                      dev.pointer_info(src).kind == kolo::device::MemoryKind::kDevice;
+  if (!device) {
+    std::memmove(dst, src, bytes);
+    return ncclSuccess;
+  }
+  const kolo::Status status = dev.memcpy_async(dst, src, bytes, stream);
+  if (!status.ok()) {
+    return fail(ncclUnhandledCudaError, words(function, " on ", rank_of(comm), ": copying ", bytes, " bytes from ", src,
+                                              " to ", dst, " on the stream: ", status.message()));
+  }
+  return ncclSuccess;
+}
+
+}  // namespace kolo_nccl
+
+double kolo_nccl::timeout_seconds() { return kolo::env_timeout_seconds(); }

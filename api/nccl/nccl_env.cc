@@ -20,12 +20,11 @@ namespace {
 
 // NCCL variables that tune what kolo decides itself (its planner, its transports).
 const char* const kIgnored[] = {
-    "NCCL_SOCKET_IFNAME", "NCCL_ALGO",        "NCCL_PROTO",          "NCCL_IB_HCA",
-    "NCCL_IB_DISABLE",    "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",    "NCCL_NET",
-    "NCCL_NTHREADS",      "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_BUFFSIZE",
-    "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL",   "NCCL_CROSS_NIC",      "NCCL_COLLNET_ENABLE",
-    "NCCL_NVLS_ENABLE",   "NCCL_TOPO_FILE",   "NCCL_GRAPH_FILE",     "NCCL_DEBUG_SUBSYS",
-    "NCCL_DEBUG_FILE",    "NCCL_LAUNCH_MODE",
+    "NCCL_SOCKET_IFNAME",  "NCCL_ALGO",        "NCCL_PROTO",         "NCCL_IB_HCA",     "NCCL_IB_DISABLE",
+    "NCCL_P2P_DISABLE",    "NCCL_SHM_DISABLE", "NCCL_NET",           "NCCL_NTHREADS",   "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",  "NCCL_BUFFSIZE",    "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL",  "NCCL_CROSS_NIC",
+    "NCCL_COLLNET_ENABLE", "NCCL_NVLS_ENABLE", "NCCL_TOPO_FILE",     "NCCL_GRAPH_FILE", "NCCL_DEBUG_SUBSYS",
+    "NCCL_DEBUG_FILE",     "NCCL_LAUNCH_MODE",
 };
 
 void set_up() {
@@ -50,8 +49,10 @@ void set_up() {
       if (std::getenv(name) != nullptr) set += std::string(set.empty() ? "" : " ") + name;
     }
     if (!set.empty()) {
-      std::fprintf(stderr, "kolo-nccl INFO: ignoring %s (kolo's planner and transports decide; see KOLO_* in "
-                   "`kolorun --help-env`)\n", set.c_str());
+      std::fprintf(stderr,
+                   "kolo-nccl INFO: ignoring %s (kolo's planner and transports decide; see KOLO_* in "
+                   "`kolorun --help-env`)\n",
+                   set.c_str());
     }
   }
 }
@@ -69,9 +70,10 @@ ncclResult_t check_not_backend(const char* function) {
   const char* backend = std::getenv("KOLO_BACKEND");
   if (backend != nullptr && std::strcmp(backend, "nccl") == 0) {
     return fail(ncclInvalidUsage,
-                words(function, ": KOLO_BACKEND=nccl is set, but this libnccl.so.2 is kolo's own drop-in: "
-                                "kolo would run its collectives through itself. Unset KOLO_BACKEND, or point "
-                                "KOLO_NCCL_LIBRARY at NVIDIA's libnccl.so.2"));
+                words(function,
+                      ": KOLO_BACKEND=nccl is set, but this libnccl.so.2 is kolo's own drop-in: "
+                      "kolo's NCCL backend would load it and call itself. Unset KOLO_BACKEND (or set "
+                      "it to kolo) to run on the drop-in, or run the program on NVIDIA's libnccl.so.2"));
   }
   return ncclSuccess;
 }

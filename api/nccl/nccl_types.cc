@@ -35,11 +35,12 @@ ncclResult_t result_of(kolo_result_t result) {
   return ncclInternalError;
 }
 
-ncclResult_t from_kolo(kolo_result_t result, const char* function) {
+ncclResult_t from_kolo(kolo_result_t result, const char* function, const ncclComm* comm) {
   if (result == KOLO_SUCCESS) return ncclSuccess;
   const char* why = kolo_last_error();
-  return fail(result_of(result), words(function, ": ", kolo_result_string(result), ": ",
-                                      why != nullptr ? why : "(kolo gave no message)"));
+  const std::string on = comm != nullptr ? words(" on rank ", comm->rank) : std::string();
+  return fail(result_of(result), words(function, on, ": ", kolo_result_string(result), ": ",
+                                       why != nullptr ? why : "(kolo gave no message)"));
 }
 
 const char* last_error() { return t_last_error.c_str(); }
@@ -69,9 +70,15 @@ bool dtype_of(int dtype, kolo_dtype_t* out) {
 
 size_t dtype_bytes(ncclDataType_t dtype) {
   switch (dtype) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
     default: return 8;
   }
 }

@@ -23,21 +23,6 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
   return unimplemented("ncclCommShrink", "use ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks");
 }
 
-NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
-         ncclUniqueId* commIds, ncclConfig_t* config) {
-  return unimplemented("ncclCommInitRankScalable", "use ncclCommInitRankConfig with one unique id");
-}
-
-NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         int root, ncclComm_t comm, cudaStream_t stream) {
-  return unimplemented("ncclGather", "use ncclSend/ncclRecv in a group, or ncclAllGather");
-}
-
-NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         int root, ncclComm_t comm, cudaStream_t stream) {
-  return unimplemented("ncclScatter", "use ncclSend/ncclRecv in a group, or ncclBroadcast");
-}
-
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   return unimplemented("ncclGroupSimulateEnd", "kolo's cost model is not exposed through NCCL's API (see kolo-plan)");
 }

@@ -31,6 +31,13 @@ Result<Library> load(const std::string& name) {
     return error(Code::kUnsupported, "KOLO_BACKEND=nccl: cannot load the NCCL library '", name, "' (",
                  why != nullptr ? why : "unknown reason", "); install NCCL or set KOLO_NCCL_LIBRARY to its path");
   }
+  // kolo's own drop-in (api/nccl) answers to the same name: loading it here would run
+  // kolo's device calls through kolo again, around and around.
+  if (dlsym(handle, "kolo_nccl_dropin") != nullptr) {
+    dlclose(handle);
+    return error(Code::kUnsupported, "KOLO_BACKEND=nccl: '", name, "' is kolo's own NCCL drop-in, not NVIDIA's "
+                 "NCCL (LD_LIBRARY_PATH or LD_PRELOAD points at it); set KOLO_NCCL_LIBRARY to NVIDIA's libnccl.so.2");
+  }
   Library lib;
   lib.path = name;
   Status s = bind(handle, name, "ncclGetVersion", &lib.get_version);

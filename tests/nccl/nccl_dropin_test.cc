@@ -4,8 +4,15 @@
 //   nccl_dropin_test collectives DIR   under kolorun -np N: rank 0 makes the unique id and
 //                                      hands it to the others through DIR/id (the user's
 //                                      own broadcast); then every collective x datatype x
-//                                      op, in and out of place, a send/recv ring in a
-//                                      group, split, PreMulSum, errors
+//                                      op, in and out of place (gather and scatter too),
+//                                      a send/recv ring in a group, all-to-all-v with
+//                                      self-sends, grouped collectives, split, the scalable
+//                                      init, PreMulSum, errors
+//   nccl_dropin_test device DIR        under kolorun, KOLO_DEVICE=emulated: device buffers
+//                                      from ncclMemAlloc, stream-ordered calls, a device
+//                                      PreMulSum scalar, window registration
+//   nccl_dropin_test abort DIR         under kolorun: ncclCommAbort from another thread
+//                                      releases a blocked call
 //   nccl_dropin_test init_all          one process: ncclCommInitAll with 3 communicators
 //   nccl_dropin_test backend_guard     KOLO_BACKEND=nccl set: ncclCommInitRank refuses
 #include <dlfcn.h>
@@ -76,7 +83,7 @@ Format format_of(ncclDataType_t t) {
 }
 
 const char* name_of(ncclDataType_t t) {
-  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+  static const char* names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
                                 "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return names[t];
 }
@@ -87,11 +94,20 @@ double get(const void* buf, size_t i, ncclDataType_t t) {
   const Format f = format_of(t);
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const char*>(buf) + i * f.bytes, f.bytes);
-  if (t == ncclFloat32) { float v; std::memcpy(&v, &bits, 4); return v; }
-  if (t == ncclFloat64) { double v; std::memcpy(&v, &bits, 8); return v; }
+  if (t == ncclFloat32) {
+    float v;
+    std::memcpy(&v, &bits, 4);
+    return v;
+  }
+  if (t == ncclFloat64) {
+    double v;
+    std::memcpy(&v, &bits, 8);
+    return v;
+  }
   if (f.exponent_bits == 0) {
     const int width = 8 * f.bytes;
-    if (f.is_signed && width < 64 && (bits >> (width - 1)) & 1) return static_cast<double>(static_cast<int64_t>(bits) - (int64_t{1} << width));
+    if (f.is_signed && width < 64 && (bits >> (width - 1)) & 1)
+      return static_cast<double>(static_cast<int64_t>(bits) - (int64_t{1} << width));
     return f.is_signed ? static_cast<double>(static_cast<int64_t>(bits)) : static_cast<double>(bits);
   }
   const int width = 8 * f.bytes;
@@ -107,8 +123,15 @@ double get(const void* buf, size_t i, ncclDataType_t t) {
 void put(void* buf, size_t i, ncclDataType_t t, double v) {
   const Format f = format_of(t);
   char* p = static_cast<char*>(buf) + i * f.bytes;
-  if (t == ncclFloat32) { float x = static_cast<float>(v); std::memcpy(p, &x, 4); return; }
-  if (t == ncclFloat64) { std::memcpy(p, &v, 8); return; }
+  if (t == ncclFloat32) {
+    float x = static_cast<float>(v);
+    std::memcpy(p, &x, 4);
+    return;
+  }
+  if (t == ncclFloat64) {
+    std::memcpy(p, &v, 8);
+    return;
+  }
   if (f.exponent_bits == 0) {
     int64_t x = static_cast<int64_t>(v);
     std::memcpy(p, &x, f.bytes);  // little endian: the low bytes
@@ -127,12 +150,18 @@ void put(void* buf, size_t i, ncclDataType_t t, double v) {
       if (!(value >= 0 && value <= 64.5)) continue;  // NaN too
       for (int k = 0; k <= 128; ++k) {
         const double d = std::fabs(value - k * 0.5);
-        if (d < best[k]) { best[k] = d; codes[k] = code; }
+        if (d < best[k]) {
+          best[k] = d;
+          codes[k] = code;
+        }
       }
     }
   }
   const int k = static_cast<int>(std::lround(v * 2));
-  if (k < 0 || k > 128) { std::printf("FAIL: test value %g out of the table\n", v); std::exit(2); }
+  if (k < 0 || k > 128) {
+    std::printf("FAIL: test value %g out of the table\n", v);
+    std::exit(2);
+  }
   std::memcpy(p, &codes[k], f.bytes);
 }
 
@@ -149,7 +178,8 @@ const char* op_name(ncclRedOp_t op) {
 double input(ncclRedOp_t op, ncclDataType_t t, int rank, size_t i) {
   switch (op) {
     case ncclProd: return 1 + (rank + i) % 2;
-    case ncclMax: case ncclMin: return (rank * 3 + i) % 5;
+    case ncclMax:
+    case ncclMin: return (rank * 3 + i) % 5;
     default: return (t == ncclFloat8e4m3 || t == ncclFloat8e5m2) ? (rank + i) % 2 : (rank + i) % 4;
   }
 }
@@ -185,14 +215,17 @@ std::string where(const char* coll, ncclDataType_t t, ncclRedOp_t op, bool in_pl
 
 // ---- The scenarios ---------------------------------------------------------------------
 
-ncclUniqueId exchange_id(const std::string& dir, int rank) {
+ncclUniqueId exchange_id(const std::string& dir, int rank, const char* name = "id") {
   ncclUniqueId id;
-  const std::string path = dir + "/id";
+  const std::string path = dir + "/" + name;
   if (rank == 0) {
     must(ncclGetUniqueId(&id), "ncclGetUniqueId");
     const std::string tmp = path + ".tmp";
     std::ofstream(tmp, std::ios::binary).write(id.internal, sizeof(id.internal));
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) { std::perror("rename"); std::exit(1); }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      std::perror("rename");
+      std::exit(1);
+    }
     return id;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -216,16 +249,18 @@ void test_reductions(ncclComm_t comm, int rank, int size, size_t count) {
         std::vector<char> send(count * es), recv(count * es, 0x55);
         for (size_t i = 0; i < count; ++i) put(send.data(), i, t, input(op, t, rank, i));
         if (in_place) recv = send;
-        must(ncclAllReduce(in_place ? recv.data() : send.data(), recv.data(), count, t, op, comm, nullptr), "ncclAllReduce");
+        must(ncclAllReduce(in_place ? recv.data() : send.data(), recv.data(), count, t, op, comm, nullptr),
+             "ncclAllReduce");
         for (size_t i = 0; i < count; ++i) {
           const double got = get(recv.data(), i, t), want = reduced(op, t, size, i);
-          check(close(got, want, t, op), where("allreduce", t, op, in_place, i) + ": " + std::to_string(got) +
-                                             " != " + std::to_string(want));
+          check(close(got, want, t, op),
+                where("allreduce", t, op, in_place, i) + ": " + std::to_string(got) + " != " + std::to_string(want));
         }
         recv.assign(count * es, 0x55);
         if (in_place) recv = send;
         must(ncclReduce(in_place ? recv.data() : send.data(), rank == root || in_place ? recv.data() : nullptr, count,
-                        t, op, root, comm, nullptr), "ncclReduce");
+                        t, op, root, comm, nullptr),
+             "ncclReduce");
         for (size_t i = 0; rank == root && i < count; ++i) {
           const double got = get(recv.data(), i, t), want = reduced(op, t, size, i);
           check(close(got, want, t, op), where("reduce", t, op, in_place, i) + ": " + std::to_string(got));
@@ -256,14 +291,16 @@ void test_data_movement(ncclComm_t comm, int rank, int size, size_t count) {
         std::vector<char> send(count * es), recv(count * es, 0x55);
         for (size_t i = 0; i < count; ++i) put(send.data(), i, t, value(rank, i));
         if (in_place) recv = send;
-        must(ncclBroadcast(in_place ? recv.data() : send.data(), recv.data(), count, t, root, comm, nullptr), "ncclBroadcast");
+        must(ncclBroadcast(in_place ? recv.data() : send.data(), recv.data(), count, t, root, comm, nullptr),
+             "ncclBroadcast");
         for (size_t i = 0; i < count; ++i) {
           check(get(recv.data(), i, t) == value(root, i), where("broadcast", t, none, in_place, i));
         }
         if (in_place) {  // ncclBcast: the in-place form of its own
           recv = send;
           must(ncclBcast(recv.data(), count, t, root, comm, nullptr), "ncclBcast");
-          for (size_t i = 0; i < count; ++i) check(get(recv.data(), i, t) == value(root, i), where("bcast", t, none, true, i));
+          for (size_t i = 0; i < count; ++i)
+            check(get(recv.data(), i, t) == value(root, i), where("bcast", t, none, true, i));
         }
       }
       // AllGather: rank r's block at r * count.
@@ -287,7 +324,32 @@ void test_data_movement(ncclComm_t comm, int rank, int size, size_t count) {
       must(ncclAlltoAll(in_place ? out.data() : in.data(), out.data(), count, t, comm, nullptr), "ncclAlltoAll");
       for (int q = 0; q < size; ++q) {
         for (size_t i = 0; i < count; ++i) {
-          check(get(out.data(), q * count + i, t) == value(q, rank * count + i), where("alltoall", t, none, in_place, q * count + i));
+          check(get(out.data(), q * count + i, t) == value(q, rank * count + i),
+                where("alltoall", t, none, in_place, q * count + i));
+        }
+      }
+      for (int root = 0; root < size; root += std::max(1, size - 1)) {
+        // Gather: rank q's block at q * count on root (in place: root's block is its input).
+        std::vector<char> gathered(size * count * es, 0x55);
+        const char* gsend = mine.data();
+        if (in_place && rank == root) {
+          std::memcpy(gathered.data() + root * count * es, mine.data(), count * es);
+          gsend = gathered.data() + root * count * es;
+        }
+        must(ncclGather(gsend, gathered.data(), count, t, root, comm, nullptr), "ncclGather");
+        for (int q = 0; rank == root && q < size; ++q) {
+          for (size_t i = 0; i < count; ++i) {
+            check(get(gathered.data(), q * count + i, t) == value(q, i),
+                  where("gather", t, none, in_place, q * count + i));
+          }
+        }
+        // Scatter: root's block q to rank q (in place: root's output is its own block).
+        std::vector<char> blocks(size * count * es), got(count * es, 0x55);
+        for (size_t i = 0; i < size * count; ++i) put(blocks.data(), i, t, value(root, i));
+        char* srecv = in_place && rank == root ? blocks.data() + root * count * es : got.data();
+        must(ncclScatter(blocks.data(), srecv, count, t, root, comm, nullptr), "ncclScatter");
+        for (size_t i = 0; i < count; ++i) {
+          check(get(srecv, i, t) == value(root, rank * count + i), where("scatter", t, none, in_place, i));
         }
       }
     }
@@ -309,6 +371,47 @@ void test_ring(ncclComm_t comm, int rank, int size) {
   bool ok = true;
   for (size_t i = 0; i < count; ++i) ok = ok && recv[i] == static_cast<float>(prev * 1000 + i % 1000);
   check(ok, "ring: the previous rank's data");
+}
+
+// An all-to-all with counts that differ per pair, as frameworks build it from sends and
+// receives to every rank, this one included (kolo itself refuses peer == rank).
+void test_alltoallv(ncclComm_t comm, int rank, int size) {
+  auto count = [](int from, int to) { return static_cast<size_t>(1 + from + 2 * to); };
+  std::vector<std::vector<int64_t>> out(size), in(size);
+  must(ncclGroupStart(), "ncclGroupStart (alltoallv)");
+  for (int q = 0; q < size; ++q) {
+    out[q].assign(count(rank, q), 100 * rank + q);
+    in[q].assign(count(q, rank), -1);
+    must(ncclSend(out[q].data(), out[q].size(), ncclInt64, q, comm, nullptr), "ncclSend (alltoallv)");
+    must(ncclRecv(in[q].data(), in[q].size(), ncclInt64, q, comm, nullptr), "ncclRecv (alltoallv)");
+  }
+  must(ncclGroupEnd(), "ncclGroupEnd (alltoallv)");
+  for (int q = 0; q < size; ++q) {
+    bool ok = true;
+    for (int64_t v : in[q]) ok = ok && v == 100 * q + rank;
+    check(ok, "alltoallv: the block from rank " + std::to_string(q));
+  }
+}
+
+// Collectives in a group (as frameworks coalesce them), and empty calls (count 0).
+void test_group_and_empty(ncclComm_t comm, int rank, int size) {
+  int32_t a[3] = {rank, 1, 2}, b[2] = {10 * rank, 5};
+  double c[4] = {0, 0, 0, 0};
+  if (rank == 0) c[0] = 1.5, c[3] = -2;
+  must(ncclGroupStart(), "ncclGroupStart (collectives)");
+  must(ncclAllReduce(a, a, 3, ncclInt32, ncclSum, comm, nullptr), "grouped ncclAllReduce");
+  must(ncclAllReduce(b, b, 2, ncclInt32, ncclMax, comm, nullptr), "grouped ncclAllReduce max");
+  must(ncclBroadcast(c, c, 4, ncclFloat64, 0, comm, nullptr), "grouped ncclBroadcast");
+  must(ncclGroupEnd(), "ncclGroupEnd (collectives)");
+  check(a[0] == size * (size - 1) / 2 && a[1] == size && a[2] == 2 * size, "grouped allreduce sum");
+  check(b[0] == 10 * (size - 1) && b[1] == 5, "grouped allreduce max");
+  check(c[0] == 1.5 && c[3] == -2, "grouped broadcast");
+
+  float x = 7;
+  check(ncclAllReduce(&x, &x, 0, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, "allreduce of 0 elements");
+  check(ncclBroadcast(&x, &x, 0, ncclFloat32, 0, comm, nullptr) == ncclSuccess, "broadcast of 0 elements");
+  check(ncclAllGather(&x, &x, 0, ncclFloat32, comm, nullptr) == ncclSuccess, "allgather of 0 elements");
+  check(x == 7, "0 elements: nothing written");
 }
 
 void test_split(ncclComm_t comm, int rank, int size) {
@@ -397,15 +500,25 @@ void test_errors(ncclComm_t comm, int rank, int size) {
                "op 99", "bad op");
   expect_error(ncclBroadcast(x, y, 4, ncclFloat32, size, comm, nullptr), ncclInvalidArgument,
                std::to_string(size).c_str(), "bad root");
-  expect_error(ncclReduce(x, y, 4, ncclFloat32, ncclSum, -1, comm, nullptr), ncclInvalidArgument, "-1", "negative root");
+  expect_error(ncclReduce(x, y, 4, ncclFloat32, ncclSum, -1, comm, nullptr), ncclInvalidArgument, "-1",
+               "negative root");
   expect_error(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, nullptr, nullptr), ncclInvalidArgument, "comm is NULL",
                "NULL comm");
-  expect_error(ncclGather(x, y, 1, ncclFloat32, 0, comm, nullptr), ncclInvalidUsage, "ncclGather is not implemented",
-               "unimplemented ncclGather");
+  expect_error(ncclCommRevoke(comm, 0), ncclInvalidUsage, "ncclCommRevoke is not implemented",
+               "unimplemented ncclCommRevoke");
+  expect_error(ncclGather(x, y, 1, ncclFloat32, size, comm, nullptr), ncclInvalidArgument,
+               ("root " + std::to_string(size)).c_str(), "gather: bad root");
+  // A send to itself outside a group would never complete; inside one it needs its receive.
+  expect_error(ncclSend(x, 4, ncclFloat32, rank, comm, nullptr), ncclInvalidUsage, "is this rank",
+               "send to itself outside a group");
+  must(ncclGroupStart(), "ncclGroupStart (unpaired)");
+  must(ncclSend(x, 4, ncclFloat32, rank, comm, nullptr), "ncclSend to itself (unpaired)");
+  expect_error(ncclGroupEnd(), ncclInvalidUsage, "without a partner", "a send to itself without its receive");
   expect_error(ncclCommShrink(comm, nullptr, 0, nullptr, nullptr, 0), ncclInvalidUsage, "ncclCommShrink",
                "unimplemented ncclCommShrink");
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
-  expect_error(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, "ncclGroupSimulateEnd", "unimplemented ncclGroupSimulateEnd");
+  expect_error(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, "ncclGroupSimulateEnd",
+               "unimplemented ncclGroupSimulateEnd");
   // The communicator still works after all that.
   float v = 1;
   must(ncclAllReduce(&v, &v, 1, ncclFloat32, ncclSum, comm, nullptr), "ncclAllReduce after the errors");
@@ -418,12 +531,16 @@ void test_errors(ncclComm_t comm, int rank, int size) {
 int run_collectives(const std::string& dir) {
   const char* r = std::getenv("KOLO_RANK");
   const char* s = std::getenv("KOLO_SIZE");
-  if (r == nullptr || s == nullptr) { std::printf("run under kolorun (KOLO_RANK/KOLO_SIZE)\n"); return 2; }
+  if (r == nullptr || s == nullptr) {
+    std::printf("run under kolorun (KOLO_RANK/KOLO_SIZE)\n");
+    return 2;
+  }
   const int rank = g_rank = std::atoi(r), size = std::atoi(s);
 
   int version = 0;
   must(ncclGetVersion(&version), "ncclGetVersion");
-  check(version == NCCL_VERSION_CODE, "ncclGetVersion gives the header's NCCL_VERSION_CODE: " + std::to_string(version));
+  check(version == NCCL_VERSION_CODE,
+        "ncclGetVersion gives the header's NCCL_VERSION_CODE: " + std::to_string(version));
 
   const ncclUniqueId id = exchange_id(dir, rank);
   ncclComm_t comm = nullptr;
@@ -441,9 +558,34 @@ int run_collectives(const std::string& dir) {
     test_data_movement(comm, rank, size, count);
   }
   test_ring(comm, rank, size);
+  test_group_and_empty(comm, rank, size);
+  test_alltoallv(comm, rank, size);
   test_split(comm, rank, size);
   test_premulsum(comm, rank, size);
   test_errors(comm, rank, size);
+
+  // A second communicator, through the scalable init (two ids, made by ranks 0 and 1).
+  ncclUniqueId ids[2] = {exchange_id(dir, rank, "scalable0"), id};
+  if (size > 1) {
+    if (rank == 1) must(ncclGetUniqueId(&ids[1]), "ncclGetUniqueId (rank 1)");
+    const std::string tmp = dir + "/scalable1.tmp", path = dir + "/scalable1";
+    if (rank == 1) {
+      std::ofstream(tmp, std::ios::binary).write(ids[1].internal, sizeof(ids[1].internal));
+      std::rename(tmp.c_str(), path.c_str());
+    }
+    std::ifstream in;
+    for (int tries = 0; tries < 3000 && !in.is_open(); ++tries) {
+      in.open(path, std::ios::binary);
+      if (!in.is_open()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    check(in.read(ids[1].internal, sizeof(ids[1].internal)).good(), "scalable: the second id");
+  }
+  ncclComm_t scalable = nullptr;
+  must(ncclCommInitRankScalable(&scalable, size, rank, size > 1 ? 2 : 1, ids, nullptr), "ncclCommInitRankScalable");
+  int64_t one = 1;
+  must(ncclAllReduce(&one, &one, 1, ncclInt64, ncclSum, scalable, nullptr), "ncclAllReduce (scalable)");
+  check(one == size, "allreduce on the communicator from ncclCommInitRankScalable");
+  must(ncclCommDestroy(scalable), "ncclCommDestroy (scalable)");
 
   void* handle = nullptr;
   std::vector<char> buffer(4096);
@@ -453,6 +595,141 @@ int run_collectives(const std::string& dir) {
   must(ncclCommDestroy(comm), "ncclCommDestroy");
   std::printf("rank %d: collectives: %d checks, %d failed\n", rank, g_checks, g_failures);
   return g_failures == 0 && g_checks > 0 ? 0 : 1;
+}
+
+// cudaStreamSynchronize for the emulated device (emulated_device_sync.cc, linked into the
+// build of this program against kolo's libnccl.so.2 only).
+extern "C" int nccl_test_stream_synchronize(void* stream) __attribute__((weak));
+
+// Device buffers on kolo's emulated device (KOLO_DEVICE=emulated): ncclMemAlloc memory is
+// memfd-backed host memory there, so the test fills and reads it directly (a GPU program
+// would cudaMemcpy). Calls are enqueued on the default stream and synchronized with it.
+int run_device(const std::string& dir) {
+  if (nccl_test_stream_synchronize == nullptr) {
+    std::printf("FAIL: this build of the test has no stream synchronization for the emulated device\n");
+    return 2;
+  }
+  const char* r = std::getenv("KOLO_RANK");
+  const char* s = std::getenv("KOLO_SIZE");
+  if (r == nullptr || s == nullptr) {
+    std::printf("run under kolorun (KOLO_RANK/KOLO_SIZE)\n");
+    return 2;
+  }
+  const int rank = g_rank = std::atoi(r), size = std::atoi(s);
+  const ncclUniqueId id = exchange_id(dir, rank);
+  ncclComm_t comm = nullptr;
+  must(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank");
+  auto drain = [&] { check(nccl_test_stream_synchronize(nullptr) == 0, "stream synchronize"); };
+  const size_t count = 1000;
+  float *send = nullptr, *recv = nullptr, *all = nullptr, *scalar = nullptr;
+  must(ncclMemAlloc(reinterpret_cast<void**>(&send), count * sizeof(float)), "ncclMemAlloc send");
+  must(ncclMemAlloc(reinterpret_cast<void**>(&recv), count * sizeof(float)), "ncclMemAlloc recv");
+  must(ncclMemAlloc(reinterpret_cast<void**>(&all), size * count * sizeof(float)), "ncclMemAlloc all");
+  must(ncclMemAlloc(reinterpret_cast<void**>(&scalar), sizeof(float)), "ncclMemAlloc scalar");
+
+  for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((rank + i) % 7);
+  must(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, nullptr), "device ncclAllReduce");
+  drain();
+  bool ok = true;
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int q = 0; q < size; ++q) want += static_cast<float>((q + i) % 7);
+    ok = ok && recv[i] == want;
+  }
+  check(ok, "device allreduce sum");
+
+  must(ncclAllGather(send, all, count, ncclFloat32, comm, nullptr), "device ncclAllGather");
+  drain();
+  ok = true;
+  for (int q = 0; q < size; ++q) {
+    for (size_t i = 0; i < count; ++i) ok = ok && all[q * count + i] == static_cast<float>((q + i) % 7);
+  }
+  check(ok, "device allgather");
+
+  // Gather to the last rank: point-to-point in a group, root's own block copied on the stream.
+  for (size_t i = 0; i < size * count; ++i) all[i] = -1.0f;
+  must(ncclGather(send, all, count, ncclFloat32, size - 1, comm, nullptr), "device ncclGather");
+  drain();
+  ok = true;
+  for (int q = 0; rank == size - 1 && q < size; ++q) {
+    for (size_t i = 0; i < count; ++i) ok = ok && all[q * count + i] == static_cast<float>((q + i) % 7);
+  }
+  check(ok, "device gather");
+
+  for (size_t i = 0; i < count; ++i) recv[i] = rank == 0 ? static_cast<float>(i) : -1.0f;
+  must(ncclBcast(recv, count, ncclFloat32, 0, comm, nullptr), "device ncclBcast");
+  drain();
+  ok = true;
+  for (size_t i = 0; i < count; ++i) ok = ok && recv[i] == static_cast<float>(i);
+  check(ok, "device broadcast");
+
+  // PreMulSum with the scalar in device memory: read in stream order at the call.
+  ncclRedOp_t op;
+  *scalar = static_cast<float>(rank + 1);
+  must(ncclRedOpCreatePreMulSum(&op, scalar, ncclFloat32, ncclScalarDevice, comm), "ncclRedOpCreatePreMulSum device");
+  for (size_t i = 0; i < count; ++i) send[i] = 2.0f;
+  must(ncclAllReduce(send, recv, count, ncclFloat32, op, comm, nullptr), "device ncclAllReduce premulsum");
+  drain();
+  ok = true;
+  for (size_t i = 0; i < count; ++i) ok = ok && recv[i] == 2.0f * size * (size + 1) / 2;
+  check(ok, "device premulsum with a device scalar: " + std::to_string(recv[0]));
+  must(ncclRedOpDestroy(op, comm), "ncclRedOpDestroy");
+
+  // Window registration: collective, as NCCL's; the registered buffers then serve in place.
+  ncclWindow_t win_send = nullptr, win_recv = nullptr;
+  must(ncclCommWindowRegister(comm, send, count * sizeof(float), &win_send, NCCL_WIN_COLL_SYMMETRIC),
+       "ncclCommWindowRegister send");
+  must(ncclCommWindowRegister(comm, recv, count * sizeof(float), &win_recv, NCCL_WIN_COLL_SYMMETRIC),
+       "ncclCommWindowRegister recv");
+  for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>(rank);
+  must(ncclAllReduce(send, recv, count, ncclFloat32, ncclMax, comm, nullptr), "device ncclAllReduce in windows");
+  drain();
+  ok = true;
+  for (size_t i = 0; i < count; ++i) ok = ok && recv[i] == static_cast<float>(size - 1);
+  check(ok, "device allreduce max in registered windows");
+  must(ncclCommWindowDeregister(comm, win_recv), "ncclCommWindowDeregister recv");
+  must(ncclCommWindowDeregister(comm, win_send), "ncclCommWindowDeregister send");
+
+  ncclResult_t async = ncclInternalError;
+  must(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError");
+  check(async == ncclSuccess, "no asynchronous error");
+  must(ncclCommDestroy(comm), "ncclCommDestroy");
+  for (float* p : {send, recv, all, scalar}) must(ncclMemFree(p), "ncclMemFree");
+  std::printf("rank %d: device: %d checks, %d failed\n", rank, g_checks, g_failures);
+  return g_failures == 0 && g_checks > 0 ? 0 : 1;
+}
+
+// ncclCommAbort from another thread while a call blocks (a watchdog's way): the call
+// returns with an error, the abort succeeds, nothing hangs. Two or more ranks; rank 0's
+// allreduce has no partner (the others never call it).
+int run_abort(const std::string& dir) {
+  const int rank = g_rank = std::atoi(std::getenv("KOLO_RANK")), size = std::atoi(std::getenv("KOLO_SIZE"));
+  const ncclUniqueId id = exchange_id(dir, rank);
+  ncclComm_t comm = nullptr;
+  must(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank");
+  if (rank == 0) {
+    ncclResult_t blocked = ncclSuccess;
+    std::string message;
+    const auto start = std::chrono::steady_clock::now();
+    std::thread caller([&] {
+      float x = 1;
+      blocked = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, nullptr);
+      message = ncclGetLastError(nullptr);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    check(ncclCommAbort(comm) == ncclSuccess, std::string("ncclCommAbort: ") + ncclGetLastError(nullptr));
+    caller.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("rank 0: the blocked allreduce returned %s after %.1f s: %s\n", ncclGetErrorString(blocked), seconds,
+                message.c_str());
+    check(blocked != ncclSuccess && !message.empty(), "the blocked call fails, with a message");
+    check(seconds < 30, "... well before KOLO_TIMEOUT");
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    check(ncclCommAbort(comm) == ncclSuccess, std::string("ncclCommAbort: ") + ncclGetLastError(nullptr));
+  }
+  std::printf("rank %d: abort: %d checks, %d failed\n", rank, g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
 }
 
 int run_init_all() {
@@ -476,7 +753,8 @@ int run_init_all() {
   for (int i = 0; i < ndev; ++i) {
     check(results[i] == ncclSuccess, "init_all: allreduce on communicator " + std::to_string(i));
     check(counts[i] == ndev && ranks[i] == i, "init_all: count and rank of communicator " + std::to_string(i));
-    check(devices[i] == i, "init_all: device of communicator " + std::to_string(i) + " = " + std::to_string(devices[i]));
+    check(devices[i] == i,
+          "init_all: device of communicator " + std::to_string(i) + " = " + std::to_string(devices[i]));
     check(sums[i] == 60, "init_all: sum on communicator " + std::to_string(i) + " = " + std::to_string(sums[i]));
     must(ncclCommDestroy(comms[i]), "ncclCommDestroy");
   }
@@ -505,8 +783,10 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario == "collectives" && argc > 2) return run_collectives(argv[2]);
+  if (scenario == "device" && argc > 2) return run_device(argv[2]);
+  if (scenario == "abort" && argc > 2 && std::getenv("KOLO_RANK") != nullptr) return run_abort(argv[2]);
   if (scenario == "init_all") return run_init_all();
   if (scenario == "backend_guard") return run_backend_guard();
-  std::printf("usage: %s collectives DIR | init_all | backend_guard\n", argv[0]);
+  std::printf("usage: %s collectives DIR | device DIR | abort DIR | init_all | backend_guard\n", argv[0]);
   return 2;
 }

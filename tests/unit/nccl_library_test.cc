@@ -38,6 +38,14 @@ TEST(NcclLibrary, MissingLibraryIsNamed) {
   EXPECT_NE(lib.status().message().find("KOLO_NCCL_LIBRARY"), std::string::npos) << lib.status().message();
 }
 
+// kolo's own drop-in (api/nccl) in NVIDIA's place would send kolo's calls back to kolo.
+TEST(NcclLibrary, KolosOwnDropInIsRefused) {
+  Result<Library> lib = load(KOLO_NCCL_DROPIN);
+  ASSERT_FALSE(lib.ok());
+  EXPECT_EQ(lib.status().code(), Code::kUnsupported);
+  EXPECT_NE(lib.status().message().find("kolo's own NCCL drop-in"), std::string::npos) << lib.status().message();
+}
+
 TEST(NcclLibrary, TooOldLibraryIsRefusedWithItsVersion) {
   Result<Library> lib = load(KOLO_FAKE_NCCL_OLD);
   ASSERT_FALSE(lib.ok());

@@ -128,6 +128,48 @@ gathered = hvd.allgather(v, name="grad.ag")
 (gathered * 3).sum().backward()
 expect(torch.equal(v.grad, torch.full((me + 1, 2), 3.0 * n)), f"allgather gradient: {v.grad}")
 
+# ---- process sets: the even ranks, and a set of rank 0 alone -------------------------------
+evens = hvd.add_process_set([r for r in range(0, n, 2)])
+solo = hvd.add_process_set(hvd.ProcessSet([0]))
+expect(evens.included() == (me % 2 == 0) and solo.included() == (me == 0), "process set membership")
+if me % 2 == 0:
+    s = hvd.allreduce(torch.full((3,), float(me)), op=hvd.Sum, process_set=evens)
+    expect(torch.equal(s, torch.full((3,), float(sum(range(0, n, 2))))), f"allreduce in a process set: {s}")
+    got = hvd.allgather(torch.tensor([me]), process_set=evens)
+    expect(got.tolist() == list(range(0, n, 2)), f"allgather in a process set: {got.tolist()}")
+    expect(evens.rank() == me // 2 and evens.size() == len(range(0, n, 2)), "process set rank and size")
+    expect(hvd.broadcast_object(me, root_rank=0, process_set=evens) == 0, "broadcast_object in a process set")
+else:
+    try:
+        hvd.allreduce(torch.ones(1), process_set=evens)
+        expect(False, "an odd rank ran an allreduce of the even ranks' set")
+    except ValueError as e:
+        expect("not in" in str(e), f"process set refusal: {e}")
+if me == 0:
+    expect(torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, process_set=solo), torch.ones(2)), "a set of one")
+after = hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after.sets")  # the world still works, named alike
+expect(after.item() == n, "world allreduce after process sets")
+expect(hvd.remove_process_set(evens) and hvd.remove_process_set(solo), "remove_process_set")
+
+# ---- SyncBatchNorm: this rank's rows of a batch = BatchNorm on the whole batch --------------
+torch.manual_seed(5)
+full = torch.randn(4 * n, 3, 5, 5, dtype=torch.float64)
+coef = torch.randn(4 * n, 3, 5, 5, dtype=torch.float64)
+ref_bn = torch.nn.BatchNorm2d(3).double()
+xr = full.clone().requires_grad_()
+(ref_bn(xr) * coef).sum().backward()
+sync_bn = hvd.SyncBatchNorm(3).double()
+xs = full.chunk(n)[me].clone().requires_grad_()
+ys = sync_bn(xs)
+(ys * coef.chunk(n)[me]).sum().backward()
+ref2 = torch.nn.BatchNorm2d(3).double()  # a fresh one: its running statistics after one batch
+expect(torch.allclose(ys, ref2(full).chunk(n)[me], atol=1e-10), "SyncBatchNorm output = BatchNorm of the whole batch")
+expect(torch.allclose(xs.grad, xr.grad.chunk(n)[me], atol=1e-10), "SyncBatchNorm input gradient")
+expect(torch.allclose(hvd.allreduce(sync_bn.weight.grad, op=hvd.Sum), ref_bn.weight.grad, atol=1e-9),
+       "SyncBatchNorm weight gradient, summed over ranks")
+expect(torch.allclose(sync_bn.running_mean, ref2.running_mean, atol=1e-12) and
+       torch.allclose(sync_bn.running_var, ref2.running_var, atol=1e-12), "SyncBatchNorm running statistics")
+
 # ---- errors ------------------------------------------------------------------------------
 for bad, kind in [(lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum), NotImplementedError),
                   (lambda: hvd.allreduce(torch.ones(2, dtype=torch.bool)), TypeError),

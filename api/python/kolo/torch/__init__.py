@@ -3,7 +3,8 @@
 Runs with `kolorun -np N python3 train.py` (or mpirun, srun): init() finds the world in the
 environment. CPU tensors, handed to kolo's runtime through their data pointers; named
 operations are matched across ranks, fused and ordered by the runtime (engine/runtime).
-Not yet: CUDA tensors, process sets, SyncBatchNorm, Adasum (refused with an error)."""
+Process sets are sub-communicators of the world. Not yet: CUDA tensors, Adasum (refused
+with an error)."""
 import ctypes
 
 from kolo import _capi
@@ -14,9 +15,11 @@ from kolo.torch._ops import (Adasum, Average, Max, Min, Product, Sum, allgather,
                              barrier, broadcast, broadcast_, broadcast_async, broadcast_async_, grouped_allreduce,
                              grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, join, poll,
                              reducescatter, reducescatter_async, synchronize)
+from kolo.torch._state import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
 from kolo.torch._optimizer import (DistributedOptimizer, allgather_object, broadcast_object,  # noqa: F401
                                    broadcast_optimizer_state, broadcast_parameters)
 from kolo.torch.compression import Compression  # noqa: F401
+from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 
 # Horovod scripts catch this when a peer fails.
 HorovodInternalError = KoloError
@@ -25,10 +28,12 @@ HorovodInternalError = KoloError
 def init(comm=None, process_sets=None):
     """Joins the job kolorun, mpirun or srun started (KOLO_RANK/KOLO_SIZE/KOLO_ADDR or
     theirs). Idempotent."""
-    if comm is not None or process_sets is not None:
-        raise NotImplementedError("kolo.torch.init: comm= and process_sets= are not supported yet; the world is "
-                                  "every rank the launcher started")
+    if comm is not None:
+        raise NotImplementedError("kolo.torch.init: comm= is not supported; the world is every rank the launcher "
+                                  "started (use process sets for subsets)")
     _state.init()
+    for ps in process_sets or []:
+        add_process_set(ps)
 
 
 def shutdown():

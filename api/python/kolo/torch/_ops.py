@@ -55,14 +55,16 @@ _counters = {}
 _counter_lock = threading.Lock()
 
 
-def _name(kind, name):
-    """Horovod names unnamed operations by a per-kind counter, alike on every rank that
-    makes the same calls in the same order."""
+def _name(kind, name, process_set=None):
+    """Horovod names unnamed operations by a counter per kind (and process set, whose
+    operations only its members make), alike on every rank that makes the same calls in
+    the same order."""
     if name is not None:
         return str(name).encode()
+    key = (kind, _state.set_id(process_set))
     with _counter_lock:
-        n = _counters.get(kind, 0)
-        _counters[kind] = n + 1
+        n = _counters.get(key, 0)
+        _counters[key] = n + 1
     return f"{kind}.noname.{n}".encode()
 
 
@@ -126,12 +128,12 @@ def _ptr(tensor):
 
 # ---- allreduce -----------------------------------------------------------------------
 
-def _allreduce_into(tensor, output, name, op, prescale_factor, postscale_factor):
+def _allreduce_into(tensor, output, name, op, prescale_factor, postscale_factor, comm):
     src = _contiguous(tensor)
     dst = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
     opts = _capi.enqueue_options(prescale_factor, postscale_factor)
     request = _enqueue(_capi.lib.kolo_enqueue_allreduce, name, _ptr(src), _ptr(dst), src.numel(), kolo_dtype(src),
-                       _KOLO_OPS[op], ctypes.byref(opts), _state.require())
+                       _KOLO_OPS[op], ctypes.byref(opts), comm)
 
     def finish():
         if dst is not output:
@@ -144,29 +146,31 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     process_set=None):
     _check_tensor(tensor, "allreduce_async")
     op = _resolve_op(op, average, "allreduce_async")
-    return _allreduce_into(tensor, torch.empty_like(tensor), _name("allreduce", name), op, prescale_factor,
-                           postscale_factor)
+    return _allreduce_into(tensor, torch.empty_like(tensor), _name("allreduce", name, process_set), op,
+                           prescale_factor, postscale_factor, _state.comm_of(process_set))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                      process_set=None):
     _check_tensor(tensor, "allreduce_async_")
     op = _resolve_op(op, average, "allreduce_async_")
-    return _allreduce_into(tensor, tensor, _name("allreduce", name), op, prescale_factor, postscale_factor)
+    return _allreduce_into(tensor, tensor, _name("allreduce", name, process_set), op, prescale_factor,
+                           postscale_factor, _state.comm_of(process_set))
 
 
 class _AllreduceFunction(torch.autograd.Function):
     """Allreduce as autograd sees it: the gradient is the same allreduce of the gradient."""
 
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
-        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.op, ctx.pre, ctx.post, ctx.ps = op, prescale_factor, postscale_factor, process_set
         return synchronize(allreduce_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
-                                           postscale_factor=postscale_factor))
+                                           postscale_factor=postscale_factor, process_set=process_set))
 
     @staticmethod
     def backward(ctx, grad):
-        return allreduce(grad, op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post), None, None, None, None
+        out = allreduce(grad, op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post, process_set=ctx.ps)
+        return out, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -176,19 +180,19 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
     if compression is not None:
         compressed, ctx = compression.compress(tensor)
         out = allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
-                        postscale_factor=postscale_factor)
+                        postscale_factor=postscale_factor, process_set=process_set)
         return compression.decompress(out, ctx)
     if tensor.requires_grad:
-        return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor)
+        return _AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor, process_set)
     return synchronize(allreduce_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
-                                       postscale_factor=postscale_factor))
+                                       postscale_factor=postscale_factor, process_set=process_set))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor))
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set))
 
 
-def _grouped(tensors, outputs, name, op, prescale_factor, postscale_factor):
+def _grouped(tensors, outputs, name, op, prescale_factor, postscale_factor, comm):
     if not tensors:
         raise ValueError("kolo.torch: grouped_allreduce of no tensors")
     for t in tensors:
@@ -204,7 +208,7 @@ def _grouped(tensors, outputs, name, op, prescale_factor, postscale_factor):
     counts = (ctypes.c_size_t * n)(*[s.numel() for s in srcs])
     opts = _capi.enqueue_options(prescale_factor, postscale_factor)
     request = _enqueue(_capi.lib.kolo_enqueue_allreduce_group, name, n, sends, recvs, counts, kolo_dtype(srcs[0]),
-                       _KOLO_OPS[op], ctypes.byref(opts), _state.require())
+                       _KOLO_OPS[op], ctypes.byref(opts), comm)
 
     def finish():
         for d, o in zip(dsts, outputs):
@@ -217,24 +221,27 @@ def _grouped(tensors, outputs, name, op, prescale_factor, postscale_factor):
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                             process_set=None):
     op = _resolve_op(op, average, "grouped_allreduce_async")
-    return _grouped(tensors, [torch.empty_like(t) for t in tensors], _name("grouped_allreduce", name), op,
-                    prescale_factor, postscale_factor)
+    return _grouped(tensors, [torch.empty_like(t) for t in tensors], _name("grouped_allreduce", name, process_set),
+                    op, prescale_factor, postscale_factor, _state.comm_of(process_set))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                              process_set=None):
     op = _resolve_op(op, average, "grouped_allreduce_async_")
-    return _grouped(tensors, list(tensors), _name("grouped_allreduce", name), op, prescale_factor, postscale_factor)
+    return _grouped(tensors, list(tensors), _name("grouped_allreduce", name, process_set), op, prescale_factor,
+                    postscale_factor, _state.comm_of(process_set))
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=None):
-    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor))
+    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor,
+                                               process_set))
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                        process_set=None):
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor))
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
+                                                process_set))
 
 
 # ---- allgather, alltoall: outputs sized by the other ranks -----------------------------------
@@ -273,8 +280,8 @@ def allgather_async(tensor, name=None, process_set=None):
         row_count *= d
     out = _Output(src, row_shape)
     opts = _capi.enqueue_options(alloc=out.fn)
-    request = _enqueue(_capi.lib.kolo_enqueue_allgather, _name("allgather", name), _ptr(src), rows, row_count,
-                       kolo_dtype(src), ctypes.byref(opts), _state.require())
+    request = _enqueue(_capi.lib.kolo_enqueue_allgather, _name("allgather", name, process_set), _ptr(src), rows,
+                       row_count, kolo_dtype(src), ctypes.byref(opts), _state.comm_of(process_set))
     return _register(request, (src, out, opts), lambda: out.tensor)
 
 
@@ -282,34 +289,36 @@ class _AllgatherFunction(torch.autograd.Function):
     """The gradient of an allgather: this rank's rows of the summed gradient."""
 
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, process_set):
         ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
-        output = synchronize(allgather_async(tensor, name=name))
+        ctx.ps = process_set
+        output = synchronize(allgather_async(tensor, name=name, process_set=process_set))
         return output
 
     @staticmethod
     def backward(ctx, grad):
-        summed = allreduce(grad.contiguous(), op=Sum)
-        rows = synchronize(allgather_async(torch.tensor([ctx.rows], dtype=torch.int64)))
-        start = int(rows[:_state_rank()].sum())
-        return summed[start:start + ctx.rows], None
+        summed = allreduce(grad.contiguous(), op=Sum, process_set=ctx.ps)
+        rows = synchronize(allgather_async(torch.tensor([ctx.rows], dtype=torch.int64), process_set=ctx.ps))
+        start = int(rows[:_state_rank(ctx.ps)].sum())
+        return summed[start:start + ctx.rows], None, None
 
 
-def _state_rank():
-    return _capi.lib.kolo_comm_rank(_state.require())
+def _state_rank(process_set=None):
+    return _capi.lib.kolo_comm_rank(_state.comm_of(process_set))
 
 
 def allgather(tensor, name=None, process_set=None):
     _check_tensor(tensor, "allgather")
     if tensor.requires_grad:
-        return _AllgatherFunction.apply(tensor, name)
-    return synchronize(allgather_async(tensor, name=name))
+        return _AllgatherFunction.apply(tensor, name, process_set)
+    return synchronize(allgather_async(tensor, name=name, process_set=process_set))
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=None):
     _check_tensor(tensor, "alltoall_async")
     src = _contiguous(tensor if tensor.dim() > 0 else tensor.reshape(1))
-    n = _capi.lib.kolo_comm_size(_state.require())
+    comm = _state.comm_of(process_set)
+    n = _capi.lib.kolo_comm_size(comm)
     rows = src.shape[0]
     if splits is None:
         if rows % n:
@@ -326,8 +335,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     counts = (ctypes.c_size_t * n)(*[s * row_count for s in splits])
     out = _Output(src, row_shape)
     opts = _capi.enqueue_options(alloc=out.fn)
-    request = _enqueue(_capi.lib.kolo_enqueue_alltoall, _name("alltoall", name), _ptr(src), counts, kolo_dtype(src),
-                       ctypes.byref(opts), _state.require())
+    request = _enqueue(_capi.lib.kolo_enqueue_alltoall, _name("alltoall", name, process_set), _ptr(src), counts,
+                       kolo_dtype(src), ctypes.byref(opts), comm)
 
     def finish():
         received = torch.tensor([c // row_count if row_count else 0 for c in out.rank_counts], dtype=torch.int32)
@@ -339,14 +348,14 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
     """The rows for each rank (splits[q] of them to rank q; equal shares when None). Returns
     the rows received, in rank order, and with splits given, also how many came from each
     rank (as Horovod)."""
-    output, received = synchronize(alltoall_async(tensor, splits, name))
+    output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
     return output if splits is None else (output, received)
 
 
 # ---- broadcast, reducescatter ------------------------------------------------------------
 
-def _broadcast_into(tensor, output, root_rank, name):
-    n = _capi.lib.kolo_comm_size(_state.require())
+def _broadcast_into(tensor, output, root_rank, name, comm):
+    n = _capi.lib.kolo_comm_size(comm)
     if not 0 <= root_rank < n:
         raise ValueError(f"kolo.torch: broadcast root_rank {root_rank} is not a rank of {n}")
     if output is not tensor:
@@ -354,7 +363,7 @@ def _broadcast_into(tensor, output, root_rank, name):
     buf = _contiguous(output)
     opts = _capi.enqueue_options()
     request = _enqueue(_capi.lib.kolo_enqueue_broadcast, name, _ptr(buf), buf.numel(), kolo_dtype(buf), root_rank,
-                       ctypes.byref(opts), _state.require())
+                       ctypes.byref(opts), comm)
 
     def finish():
         if buf is not output:
@@ -365,20 +374,22 @@ def _broadcast_into(tensor, output, root_rank, name):
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
     _check_tensor(tensor, "broadcast_async")
-    return _broadcast_into(tensor, tensor.detach().clone(), root_rank, _name("broadcast", name))
+    return _broadcast_into(tensor, tensor.detach().clone(), root_rank, _name("broadcast", name, process_set),
+                           _state.comm_of(process_set))
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     _check_tensor(tensor, "broadcast_async_")
-    return _broadcast_into(tensor, tensor, root_rank, _name("broadcast", name))
+    return _broadcast_into(tensor, tensor, root_rank, _name("broadcast", name, process_set),
+                           _state.comm_of(process_set))
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
-    return synchronize(broadcast_async(tensor, root_rank, name))
+    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
-    return synchronize(broadcast_async_(tensor, root_rank, name))
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
 def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
@@ -386,8 +397,8 @@ def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_f
     as Horovod splits them (the first ranks get one more when they do not divide)."""
     _check_tensor(tensor, "reducescatter_async")
     op = _resolve_op(op, None, "reducescatter_async")
-    n = _capi.lib.kolo_comm_size(_state.require())
-    me = _capi.lib.kolo_comm_rank(_state.require())
+    comm = _state.comm_of(process_set)
+    n = _capi.lib.kolo_comm_size(comm)
     src = _contiguous(tensor if tensor.dim() > 0 else tensor.reshape(1))
     rows = src.shape[0]
     if rows % n:
@@ -398,9 +409,8 @@ def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_f
     out = torch.empty((share,) + tuple(src.shape[1:]), dtype=src.dtype)
     opts = _capi.enqueue_options(prescale_factor, postscale_factor)
     kop = _KOLO_OPS[op]
-    request = _enqueue(_capi.lib.kolo_enqueue_reduce_scatter, _name("reducescatter", name), _ptr(src), _ptr(out),
-                       share * row_count, kolo_dtype(src), kop, ctypes.byref(opts), _state.require())
-    del me
+    request = _enqueue(_capi.lib.kolo_enqueue_reduce_scatter, _name("reducescatter", name, process_set), _ptr(src),
+                       _ptr(out), share * row_count, kolo_dtype(src), kop, ctypes.byref(opts), comm)
     return _register(request, (src, out, opts), lambda: out)
 
 
@@ -420,4 +430,4 @@ def join(device=-1):
 
 
 def barrier(process_set=None):
-    _capi.check(_capi.lib.kolo_barrier(_state.require()))
+    _capi.check(_capi.lib.kolo_barrier(_state.comm_of(process_set)))

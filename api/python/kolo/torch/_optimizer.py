@@ -15,8 +15,9 @@ from kolo.torch.compression import Compression
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense):
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
+        self._process_set = process_set
         self._compression = compression
         self._op = op
         self._sparse_as_dense = sparse_as_dense
@@ -105,7 +106,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         grad = self._grad_for_allreduce(p)
         compressed, ctx = self._compression.compress(grad)
         handle = _ops.allreduce_async_(compressed, name=self._names[p], op=self._op,
-                                       prescale_factor=self._prescale, postscale_factor=self._postscale)
+                                       prescale_factor=self._prescale, postscale_factor=self._postscale,
+                                       process_set=self._process_set)
         return handle, (compressed, ctx)
 
     def _group_gradient_ready(self, p):
@@ -128,7 +130,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             grads.append(self._grad_for_allreduce(m))
         self._group_handles[index] = _ops.grouped_allreduce_async_(
             grads, name=f"group.{index}." + self._names[members[0]], op=self._op, prescale_factor=self._prescale,
-            postscale_factor=self._postscale)
+            postscale_factor=self._postscale, process_set=self._process_set)
         self._group_ready[index] = set()
 
     def synchronize(self):
@@ -178,7 +180,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError("kolo.torch: give num_groups or groups, not both")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, groups if groups is not None else (num_groups or None), sparse_as_dense)
+               gradient_predivide_factor, groups if groups is not None else (num_groups or None), sparse_as_dense,
+               process_set)
 
 
 def broadcast_parameters(params, root_rank):
@@ -194,24 +197,26 @@ def broadcast_parameters(params, root_rank):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
-    """Any picklable object, from root_rank to every rank."""
-    me = _ops._state_rank()
+    """Any picklable object, from root_rank to every rank (of the process set)."""
+    me = _ops._state_rank(process_set)
     payload = pickle.dumps(obj) if me == root_rank else b""
     length = _ops.broadcast(torch.tensor([len(payload)], dtype=torch.int64), root_rank,
-                            name=f"{name or 'object'}.length")
+                            name=f"{name or 'object'}.length", process_set=process_set)
     buf = torch.zeros(int(length[0]), dtype=torch.uint8)
     if me == root_rank:
         buf.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
-    buf = _ops.broadcast(buf, root_rank, name=f"{name or 'object'}.data")
+    buf = _ops.broadcast(buf, root_rank, name=f"{name or 'object'}.data", process_set=process_set)
     return obj if me == root_rank else pickle.loads(buf.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=None):
-    """Every rank's object, in rank order."""
+    """Every rank's object (of the process set), in rank order."""
     payload = pickle.dumps(obj)
-    lengths = _ops.allgather(torch.tensor([len(payload)], dtype=torch.int64), name=f"{name or 'object'}.lengths")
+    lengths = _ops.allgather(torch.tensor([len(payload)], dtype=torch.int64), name=f"{name or 'object'}.lengths",
+                             process_set=process_set)
     data = _ops.allgather(torch.frombuffer(bytearray(payload), dtype=torch.uint8) if payload
-                          else torch.zeros(0, dtype=torch.uint8), name=f"{name or 'object'}.data")
+                          else torch.zeros(0, dtype=torch.uint8), name=f"{name or 'object'}.data",
+                          process_set=process_set)
     out, at = [], 0
     for n in lengths.tolist():
         out.append(pickle.loads(data[at:at + n].numpy().tobytes()))

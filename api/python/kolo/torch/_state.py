@@ -1,4 +1,6 @@
-"""The process's kolo world for kolo.torch: made by init(), destroyed by shutdown()."""
+"""The process's kolo world for kolo.torch (made by init(), destroyed by shutdown()) and its
+process sets: sub-communicators split from the world (kolo_comm_split), each with its own
+runtime, so that operations on a set run among its ranks only."""
 import atexit
 import ctypes
 
@@ -13,6 +15,78 @@ def require():
     return comm
 
 
+class ProcessSet:
+    """Ranks of the world that run operations among themselves (Horovod's ProcessSet).
+    Made usable by add_process_set, which every rank calls in the same order."""
+
+    def __init__(self, ranks):
+        self.ranks = sorted(int(r) for r in ranks)
+        if len(set(self.ranks)) != len(self.ranks):
+            raise ValueError(f"kolo.torch: a process set has a rank twice: {self.ranks}")
+        self.process_set_id = None  # set by add_process_set
+        self.comm = None            # this rank's communicator of the set; None where it is not a member
+
+    def included(self):
+        return self.comm is not None
+
+    def rank(self):
+        return _capi.lib.kolo_comm_rank(comm_of(self))
+
+    def size(self):
+        return len(self.ranks)
+
+    def __repr__(self):
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+
+
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+_sets = {0: global_process_set}
+
+
+def comm_of(process_set):
+    """The communicator operations of `process_set` (None: the world) run on."""
+    require()
+    if process_set is None or process_set is global_process_set:
+        return comm
+    if process_set.process_set_id not in _sets or _sets[process_set.process_set_id] is not process_set:
+        raise ValueError(f"kolo.torch: {process_set!r} has not been added (add_process_set) or was removed")
+    if process_set.comm is None:
+        raise ValueError(f"kolo.torch: rank {_capi.lib.kolo_comm_rank(comm)} is not in {process_set!r}")
+    return process_set.comm
+
+
+def set_id(process_set):
+    return 0 if process_set is None else process_set.process_set_id
+
+
+def add_process_set(process_set):
+    """Collective over the world: every rank calls it with the same ranks, in the same order."""
+    require()
+    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
+    n = _capi.lib.kolo_comm_size(comm)
+    me = _capi.lib.kolo_comm_rank(comm)
+    if not ps.ranks or ps.ranks[0] < 0 or ps.ranks[-1] >= n:
+        raise ValueError(f"kolo.torch: process set ranks {ps.ranks} are not ranks of the {n} in the world")
+    out = ctypes.c_void_p()
+    _capi.check(_capi.lib.kolo_comm_split(comm, 0 if me in ps.ranks else -1, me, ctypes.byref(out)))
+    ps.comm = out if out.value else None
+    ps.process_set_id = max(_sets) + 1
+    _sets[ps.process_set_id] = ps
+    return ps
+
+
+def remove_process_set(process_set):
+    """Collective among the set's ranks (others return at once)."""
+    if process_set is global_process_set or process_set.process_set_id not in _sets:
+        return False
+    del _sets[process_set.process_set_id]
+    made, process_set.comm = process_set.comm, None
+    if made is not None:
+        _capi.check(_capi.lib.kolo_comm_destroy(made))
+    return True
+
+
 def init():
     global comm
     if comm is not None:
@@ -20,6 +94,8 @@ def init():
     out = ctypes.c_void_p()
     _capi.check(_capi.lib.kolo_init(ctypes.byref(out)))
     comm = out
+    global_process_set.ranks = list(range(_capi.lib.kolo_comm_size(comm)))
+    global_process_set.comm = comm
     atexit.register(shutdown)
 
 
@@ -27,5 +103,8 @@ def shutdown():
     global comm
     if comm is None:
         return
+    for ps in [ps for i, ps in _sets.items() if i != 0]:
+        remove_process_set(ps)
     made, comm = comm, None
+    global_process_set.comm = None
     _capi.check(_capi.lib.kolo_comm_destroy(made))

@@ -61,6 +61,12 @@ dst = torch.zeros(sum(outs_rows), 2)
 dist.all_to_all_single(dst, src, output_split_sizes=outs_rows, input_split_sizes=ins)
 expect(torch.equal(dst, torch.cat([torch.full((outs_rows[r], 2), float(10 * r + me)) for r in range(n)])),
        "all_to_all_single with splits")
+# all_to_all of lists: strided inputs and outputs (columns of a matrix).
+src_m = torch.stack([torch.full((3,), float(10 * me + q)) for q in range(n)], dim=1)  # column q for rank q
+dst_m = torch.zeros(3, n)
+dist.all_to_all(list(dst_m.unbind(1)), list(src_m.unbind(1)))
+expect(torch.equal(dst_m, torch.stack([torch.full((3,), float(10 * r + me)) for r in range(n)], dim=1)),
+       f"all_to_all of strided tensors: {dst_m}")
 if n > 1:
     if me == 0:
         dist.send(torch.arange(5.0), dst=1)

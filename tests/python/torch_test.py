@@ -240,6 +240,19 @@ for variant in ["plain", "groups", "fp16", "accumulate"]:
     expect(all(all(torch.equal(a, b) for a, b in zip(synced[0], s)) for s in synced),
            f"training ({variant}): ranks' parameters differ")
 
+# Horovod's gradient clipping pattern: synchronize, clip, step without synchronizing again.
+model = make_model(1)
+opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters(),
+                               op=hvd.Sum)
+opt.zero_grad()
+torch.nn.functional.mse_loss(model(batches[0][0].chunk(n)[me]), batches[0][1].chunk(n)[me]).backward()
+opt.synchronize()
+summed = [p.grad.clone() for p in model.parameters()]
+with opt.skip_synchronize():
+    opt.step()
+expect(all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), summed)),
+       "skip_synchronize: step() does not allreduce the gradients again")
+
 print(f"rank {me}: kolo.torch: {checks} checks, {len(failures)} failed")
 for f in failures:
     print(f"rank {me}: FAIL {f}")

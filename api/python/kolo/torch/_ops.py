@@ -105,16 +105,26 @@ def poll(handle):
     return _capi.lib.kolo_test(p.request) != _capi.IN_PROGRESS
 
 
+_unfinished = []  # operations that failed to complete in time: kolo may still use their buffers
+
+
 def synchronize(handle):
     """Waits for the operation of `handle` and returns its output."""
     with _pending_lock:
         p = _pending.pop(handle, None)
     if p is None:
         raise ValueError(f"kolo.torch: synchronize of unknown handle {handle}")
-    try:
-        _capi.check(_capi.lib.kolo_wait(p.request))
-    finally:
-        _capi.lib.kolo_request_free(p.request)
+    result = _capi.lib.kolo_wait(p.request)
+    error = _capi.last_error()
+    if result != _capi.SUCCESS and _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:
+        # Still running (KOLO_TIMEOUT passed; a late peer may yet arrive): its tensors, the
+        # allocator callback and the request stay alive for the rest of the process.
+        with _pending_lock:
+            _unfinished.append(p)
+        raise _capi.KoloError(result, error)
+    _capi.lib.kolo_request_free(p.request)
+    if result != _capi.SUCCESS:
+        raise _capi.KoloError(result, error)
     return p.finish()
 
 
@@ -234,6 +244,11 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 
 def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=None):
+    if compression is not None:
+        pairs = [compression.compress(t) for t in tensors]
+        outs = synchronize(grouped_allreduce_async([c for c, _ in pairs], average, name, op, prescale_factor,
+                                                   postscale_factor, process_set))
+        return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
     return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor,
                                                process_set))
 
@@ -393,8 +408,8 @@ def broadcast_(tensor, root_rank, name=None, process_set=None):
 
 
 def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    """This rank's share of the reduction along the first dimension: rows split as evenly
-    as Horovod splits them (the first ranks get one more when they do not divide)."""
+    """This rank's share of the reduction along the first dimension, whose rows must divide
+    evenly among the ranks (Horovod's uneven shares are not supported yet: refused)."""
     _check_tensor(tensor, "reducescatter_async")
     op = _resolve_op(op, None, "reducescatter_async")
     comm = _state.comm_of(process_set)
@@ -416,6 +431,10 @@ def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_f
 
 def reducescatter(tensor, name=None, compression=None, op=None, process_set=None, prescale_factor=1.0,
                   postscale_factor=1.0):
+    if compression is not None:
+        compressed, ctx = compression.compress(tensor)
+        out = synchronize(reducescatter_async(compressed, name, op, process_set, prescale_factor, postscale_factor))
+        return compression.decompress(out, ctx)
     return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
 
 

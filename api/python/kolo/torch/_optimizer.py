@@ -5,6 +5,7 @@ the parameter's gradient accumulator), so communication overlaps the rest of the
 pass; step() waits for them all, then steps. Names are the parameters' names, so every
 rank's runtime matches the same tensors whatever order their hooks fire in."""
 
+import contextlib
 import pickle
 
 import torch
@@ -18,6 +19,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  gradient_predivide_factor, groups, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
         self._process_set = process_set
+        self._should_synchronize = True
         self._compression = compression
         self._op = op
         self._sparse_as_dense = sparse_as_dense
@@ -43,6 +45,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._delay = {p: backward_passes_per_step for p in all_params}
         self._handles = {}  # parameter -> (handle, ctx) or (None, None) when not yet enqueued
         self._groups = self._group_of(groups, all_params)
+        if self._groups and compression is not Compression.none:
+            raise ValueError("kolo.torch: DistributedOptimizer: compression with num_groups/groups is not supported "
+                             "yet; use one or the other")
         self._group_ready = {}    # group index -> its members whose gradient is ready
         self._group_handles = {}  # group index -> the handle of its fused allreduce
         self._hooks = []
@@ -66,6 +71,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             lists = [trainable[i:i + size] for i in range(0, len(trainable), size)]
         else:
             lists = [list(g) for g in groups]
+        # Frozen parameters have no gradient to carry; a group left empty is dropped.
+        lists = [m for m in ([p for p in g if p.requires_grad] for g in lists) if m]
         out = {}
         for index, members in enumerate(lists):
             for p in members:
@@ -83,7 +90,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*_):
-            if p in self._handles and self._handles[p][0] is not None:
+            group = self._groups[p][0] if p in self._groups else None
+            pending = (self._handles.get(p, (None, None))[0] is not None if group is None else
+                       group in self._group_handles or p in self._group_ready.get(group, ()))
+            if pending and self._delay[p] <= 0:
                 raise RuntimeError("kolo.torch: a gradient was computed twice before step(); with gradient "
                                    "accumulation, give backward_passes_per_step")
             self._delay[p] -= 1
@@ -160,8 +170,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._delay[p] = self._passes
 
     def step(self, closure=None):
-        self.synchronize()
+        # After an explicit synchronize() (to clip gradients, say) step() runs inside
+        # skip_synchronize(), as Horovod's: the gradients are not allreduced twice.
+        if self._should_synchronize:
+            self.synchronize()
         return super(self.__class__, self).step(closure)
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """step() inside this block does not synchronize (it was done explicitly)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
 
     def zero_grad(self, *args, **kwargs):
         if self._group_handles or any(h is not None for h, _ in self._handles.values()):

@@ -42,6 +42,7 @@ class ProcessSet:
 global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
 _sets = {0: global_process_set}
+_next_id = 1
 
 
 def comm_of(process_set):
@@ -71,7 +72,10 @@ def add_process_set(process_set):
     out = ctypes.c_void_p()
     _capi.check(_capi.lib.kolo_comm_split(comm, 0 if me in ps.ranks else -1, me, ctypes.byref(out)))
     ps.comm = out if out.value else None
-    ps.process_set_id = max(_sets) + 1
+    # Never reused (unnamed operations are counted per set id: a new set starts afresh).
+    global _next_id
+    ps.process_set_id = _next_id
+    _next_id += 1
     _sets[ps.process_set_id] = ps
     return ps
 

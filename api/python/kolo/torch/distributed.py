@@ -178,13 +178,18 @@ class KoloProcessGroup(ProcessGroup):
         return _Done([output])
 
     def alltoall(self, outputs, inputs, opts):
-        for q, (o, i) in enumerate(zip(outputs, inputs)):
+        for o, i in zip(outputs, inputs):
             _cpu(o, "alltoall")
             _cpu(i, "alltoall")
+        # The sends and receives run at the group's end: their buffers must live until
+        # then (contiguous copies kept here), and strided outputs are filled afterwards.
+        srcs = [i.contiguous() for i in inputs]
+        dsts = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format)
+                for o in outputs]
         _capi.check(_capi.lib.kolo_group_start())
         try:
             for q in range(self._size):
-                src, dst = inputs[q].contiguous(), outputs[q]
+                src, dst = srcs[q], dsts[q]
                 if q == self._rank:
                     dst.copy_(src)
                     continue
@@ -192,6 +197,9 @@ class KoloProcessGroup(ProcessGroup):
                 _capi.check(_capi.lib.kolo_recv(_ptr(dst), dst.numel(), kolo_dtype(dst), q, self._comm, None))
         finally:
             _capi.check(_capi.lib.kolo_group_end())
+        for d, o in zip(dsts, outputs):
+            if d is not o:
+                o.copy_(d)
         return _Done(outputs)
 
     def send(self, tensors, dst, tag):

@@ -54,7 +54,8 @@ class _SyncBatchNormFunction(torch.autograd.Function):
 
 class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
     """A drop-in for torch.nn.BatchNorm{1,2,3}d that normalises with the statistics of
-    the batch over all ranks while training (locally in eval mode, as BatchNorm)."""
+    the batch over all ranks while training (in eval mode with the running statistics, as
+    BatchNorm; without running statistics, the batch's over all ranks in both)."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  process_set=None):
@@ -67,7 +68,7 @@ class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
 
     def forward(self, input):
         self._check_input_dim(input)
-        if not self.training:
+        if not self.training and self.track_running_stats:
             return torch.nn.functional.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                                                   False, 0.0, self.eps)
         if self.num_batches_tracked is not None:

@@ -310,10 +310,15 @@ kolo_result_t kolo_group_end(void) {
     for (auto& [comm, call] : pending) {
       if (std::find(order.begin(), order.end(), comm) == order.end()) order.push_back(comm);
     }
+    // A communicator destroyed meanwhile fails the group, but the others still run their
+    // calls: their peers wait for them.
     Status first;
     for (kolo_comm_t comm : order) {
       Status live = kolo::check_comm(comm);
-      if (!live.ok()) return live;
+      if (!live.ok()) {
+        if (first.ok()) first = live;
+        continue;
+      }
       std::vector<CollCall> calls;
       for (auto& [c, call] : pending) {
         if (c == comm) calls.push_back(call);

@@ -37,6 +37,9 @@ for dtype in [torch.float32, torch.float64, torch.int32, torch.int64, torch.floa
 b = torch.arange(4.0) * (me + 1)
 dist.broadcast(b, src=n - 1)
 expect(torch.equal(b, torch.arange(4.0) * n), "broadcast")
+flags = torch.tensor([me == 0, me != 0])
+dist.broadcast(flags, src=0)
+expect(flags.tolist() == [True, False], f"broadcast of bools: {flags.tolist()}")
 outs = [torch.zeros(3) for _ in range(n)]
 dist.all_gather(outs, torch.full((3,), float(me)))
 expect(all(torch.equal(o, torch.full((3,), float(r))) for r, o in enumerate(outs)), "all_gather")

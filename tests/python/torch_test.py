@@ -113,6 +113,12 @@ expect(torch.equal(eq, torch.tensor([1000 * r + 2 * me + k for r in range(n) for
 rs = hvd.reducescatter(torch.ones(2 * n, 3) * (me + 1), op=hvd.Sum, name="rs")
 expect(rs.shape == (2, 3) and torch.equal(rs, torch.full((2, 3), float(n * (n + 1) / 2))), f"reducescatter {rs.shape}")
 
+flags = torch.tensor([me % 2 == 0, True, False, me == 0])
+hvd.broadcast_(flags, 0, name="bcast.bool")
+expect(flags.tolist() == [True, True, False, True], f"broadcast of a bool tensor: {flags.tolist()}")
+shorts = torch.arange(6, dtype=torch.int16).reshape(2, 3) * (me + 1)
+expect(torch.equal(hvd.broadcast(shorts, n - 1, name="bcast.int16"), torch.arange(6, dtype=torch.int16).reshape(2, 3) * n),
+       "broadcast of an int16 tensor")
 obj = hvd.broadcast_object({"rank": me, "list": [1, 2, me]}, root_rank=0)
 expect(obj == {"rank": 0, "list": [1, 2, 0]}, f"broadcast_object: {obj}")
 expect(hvd.allgather_object(("r", me)) == [("r", r) for r in range(n)], "allgather_object")

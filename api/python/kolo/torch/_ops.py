@@ -29,13 +29,21 @@ def kolo_dtype(tensor):
                         f"{', '.join(str(d) for d in _DTYPES)})") from None
 
 
-def _check_tensor(tensor, what):
+def _check_tensor(tensor, what, any_dtype=False):
+    """any_dtype: the operation only moves bytes (broadcast), so any dtype will do."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"kolo.torch: {what} takes a torch.Tensor, not {type(tensor).__name__}")
     if tensor.device.type != "cpu":
         raise ValueError(f"kolo.torch: {what}: a {tensor.device.type} tensor; kolo.torch carries CPU tensors so far "
                          "(kolo's runtime works on host memory; move it with .cpu())")
-    kolo_dtype(tensor)
+    if not any_dtype:
+        kolo_dtype(tensor)
+
+
+def as_bytes(tensor):
+    """A contiguous tensor of a dtype kolo does not carry (bool, int16, complex, ...) as
+    its bytes, sharing its memory: for operations that only move data."""
+    return tensor if tensor.dtype in _DTYPES else tensor.reshape(-1).view(torch.uint8)
 
 
 def _resolve_op(op, average, what):
@@ -376,9 +384,10 @@ def _broadcast_into(tensor, output, root_rank, name, comm):
     if output is not tensor:
         output.copy_(tensor)
     buf = _contiguous(output)
+    carried = as_bytes(buf)
     opts = _capi.enqueue_options()
-    request = _enqueue(_capi.lib.kolo_enqueue_broadcast, name, _ptr(buf), buf.numel(), kolo_dtype(buf), root_rank,
-                       ctypes.byref(opts), comm)
+    request = _enqueue(_capi.lib.kolo_enqueue_broadcast, name, _ptr(carried), carried.numel(), kolo_dtype(carried),
+                       root_rank, ctypes.byref(opts), comm)
 
     def finish():
         if buf is not output:
@@ -388,13 +397,13 @@ def _broadcast_into(tensor, output, root_rank, name, comm):
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
-    _check_tensor(tensor, "broadcast_async")
+    _check_tensor(tensor, "broadcast_async", any_dtype=True)
     return _broadcast_into(tensor, tensor.detach().clone(), root_rank, _name("broadcast", name, process_set),
                            _state.comm_of(process_set))
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
-    _check_tensor(tensor, "broadcast_async_")
+    _check_tensor(tensor, "broadcast_async_", any_dtype=True)
     return _broadcast_into(tensor, tensor, root_rank, _name("broadcast", name, process_set),
                            _state.comm_of(process_set))
 

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
 
 from kolo import _capi
-from kolo.torch._ops import kolo_dtype
+from kolo.torch._ops import as_bytes, kolo_dtype
 
 _OPS = {dist.ReduceOp.SUM: _capi.OP_SUM, dist.ReduceOp.PRODUCT: _capi.OP_PROD, dist.ReduceOp.MIN: _capi.OP_MIN,
         dist.ReduceOp.MAX: _capi.OP_MAX}
@@ -30,11 +30,12 @@ def _op(reduce_op):
     raise ValueError(f"kolo backend: reduce op {reduce_op} is not supported (SUM, PRODUCT, MIN, MAX, AVG)")
 
 
-def _cpu(tensor, what):
+def _cpu(tensor, what, any_dtype=False):
     if tensor.device.type != "cpu":
         raise ValueError(f"kolo backend: {what}: a {tensor.device.type} tensor; the kolo backend carries CPU tensors "
                          "so far")
-    kolo_dtype(tensor)
+    if not any_dtype:
+        kolo_dtype(tensor)
     return tensor
 
 
@@ -74,11 +75,13 @@ class KoloProcessGroup(ProcessGroup):
     def getBackendName(self):
         return "kolo"
 
-    def _each(self, tensors, what, fn):
+    def _each(self, tensors, what, fn, any_dtype=False):
+        """fn on each tensor, contiguous; any_dtype: fn only moves bytes (broadcast, send,
+        recv), so a dtype kolo does not carry (DDP's bool buffers) goes as its bytes."""
         for t in tensors:
-            _cpu(t, what)
+            _cpu(t, what, any_dtype)
             buf = t if t.is_contiguous() else t.contiguous()
-            fn(buf)
+            fn(as_bytes(buf) if any_dtype else buf)
             if buf is not t:
                 t.copy_(buf)
         return _Done(tensors)
@@ -94,7 +97,7 @@ class KoloProcessGroup(ProcessGroup):
     def broadcast(self, tensors, opts):
         root = opts.rootRank
         return self._each(tensors, "broadcast", lambda b: _capi.check(_capi.lib.kolo_broadcast(
-            _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), root, self._comm, None)))
+            _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), root, self._comm, None)), any_dtype=True)
 
     def reduce(self, tensors, opts):
         op, root = _op(opts.reduceOp), opts.rootRank
@@ -204,11 +207,11 @@ class KoloProcessGroup(ProcessGroup):
 
     def send(self, tensors, dst, tag):
         return self._each(tensors, "send", lambda b: _capi.check(_capi.lib.kolo_send(
-            _ptr(b), b.numel(), kolo_dtype(b), dst, self._comm, None)))
+            _ptr(b), b.numel(), kolo_dtype(b), dst, self._comm, None)), any_dtype=True)
 
     def recv(self, tensors, src, tag):
         return self._each(tensors, "recv", lambda b: _capi.check(_capi.lib.kolo_recv(
-            _ptr(b), b.numel(), kolo_dtype(b), src, self._comm, None)))
+            _ptr(b), b.numel(), kolo_dtype(b), src, self._comm, None)), any_dtype=True)
 
     def barrier(self, opts=None):
         _capi.check(_capi.lib.kolo_barrier(self._comm))

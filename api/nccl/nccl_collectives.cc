@@ -53,9 +53,12 @@ ncclResult_t resolve_op(const char* function, ncclComm* comm, ncclRedOp_t op, nc
   return ncclSuccess;
 }
 
-// The checks every collective starts with: the communicator and the data type.
-ncclResult_t begin(const char* function, ncclComm* comm, ncclDataType_t datatype, kolo_dtype_t* dtype) {
-  if (ncclResult_t r = kolo_nccl::check_comm(function, comm); r != ncclSuccess) return r;
+// What every collective starts with: the communicator counted in flight (before anything
+// of it is read, see InFlight), the open group's hold on it, and the data type.
+ncclResult_t begin(const char* function, ncclComm* comm, ncclDataType_t datatype, kolo_dtype_t* dtype,
+                   kolo_nccl::InFlight* in_flight) {
+  if (ncclResult_t r = in_flight->enter(function, comm); r != ncclSuccess) return r;
+  kolo_nccl::note_group_call(comm);
   return kolo_nccl::check_dtype(function, comm, datatype, dtype);
 }
 
@@ -79,8 +82,8 @@ NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
   const char* function = "ncclAllReduce";
   kolo_dtype_t dtype;
   ResolvedOp kop;
-  if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin(function, comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   if (ncclResult_t r = resolve_op(function, comm, op, datatype, stream, &kop); r != ncclSuccess) return r;
   if (!kop.premul)
     return done(kolo_allreduce(sendbuff, recvbuff, count, dtype, kop.op, comm->kolo, stream), function, comm);
@@ -95,8 +98,8 @@ NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
   const char* function = "ncclReduce";
   kolo_dtype_t dtype;
   ResolvedOp kop;
-  if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin(function, comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   if (ncclResult_t r = resolve_op(function, comm, op, datatype, stream, &kop); r != ncclSuccess) return r;
   if (kop.premul) return refuse_premul(function, comm, op);
   return done(kolo_reduce(sendbuff, recvbuff, count, dtype, kop.op, root, comm->kolo, stream), function, comm);
@@ -107,8 +110,8 @@ NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
   const char* function = "ncclReduceScatter";
   kolo_dtype_t dtype;
   ResolvedOp kop;
-  if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin(function, comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   if (ncclResult_t r = resolve_op(function, comm, op, datatype, stream, &kop); r != ncclSuccess) return r;
   if (kop.premul) return refuse_premul(function, comm, op);
   return done(kolo_reduce_scatter(sendbuff, recvbuff, recvcount, dtype, kop.op, comm->kolo, stream), function, comm);
@@ -117,32 +120,32 @@ NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream) {
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin("ncclBroadcast", comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin("ncclBroadcast", comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   return done(kolo_broadcast(sendbuff, recvbuff, count, dtype, root, comm->kolo, stream), "ncclBroadcast", comm);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
          cudaStream_t stream) {
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin("ncclBcast", comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin("ncclBcast", comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   return done(kolo_broadcast(buff, buff, count, dtype, root, comm->kolo, stream), "ncclBcast", comm);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream) {
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin("ncclAllGather", comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin("ncclAllGather", comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   return done(kolo_allgather(sendbuff, recvbuff, sendcount, dtype, comm->kolo, stream), "ncclAllGather", comm);
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream) {
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin("ncclAlltoAll", comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin("ncclAlltoAll", comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   return done(kolo_alltoall(sendbuff, recvbuff, count, dtype, comm->kolo, stream), "ncclAlltoAll", comm);
 }
 
@@ -153,8 +156,8 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, 
          ncclScalarResidence_t residence, ncclComm_t comm) {
   const char* function = "ncclRedOpCreatePreMulSum";
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin(function, comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   if (op == nullptr || scalar == nullptr) {
     return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": op ", static_cast<void*>(op),
                                            " and scalar ", scalar, " must not be NULL"));
@@ -183,7 +186,8 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, 
 
 NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
   const char* function = "ncclRedOpDestroy";
-  if (ncclResult_t r = kolo_nccl::check_comm(function, comm); r != ncclSuccess) return r;
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = in_flight.enter(function, comm); r != ncclSuccess) return r;
   ncclComm::PreMulSum premul;
   if (ncclResult_t r = find_premul(function, comm, op, &premul); r != ncclSuccess) return r;
   std::lock_guard<std::mutex> lock(comm->ops_mutex);

@@ -32,7 +32,9 @@ void set_up() {
   std::string level = nccl_debug != nullptr ? nccl_debug : "";
   for (char& c : level) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   // kolo reads KOLO_DEBUG lazily, at its first log line: setting it here, before this
-  // library's first kolo call, takes effect. An explicit KOLO_DEBUG wins.
+  // library's first kolo call, takes effect. An explicit KOLO_DEBUG wins. kolo's C API has
+  // no other way to take a log level, so this is a setenv: see map_environment_at_load for
+  // when it runs.
   if (std::getenv("KOLO_DEBUG") == nullptr && !level.empty()) {
     if (level == "WARN" || level == "INFO" || level == "TRACE") {
       setenv("KOLO_DEBUG", level.c_str(), 0);
@@ -60,11 +62,24 @@ void set_up() {
 }  // namespace
 
 void ensure_environment() {
-  // A function-local static: initialized once, thread-safely (no std::call_once, whose
-  // helper template would be exported from this library).
+  // A function-local static: initialized once, thread-safely, as std::call_once would
+  // (which is not used: its helper template would be exported from this library).
   static const bool done = (set_up(), true);
   (void)done;
 }
+
+namespace {
+
+// setenv is not safe while another thread calls getenv (glibc may move the environment
+// under it). So the mapping runs when the library is loaded, the earliest point it has:
+// before main for a program linked with -lnccl, while it is usually one thread; at dlopen
+// for one that loads NCCL itself, still before any NCCL call can come. The first NCCL
+// calls (ncclGetUniqueId, ncclCommInitRank*, ncclCommInitAll, ncclMemAlloc, ncclGetVersion)
+// call ensure_environment too, which does nothing once this has run; either way kolo,
+// which reads its environment at its first call, sees the mapped KOLO_DEBUG.
+__attribute__((constructor)) void map_environment_at_load() { ensure_environment(); }
+
+}  // namespace
 
 ncclResult_t check_not_backend(const char* function) {
   const char* backend = std::getenv("KOLO_BACKEND");

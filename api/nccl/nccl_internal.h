@@ -32,9 +32,14 @@ struct ncclComm {
   std::mutex ops_mutex;
   std::vector<PreMulSum> ops;
 
-  // Calls inside kolo on this communicator now (a group's count from its calls to its
-  // ncclGroupEnd): ncclCommAbort from another thread waits for them before freeing.
+  // Calls on this communicator now, counted from before they first read it: each call
+  // from its start to its return, and an open group from its first call on the
+  // communicator to its ncclGroupEnd (kolo runs the group's calls there). ncclCommAbort
+  // frees the communicator only once this is 0 (see InFlight).
   std::atomic<int> in_flight{0};
+  // Set by ncclCommAbort before it waits for in_flight: no call starts on it after that
+  // (InFlight::enter refuses), and an open group on it reports the abort at ncclGroupEnd.
+  std::atomic<bool> aborting{false};
 };
 
 namespace kolo_nccl {
@@ -62,8 +67,8 @@ size_t dtype_bytes(ncclDataType_t dtype);
 // One value of `dtype` at `p` (host memory) as a double.
 double scalar_value(const void* p, ncclDataType_t dtype);
 
-// kInvalidArgument-style checks that name the function, the value and the rank.
-ncclResult_t check_comm(const char* function, const ncclComm* comm);
+// kInvalidArgument-style checks that name the function, the value and the rank (the
+// communicator itself is checked by InFlight::enter).
 ncclResult_t check_dtype(const char* function, const ncclComm* comm, ncclDataType_t dtype, kolo_dtype_t* out);
 
 // Once per process, before kolo is first called: NCCL_DEBUG as KOLO_DEBUG, the INFO
@@ -85,31 +90,56 @@ namespace kolo_nccl {
 // Makes `device` current on this (new) thread where kolo has a device runtime; nothing
 // where it has none (the device number is then only what ncclCommCuDevice reports).
 ncclResult_t set_thread_device(const char* function, int device);
+// ncclCommInitAll's devices, before any thread starts: devlist[i] (or i without devlist)
+// must be a device number (>= 0), below the device count where kolo has a device runtime.
+ncclResult_t check_devices(const char* function, int ndev, const int* devlist);
+
 // Copies `bytes` from src to dst on this process: memcpy for host memory, a copy enqueued
 // on `stream` (stream-ordered, as a collective would be) where either is device memory.
 ncclResult_t local_copy(const char* function, const ncclComm* comm, void* dst, const void* src, size_t bytes,
                         void* stream);
+// The same, where src was last written by work on `src_stream`: for device memory on a
+// stream other than `stream`, `stream` first waits for src_stream's work enqueued so far
+// (an event recorded there), so that the copy reads what that work wrote.
+ncclResult_t local_copy_after(const char* function, const ncclComm* comm, void* dst, const void* src, size_t bytes,
+                              void* src_stream, void* stream);
 }  // namespace kolo_nccl
 
 namespace kolo_nccl {
-// Notes that this thread's open group (if any) has a call on comm, so that ncclGroupEnd
-// counts the communicator in flight while kolo runs the group (nccl_point_to_point.cc).
+// Notes that this thread's open group (if any) has a call on comm: the first time, the
+// group holds comm in flight (one more count) until its ncclGroupEnd has run kolo's group,
+// so that ncclCommAbort from another thread cannot free comm while the group is open.
+// The caller holds an InFlight on comm (so comm is live, and not being aborted).
 void note_group_call(ncclComm* comm);
 
-// Counts a call on comm as in flight while it lives (see ncclComm::in_flight).
+// This thread's open group's hold on comm, given up because this thread aborts comm
+// (ncclCommAbort would otherwise wait for itself): comm leaves the group's lists, and
+// the group's ncclGroupEnd reports the abort. False where the group had no call on comm.
+bool drop_group_hold(ncclComm* comm);
+
+// Counts a call on a communicator as in flight from enter() to the end of its scope.
+// enter() checks, under the lock that ncclCommAbort and ncclCommDestroy take to mark a
+// communicator, that comm is a live communicator of this process not being aborted, and
+// counts it before the call reads anything of it: a communicator that ncclCommAbort has
+// marked gets no new call, and one with a call counted is not freed under it.
 class InFlight {
  public:
-  explicit InFlight(ncclComm* comm) : comm_(comm) {
-    comm_->in_flight.fetch_add(1, std::memory_order_acq_rel);
-    note_group_call(comm);
+  InFlight() = default;
+  ~InFlight() {
+    if (comm_ != nullptr) comm_->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
-  ~InFlight() { comm_->in_flight.fetch_sub(1, std::memory_order_acq_rel); }
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
+  // An error (naming function, the pointer and the rank where known) when comm is NULL,
+  // destroyed, never made by this library, or being aborted; nothing is counted then.
+  ncclResult_t enter(const char* function, ncclComm* comm);
 
  private:
-  ncclComm* comm_;
+  ncclComm* comm_ = nullptr;
 };
+
+// A communicator made by this library: from now on InFlight::enter accepts it.
+void register_comm(ncclComm* comm);
 
 // Seconds any wait may last (KOLO_TIMEOUT, as kolo's own waits).
 double timeout_seconds();

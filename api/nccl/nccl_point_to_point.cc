@@ -5,7 +5,8 @@
 // drop-in pairs a group's self-sends with its self-receives itself, in the order they
 // were made, as local copies (stream-ordered for device memory), and hands only the
 // other peers to kolo.
-#include <memory>
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "api/nccl/nccl_internal.h"
@@ -27,15 +28,23 @@ struct SelfCall {
 // This thread's ncclGroupStart nesting, and the self-calls of its open group not yet paired.
 thread_local int t_group_depth = 0;
 thread_local std::vector<SelfCall> t_unpaired;
-// The communicators the open group has calls on.
+// The communicators the open group has calls on, each held in flight (one count) from the
+// group's first call on it until ncclGroupEnd has run kolo's group (note_group_call).
 thread_local std::vector<ncclComm*> t_group_comms;
+// Why the open group fails at its ncclGroupEnd, when this thread aborted one of its
+// communicators (drop_group_hold); empty otherwise.
+thread_local std::string t_group_aborted;
 
 ncclResult_t done(kolo_result_t r, const char* function, const ncclComm* comm) {
   return r == KOLO_SUCCESS ? ncclSuccess : kolo_nccl::from_kolo(r, function, comm);
 }
 
-ncclResult_t begin(const char* function, ncclComm* comm, ncclDataType_t datatype, kolo_dtype_t* dtype) {
-  if (ncclResult_t r = kolo_nccl::check_comm(function, comm); r != ncclSuccess) return r;
+// The communicator counted in flight before anything of it is read (see InFlight), the
+// open group's hold on it, and the data type.
+ncclResult_t begin(const char* function, ncclComm* comm, ncclDataType_t datatype, kolo_dtype_t* dtype,
+                   kolo_nccl::InFlight* in_flight) {
+  if (ncclResult_t r = in_flight->enter(function, comm); r != ncclSuccess) return r;
+  kolo_nccl::note_group_call(comm);
   return kolo_nccl::check_dtype(function, comm, datatype, dtype);
 }
 
@@ -58,8 +67,11 @@ ncclResult_t self_call(const char* function, const SelfCall& call) {
                         " elements of datatype ", static_cast<int>(send.dtype), " meets a receive of ", recv.count,
                         " of datatype ", static_cast<int>(recv.dtype)));
     }
-    const ncclResult_t r = kolo_nccl::local_copy(function, call.comm, recv.buffer, send.buffer,
-                                                 send.count * kolo_nccl::dtype_bytes(send.dtype), recv.stream);
+    // The copy runs on the receive's stream, after the work queued on the send's stream
+    // before the send too (what fills sendbuff), where the two streams differ.
+    const ncclResult_t r =
+        kolo_nccl::local_copy_after(function, call.comm, recv.buffer, send.buffer,
+                                    send.count * kolo_nccl::dtype_bytes(send.dtype), send.stream, recv.stream);
     t_unpaired.erase(t_unpaired.begin() + static_cast<long>(i));
     return r;
   }
@@ -71,19 +83,61 @@ ncclResult_t self_call(const char* function, const SelfCall& call) {
 
 void kolo_nccl::note_group_call(ncclComm* comm) {
   if (t_group_depth == 0) return;
-  for (ncclComm* c : t_group_comms) {
-    if (c == comm) return;
-  }
+  if (std::find(t_group_comms.begin(), t_group_comms.end(), comm) != t_group_comms.end()) return;
+  // The caller's count keeps comm live (and not yet aborted) while this one is added.
+  comm->in_flight.fetch_add(1, std::memory_order_acq_rel);
   t_group_comms.push_back(comm);
 }
+
+bool kolo_nccl::drop_group_hold(ncclComm* comm) {
+  auto held = std::find(t_group_comms.begin(), t_group_comms.end(), comm);
+  if (held == t_group_comms.end()) return false;
+  t_group_comms.erase(held);
+  t_unpaired.erase(std::remove_if(t_unpaired.begin(), t_unpaired.end(),
+                                  [comm](const SelfCall& c) { return c.comm == comm; }),
+                   t_unpaired.end());
+  if (t_group_aborted.empty()) {
+    t_group_aborted = words("ncclGroupEnd on rank ", comm->rank, ": comm ", static_cast<const void*>(comm),
+                            " was aborted (ncclCommAbort on this thread) while the group was open; its calls in the "
+                            "group did not complete");
+  }
+  comm->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
+}
+
+namespace {
+
+// The group's communicators that another thread's ncclCommAbort has marked meanwhile (their
+// calls in the group fail): ncclSystemError naming the first, as kolo's ABORTED would be.
+// Read while the group still holds them.
+ncclResult_t aborted_in_group() {
+  if (!t_group_aborted.empty()) return fail(ncclSystemError, t_group_aborted);
+  for (const ncclComm* c : t_group_comms) {
+    if (!c->aborting.load(std::memory_order_acquire)) continue;
+    return fail(ncclSystemError, words("ncclGroupEnd on rank ", c->rank, ": comm ", static_cast<const void*>(c),
+                                       " is being aborted (ncclCommAbort from another thread) while the group was "
+                                       "open; its calls in the group did not complete"));
+  }
+  return ncclSuccess;
+}
+
+// Ends the outermost group's holds (the communicators may be freed from here on).
+void release_group() {
+  for (ncclComm* c : t_group_comms) c->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  t_group_comms.clear();
+  t_unpaired.clear();
+  t_group_aborted.clear();
+}
+
+}  // namespace
 
 extern "C" {
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
          cudaStream_t stream) {
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin("ncclSend", comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin("ncclSend", comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   if (peer == comm->rank) {
     return self_call("ncclSend", {comm, true, const_cast<void*>(sendbuff), count, datatype, stream});
   }
@@ -93,8 +147,8 @@ NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataTyp
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
          cudaStream_t stream) {
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin("ncclRecv", comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin("ncclRecv", comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   if (peer == comm->rank) return self_call("ncclRecv", {comm, false, recvbuff, count, datatype, stream});
   return done(kolo_recv(recvbuff, count, dtype, peer, comm->kolo, stream), "ncclRecv", comm);
 }
@@ -108,24 +162,20 @@ NCCL_API(ncclResult_t, ncclGroupStart) {
 
 NCCL_API(ncclResult_t, ncclGroupEnd) {
   if (t_group_depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
-  ncclResult_t unpaired = ncclSuccess;
-  if (--t_group_depth == 0 && !t_unpaired.empty()) {
-    const SelfCall& c = t_unpaired.front();
-    unpaired = fail(ncclInvalidUsage, words("ncclGroupEnd on rank ", c.comm->rank, ": ", t_unpaired.size(),
-                                            " send(s)/receive(s) to itself without a partner, the first a ",
-                                            c.send ? "send" : "receive", " of ", c.count, " elements"));
-    t_unpaired.clear();
-  }
-  // kolo's group is closed (and the calls to other peers run) whatever the self-calls did.
-  std::vector<std::unique_ptr<kolo_nccl::InFlight>> running;
-  if (t_group_depth == 0) {
-    for (ncclComm* c : t_group_comms) running.push_back(std::make_unique<kolo_nccl::InFlight>(c));
-    t_group_comms.clear();
-  }
+  if (--t_group_depth > 0) return done(kolo_group_end(), "ncclGroupEnd", nullptr);
+  // The outermost end: kolo's group is closed (and the calls to other peers run) whatever
+  // the self-calls did or an abort meant; the group's communicators stay held until then.
   const kolo_result_t r = kolo_group_end();
-  running.clear();
-  if (unpaired != ncclSuccess) return unpaired;
-  return done(r, "ncclGroupEnd", nullptr);
+  ncclResult_t result = aborted_in_group();
+  if (result == ncclSuccess && !t_unpaired.empty()) {
+    const SelfCall& c = t_unpaired.front();
+    result = fail(ncclInvalidUsage, words("ncclGroupEnd on rank ", c.comm->rank, ": ", t_unpaired.size(),
+                                          " send(s)/receive(s) to itself without a partner, the first a ",
+                                          c.send ? "send" : "receive", " of ", c.count, " elements"));
+  }
+  if (result == ncclSuccess) result = done(r, "ncclGroupEnd", nullptr);
+  release_group();
+  return result;
 }
 
 // Every rank sends its count elements to root, which receives rank q's at q * count: one
@@ -134,8 +184,8 @@ NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
          int root, ncclComm_t comm, cudaStream_t stream) {
   const char* function = "ncclGather";
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin(function, comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   if (root < 0 || root >= comm->size) {
     return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": root ", root,
                                            " is out of range for a communicator of ", comm->size, " ranks"));
@@ -161,8 +211,8 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
          int root, ncclComm_t comm, cudaStream_t stream) {
   const char* function = "ncclScatter";
   kolo_dtype_t dtype;
-  if (ncclResult_t r = begin(function, comm, datatype, &dtype); r != ncclSuccess) return r;
-  kolo_nccl::InFlight in_flight(comm);
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = begin(function, comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
   if (root < 0 || root >= comm->size) {
     return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": root ", root,
                                            " is out of range for a communicator of ", comm->size, " ranks"));

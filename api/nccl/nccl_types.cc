@@ -105,14 +105,6 @@ double scalar_value(const void* p, ncclDataType_t dtype) {
   }
 }
 
-ncclResult_t check_comm(const char* function, const ncclComm* comm) {
-  if (comm == nullptr) return fail(ncclInvalidArgument, words(function, ": comm is NULL"));
-  if (comm->kolo == nullptr) {
-    return fail(ncclInvalidUsage, words(function, " on rank ", comm->rank, ": the communicator was destroyed"));
-  }
-  return ncclSuccess;
-}
-
 ncclResult_t check_dtype(const char* function, const ncclComm* comm, ncclDataType_t dtype, kolo_dtype_t* out) {
   if (!dtype_of(dtype, out)) {
     return fail(ncclInvalidArgument, words(function, " on ", rank_of(comm), ": datatype ", static_cast<int>(dtype),

@@ -9,16 +9,26 @@
 //                                      self-sends, grouped collectives, split, the scalable
 //                                      init, PreMulSum, errors
 //   nccl_dropin_test device DIR        under kolorun, KOLO_DEVICE=emulated: device buffers
-//                                      from ncclMemAlloc, stream-ordered calls, a device
+//                                      from ncclMemAlloc, stream-ordered calls, a send to
+//                                      itself on one stream received on another, a device
 //                                      PreMulSum scalar, window registration
 //   nccl_dropin_test abort DIR         under kolorun: ncclCommAbort from another thread
 //                                      releases a blocked call
+//   nccl_dropin_test abort_open_group DIR
+//                                      under kolorun -np 2: ncclCommAbort from another
+//                                      thread while this one has a group open on the
+//                                      communicator (a send queued); its ncclGroupEnd then
+//                                      fails instead of using a freed communicator (several
+//                                      rounds, the two racing); this thread aborting its
+//                                      own open group's communicator; and an abort of a
+//                                      communicator under a hung ncclCommSplit
 //   nccl_dropin_test init_all          one process: ncclCommInitAll with 3 communicators
 //   nccl_dropin_test backend_guard     KOLO_BACKEND=nccl set: ncclCommInitRank refuses
 #include <dlfcn.h>
 #include <nccl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -600,12 +610,41 @@ int run_collectives(const std::string& dir) {
 // cudaStreamSynchronize for the emulated device (emulated_device_sync.cc, linked into the
 // build of this program against kolo's libnccl.so.2 only).
 extern "C" int nccl_test_stream_synchronize(void* stream) __attribute__((weak));
+extern "C" int nccl_test_stream_create(void** stream) __attribute__((weak));
+extern "C" int nccl_test_stream_destroy(void* stream) __attribute__((weak));
+extern "C" int nccl_test_fill_late(void* stream, void* p, int value, size_t bytes) __attribute__((weak));
+
+// A send to itself on one stream, its receive on another (as all-to-all-v codes issue them
+// from different streams): the copy on the receive's stream must come after the send
+// stream's earlier work, here a late fill of the send buffer.
+void test_self_across_streams(ncclComm_t comm, int rank, float* send, float* recv, size_t count) {
+  void *send_stream = nullptr, *recv_stream = nullptr;
+  check(nccl_test_stream_create(&send_stream) == 0 && nccl_test_stream_create(&recv_stream) == 0,
+        "create two streams");
+  for (size_t i = 0; i < count; ++i) recv[i] = -1.0f, send[i] = 0.0f;
+  // Bytes of 0x3f: each float becomes 0x3f3f3f3f (about 0.747).
+  check(nccl_test_fill_late(send_stream, send, 0x3f, count * sizeof(float)) == 0, "fill the send buffer late");
+  must(ncclGroupStart(), "ncclGroupStart (self across streams)");
+  must(ncclSend(send, count, ncclFloat32, rank, comm, static_cast<cudaStream_t>(send_stream)),
+       "ncclSend to itself on stream 1");
+  must(ncclRecv(recv, count, ncclFloat32, rank, comm, static_cast<cudaStream_t>(recv_stream)),
+       "ncclRecv from itself on stream 2");
+  must(ncclGroupEnd(), "ncclGroupEnd (self across streams)");
+  check(nccl_test_stream_synchronize(recv_stream) == 0, "synchronize the receive's stream");
+  uint32_t want = 0x3f3f3f3f;
+  bool ok = true;
+  for (size_t i = 0; i < count; ++i) ok = ok && std::memcmp(&recv[i], &want, sizeof(want)) == 0;
+  check(ok, "self send/recv across streams: the receive has the send stream's late fill, got " +
+                std::to_string(recv[0]));
+  check(nccl_test_stream_destroy(send_stream) == 0 && nccl_test_stream_destroy(recv_stream) == 0,
+        "destroy the streams");
+}
 
 // Device buffers on kolo's emulated device (KOLO_DEVICE=emulated): ncclMemAlloc memory is
 // memfd-backed host memory there, so the test fills and reads it directly (a GPU program
 // would cudaMemcpy). Calls are enqueued on the default stream and synchronized with it.
 int run_device(const std::string& dir) {
-  if (nccl_test_stream_synchronize == nullptr) {
+  if (nccl_test_stream_synchronize == nullptr || nccl_test_fill_late == nullptr) {
     std::printf("FAIL: this build of the test has no stream synchronization for the emulated device\n");
     return 2;
   }
@@ -655,6 +694,8 @@ int run_device(const std::string& dir) {
     for (size_t i = 0; i < count; ++i) ok = ok && all[q * count + i] == static_cast<float>((q + i) % 7);
   }
   check(ok, "device gather");
+
+  test_self_across_streams(comm, rank, send, recv, count);
 
   for (size_t i = 0; i < count; ++i) recv[i] = rank == 0 ? static_cast<float>(i) : -1.0f;
   must(ncclBcast(recv, count, ncclFloat32, 0, comm, nullptr), "device ncclBcast");
@@ -732,6 +773,124 @@ int run_abort(const std::string& dir) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// One round of abort_open_group: rank 0's thread opens a group with a send to rank 1
+// (which never receives: 4 MiB, too big to be sent eagerly) while the watchdog aborts the
+// communicator; the group's end comes `delay_us` after the abort has started, from 0 (the
+// two race) up. The group's end must fail, the abort succeed, nothing crash or hang.
+void abort_open_group_round(const std::string& dir, int rank, int size, int round, int delay_us) {
+  const ncclUniqueId id = exchange_id(dir, rank, ("open_group" + std::to_string(round)).c_str());
+  ncclComm_t comm = nullptr;
+  must(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank (abort_open_group)");
+  if (rank != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    check(ncclCommAbort(comm) == ncclSuccess, std::string("ncclCommAbort: ") + ncclGetLastError(nullptr));
+    return;
+  }
+  std::vector<float> data(1 << 20, 1.0f);
+  std::atomic<bool> queued{false}, aborting{false};
+  ncclResult_t ended = ncclSuccess;
+  std::string message;
+  std::thread caller([&] {
+    must(ncclGroupStart(), "ncclGroupStart (abort_open_group)");
+    must(ncclSend(data.data(), data.size(), ncclFloat32, 1, comm, nullptr), "ncclSend in the open group");
+    queued = true;
+    while (!aborting) std::this_thread::yield();
+    if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    ended = ncclGroupEnd();
+    message = ncclGetLastError(nullptr);
+  });
+  while (!queued) std::this_thread::yield();
+  aborting = true;
+  const ncclResult_t aborted = ncclCommAbort(comm);
+  const std::string abort_message = ncclGetLastError(nullptr);
+  caller.join();
+  std::printf("rank 0: round %d (group end %d us after the abort began): ncclGroupEnd returned %s: %s\n", round,
+              delay_us, ncclGetErrorString(ended), message.c_str());
+  const std::string what = "abort_open_group round " + std::to_string(round) + ": ";
+  check(aborted == ncclSuccess, what + "ncclCommAbort returned " + ncclGetErrorString(aborted) + ": " + abort_message);
+  check(ended != ncclSuccess && !message.empty(), what + "ncclGroupEnd after the abort returned " +
+                                                       ncclGetErrorString(ended) + ": " + message);
+}
+
+// This thread aborts the communicator its own open group has a call on: the abort must not
+// wait for the group (which only this thread can end), and the group's end reports it.
+void abort_own_open_group(const std::string& dir, int rank, int size) {
+  const ncclUniqueId id = exchange_id(dir, rank, "open_group_own");
+  ncclComm_t comm = nullptr;
+  must(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank (abort own open group)");
+  if (rank != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    check(ncclCommAbort(comm) == ncclSuccess, std::string("ncclCommAbort: ") + ncclGetLastError(nullptr));
+    return;
+  }
+  float x[4] = {1, 2, 3, 4}, y[4] = {};
+  must(ncclGroupStart(), "ncclGroupStart (own open group)");
+  must(ncclSend(x, 4, ncclFloat32, 1, comm, nullptr), "ncclSend (own open group)");
+  must(ncclSend(x, 4, ncclFloat32, 0, comm, nullptr), "ncclSend to itself (own open group)");
+  const auto start = std::chrono::steady_clock::now();
+  check(ncclCommAbort(comm) == ncclSuccess,
+        std::string("ncclCommAbort of this thread's open group: ") + ncclGetLastError(nullptr));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  check(seconds < 10, "ncclCommAbort of this thread's open group does not wait for it: " + std::to_string(seconds));
+  expect_error(ncclGroupEnd(), ncclSystemError, "was aborted", "ncclGroupEnd of a group whose communicator was aborted");
+  // The thread's group state is clean: a group on no communicator ends well.
+  must(ncclGroupStart(), "ncclGroupStart (after the aborted group)");
+  must(ncclGroupEnd(), "ncclGroupEnd (after the aborted group)");
+  (void)y;
+}
+
+// A split that hangs (rank 1 never calls it) and the watchdog's abort: the split is counted
+// in flight, so the abort waits for it to return (with an error) before freeing comm.
+void abort_hung_split(const std::string& dir, int rank, int size) {
+  const ncclUniqueId id = exchange_id(dir, rank, "hung_split");
+  ncclComm_t comm = nullptr;
+  must(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank (hung split)");
+  if (rank != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    check(ncclCommAbort(comm) == ncclSuccess, std::string("ncclCommAbort: ") + ncclGetLastError(nullptr));
+    return;
+  }
+  ncclResult_t split = ncclSuccess;
+  ncclComm_t part = nullptr;
+  std::string message;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread caller([&] {
+    split = ncclCommSplit(comm, 0, rank, &part, nullptr);
+    message = ncclGetLastError(nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  check(ncclCommAbort(comm) == ncclSuccess, std::string("ncclCommAbort of a hung split: ") + ncclGetLastError(nullptr));
+  caller.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("rank 0: the hung split returned %s after %.1f s: %s\n", ncclGetErrorString(split), seconds,
+              message.c_str());
+  check(split != ncclSuccess && part == nullptr, "the hung split fails");
+  check(seconds < 30, "... well before KOLO_TIMEOUT");
+}
+
+int run_abort_open_group(const std::string& dir) {
+  const int rank = g_rank = std::atoi(std::getenv("KOLO_RANK")), size = std::atoi(std::getenv("KOLO_SIZE"));
+  const int delays_us[] = {0, 0, 0, 50, 0, 200, 0, 1000, 0, 5000};
+  int round = 0;
+  const char* only = std::getenv("NCCL_TEST_ONLY");
+  if (only == nullptr || std::string(only) == "rounds") {
+    for (int delay : delays_us) abort_open_group_round(dir, rank, size, round++, delay);
+  }
+  if (only == nullptr || std::string(only) == "own") abort_own_open_group(dir, rank, size);
+  if (only == nullptr || std::string(only) == "split") abort_hung_split(dir, rank, size);
+  // Rank 0's process holds the rendezvous store: it stays until the others are done with it.
+  const std::string finished = dir + "/finished" + std::to_string(rank);
+  std::ofstream(finished).put('1');
+  for (int q = 0; rank == 0 && q < size; ++q) {
+    const std::string path = dir + "/finished" + std::to_string(q);
+    for (int tries = 0; tries < 3000 && !std::ifstream(path).good(); ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  std::printf("rank %d: abort_open_group: %d rounds, %d checks, %d failed\n", rank, round, g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
 int run_init_all() {
   const int ndev = 3;
   ncclComm_t comms[ndev] = {};
@@ -761,6 +920,16 @@ int run_init_all() {
   int dup[2] = {0, 0};
   expect_error(ncclCommInitAll(comms, 2, dup), ncclInvalidUsage, "both device 0", "init_all: the same device twice");
   expect_error(ncclCommInitAll(comms, 0, nullptr), ncclInvalidArgument, "ndev = 0", "init_all: no devices");
+  // A device that cannot exist: refused before any thread waits in kolo's init for the
+  // others (which used to wait until KOLO_TIMEOUT), and the message says so once.
+  int bad[3] = {0, -1, 2};
+  const auto start = std::chrono::steady_clock::now();
+  expect_error(ncclCommInitAll(comms, 3, bad), ncclInvalidArgument, "devlist[1] = -1", "init_all: device -1");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  check(seconds < 5, "init_all: a bad device is refused quickly, not after KOLO_TIMEOUT: " + std::to_string(seconds));
+  const std::string message = ncclGetLastError(nullptr);
+  check(message.find("kolo-nccl: kolo-nccl") == std::string::npos, "init_all: one prefix: " + message);
+  check(comms[0] == nullptr && comms[1] == nullptr && comms[2] == nullptr, "init_all: no communicator on failure");
   std::printf("init_all: %d checks, %d failed\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
 }
@@ -785,8 +954,11 @@ int main(int argc, char** argv) {
   if (scenario == "collectives" && argc > 2) return run_collectives(argv[2]);
   if (scenario == "device" && argc > 2) return run_device(argv[2]);
   if (scenario == "abort" && argc > 2 && std::getenv("KOLO_RANK") != nullptr) return run_abort(argv[2]);
+  if (scenario == "abort_open_group" && argc > 2 && std::getenv("KOLO_RANK") != nullptr) {
+    return run_abort_open_group(argv[2]);
+  }
   if (scenario == "init_all") return run_init_all();
   if (scenario == "backend_guard") return run_backend_guard();
-  std::printf("usage: %s collectives DIR | device DIR | abort DIR | init_all | backend_guard\n", argv[0]);
+  std::printf("usage: %s collectives DIR | device DIR | abort DIR | abort_open_group DIR | init_all | backend_guard\n", argv[0]);
   return 2;
 }

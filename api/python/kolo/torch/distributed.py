@@ -5,8 +5,9 @@ torchrun, file://, tcp://) and DDP run their collectives on kolo.
 The process group is a Python subclass of torch's ProcessGroup over kolo's direct C API:
 rank 0 makes a kolo unique id and hands it to the others through torch's store (it holds
 the job's secret: the store must be one the job trusts, as for NCCL's unique id). CPU
-tensors; each collective runs to completion when called (kolo's host calls block), so the
-returned Work is done and its future already holds the result."""
+tensors. Allreduces of one contiguous tensor (DDP's buckets) go through kolo's runtime and
+return at once, their futures completing on the runtime's thread; the other collectives
+run to completion when called (kolo's host calls block), returning finished work."""
 import ctypes
 import datetime
 
@@ -66,10 +67,14 @@ class KoloProcessGroup(ProcessGroup):
         comm = ctypes.c_void_p()
         _capi.check(_capi.lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(uid), rank))
         self._comm = comm
+        self._sequence = 0
+        self._in_flight = []  # (request, tensor, callback, options) of runtime allreduces
 
     def __del__(self):
         comm, self._comm = getattr(self, "_comm", None), None
         if comm:
+            for entry in getattr(self, "_in_flight", []):
+                _capi.lib.kolo_wait(entry[0])
             _capi.lib.kolo_comm_destroy(comm)
 
     def getBackendName(self):
@@ -88,8 +93,46 @@ class KoloProcessGroup(ProcessGroup):
 
     def allreduce(self, tensors, opts):
         op = _op(opts.reduceOp)
+        if len(tensors) == 1 and tensors[0].is_contiguous() and tensors[0].device.type == "cpu":
+            return self._allreduce_async(tensors[0], op)
         return self._each(tensors, "allreduce", lambda b: _capi.check(_capi.lib.kolo_allreduce(
             _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), op, self._comm, None)))
+
+    def _allreduce_async(self, tensor, op):
+        """Through kolo's runtime (its background thread, on a communicator of its own):
+        the call returns at once and its future completes when the allreduce has, so DDP's
+        allreduces overlap the rest of the backward pass. Named by a per-group counter:
+        DDP launches its buckets in the same order on every rank."""
+        self._reap()
+        future = torch.futures.Future()
+
+        def done(_request, result, _data):
+            if result == _capi.SUCCESS:
+                future.set_result([tensor])
+            else:
+                future.set_exception(_capi.KoloError(result, "allreduce through kolo's runtime failed (a peer died or "
+                                                             "made another call; see the log)"))
+        callback = _capi.COMPLETION_FN(done)
+        options = _capi.enqueue_options()
+        options.callback = callback
+        request = ctypes.c_void_p()
+        name = f"pg.allreduce.{self._sequence}".encode()
+        self._sequence += 1
+        _capi.check(_capi.lib.kolo_enqueue_allreduce(name, _ptr(tensor), _ptr(tensor), tensor.numel(),
+                                                     kolo_dtype(tensor), op, ctypes.byref(options), self._comm,
+                                                     ctypes.byref(request)))
+        self._in_flight.append((request, tensor, callback, options))  # alive until the runtime is done
+        return _create_work_from_future(future)
+
+    def _reap(self):
+        """Frees the requests the runtime has finished."""
+        still = []
+        for entry in self._in_flight:
+            if _capi.lib.kolo_test(entry[0]) == _capi.IN_PROGRESS:
+                still.append(entry)
+            else:
+                _capi.lib.kolo_request_free(entry[0])
+        self._in_flight = still
 
     def allreduce_coalesced(self, tensors, opts):
         return self.allreduce(tensors, opts)

@@ -21,7 +21,16 @@ extern "C" {
 
 typedef struct kolo_comm* kolo_comm_t;
 
-typedef enum {
+/* The enums are int-sized in C; C++ sees them with int as their underlying type, so that
+ * any int a caller passes (an out-of-range value is an error kolo reports) is a value of
+ * the type, not undefined behaviour. */
+#ifdef __cplusplus
+#define KOLO_ENUM enum : int
+#else
+#define KOLO_ENUM enum
+#endif
+
+typedef KOLO_ENUM {
   KOLO_SUCCESS = 0,
   KOLO_IN_PROGRESS,
   KOLO_ERR_INVALID_ARGUMENT,
@@ -35,13 +44,13 @@ typedef enum {
   KOLO_ERR_INTERNAL
 } kolo_result_t;
 
-typedef enum {
+typedef KOLO_ENUM {
   KOLO_INT8, KOLO_UINT8, KOLO_INT32, KOLO_UINT32, KOLO_INT64, KOLO_UINT64,
   KOLO_FLOAT16, KOLO_BFLOAT16, KOLO_FLOAT32, KOLO_FLOAT64, KOLO_FLOAT8_E4M3,
   KOLO_FLOAT8_E5M2, KOLO_DTYPE_COUNT
 } kolo_dtype_t;
 
-typedef enum { KOLO_SUM, KOLO_PROD, KOLO_MIN, KOLO_MAX, KOLO_AVG, KOLO_OP_COUNT } kolo_op_t;
+typedef KOLO_ENUM { KOLO_SUM, KOLO_PROD, KOLO_MIN, KOLO_MAX, KOLO_AVG, KOLO_OP_COUNT } kolo_op_t;
 
 /* Algorithms for kolo_coll_options.algorithm and KOLO_ALGO. */
 #define KOLO_ALGO_AUTO 0

@@ -38,5 +38,7 @@ PYTHONPATH="$(echo "$tmp"/prefix/lib*/python3/dist-packages)" /usr/bin/python3 -
   'import kolo._capi as c; assert c.lib.kolo_version() > 0; print("python package ok")'
 # The NCCL drop-in, installed in a folder of its own, finds the installed libkolo.
 dropin=$(echo "$tmp"/prefix/lib*/kolo/nccl/libnccl.so.2)
-ldd "$dropin" | grep -q "libkolo.so.0 => $tmp/prefix/" || { ldd "$dropin"; echo "drop-in does not find the installed libkolo"; exit 1; }
+# A here-string, not a pipe: grep -q stops reading early, and under pipefail ldd's broken
+# pipe would fail the check.
+grep -q "libkolo.so.0 => $tmp/prefix/" <<< "$(ldd "$dropin")" || { ldd "$dropin"; echo "drop-in does not find the installed libkolo"; exit 1; }
 echo "nccl drop-in ok"

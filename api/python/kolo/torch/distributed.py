@@ -8,8 +8,10 @@ the job's secret: the store must be one the job trusts, as for NCCL's unique id)
 tensors. Allreduces of one contiguous tensor (DDP's buckets) go through kolo's runtime and
 return at once, their futures completing on the runtime's thread; the other collectives
 run to completion when called (kolo's host calls block), returning finished work."""
+import atexit
 import ctypes
 import datetime
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -69,13 +71,22 @@ class KoloProcessGroup(ProcessGroup):
         self._comm = comm
         self._sequence = 0
         self._in_flight = []  # (request, tensor, callback, options) of runtime allreduces
+        _live.add(self)
 
-    def __del__(self):
+    def shutdown(self):
+        """Waits for the runtime's allreduces, then destroys the communicator (and its
+        runtime thread). Also at interpreter exit: left to the garbage collector, the
+        communicator could outlive the Python objects its runtime's callbacks use."""
         comm, self._comm = getattr(self, "_comm", None), None
         if comm:
             for entry in getattr(self, "_in_flight", []):
                 _capi.lib.kolo_wait(entry[0])
+                _capi.lib.kolo_request_free(entry[0])
+            self._in_flight = []
             _capi.lib.kolo_comm_destroy(comm)
+
+    def __del__(self):
+        self.shutdown()
 
     def getBackendName(self):
         return "kolo"
@@ -259,6 +270,15 @@ class KoloProcessGroup(ProcessGroup):
     def barrier(self, opts=None):
         _capi.check(_capi.lib.kolo_barrier(self._comm))
         return _Done([])
+
+
+_live = weakref.WeakSet()  # the groups made in this process, shut down at exit
+
+
+@atexit.register
+def _shutdown_all():
+    for group in list(_live):
+        group.shutdown()
 
 
 def _create(store, rank, size, timeout=datetime.timedelta(seconds=300)):

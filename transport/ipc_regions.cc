@@ -126,23 +126,15 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::share(const IpcSite& site, void*
   }
   std::unique_ptr<IpcRegions> r(new IpcRegions(dev));
   r->owned_ = false;
-  if (!usable.ok()) {  // the peers learn it from an empty record, at once
-    r->site_ = site;
-    r->keep_own_ = true;
-    (void)site.store->set(str_cat(site.prefix, "/ipc/", site.index), std::string(), deadline);
-    (void)announce(site, "published", deadline);
-    (void)announce(site, "mapped", deadline, kAnnouncedFailed);
-    return usable;
-  }
   r->index_ = site.index;
   r->bytes_ = bytes;
   r->regions_.assign(site.size, nullptr);
   r->regions_[site.index] = ptr;
-  return publish(std::move(r), site, base, deadline);
+  return publish(std::move(r), site, base, deadline, usable);
 }
 
 Result<std::unique_ptr<IpcRegions>> IpcRegions::publish(std::unique_ptr<IpcRegions> r, const IpcSite& site, void* base,
-                                                        const Deadline& deadline) {
+                                                        const Deadline& deadline, const Status& refused) {
   const device::DeviceOps& dev = r->dev_;
   char* mine = static_cast<char*>(r->regions_[site.index]);
   r->mappings_.assign(site.size, nullptr);
@@ -155,7 +147,7 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::publish(std::unique_ptr<IpcRegio
   out.pid = static_cast<int64_t>(::getpid());
   out.address = reinterpret_cast<uintptr_t>(mine);
   out.any_size = r->owned_ ? 0 : 1;
-  const Status exported = dev.ipc_export(base, &out.handle);
+  const Status exported = refused.ok() ? dev.ipc_export(base, &out.handle) : refused;
   // From here a peer may map the region: on an error it is kept, not freed (CUDA makes
   // freeing memory another process still has open undefined).
   r->site_ = site;

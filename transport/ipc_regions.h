@@ -70,9 +70,10 @@ class IpcRegions {
  private:
   IpcRegions(const device::DeviceOps& dev) : dev_(dev) {}
   // Publishes this rank's region (`mine`, inside the allocation `base` that is exported)
-  // and maps every peer's; all or nothing.
+  // and maps every peer's; all or nothing. `refused`: why this rank cannot share it (the
+  // peers then learn it from an empty record at once, instead of at the deadline).
   static Result<std::unique_ptr<IpcRegions>> publish(std::unique_ptr<IpcRegions> r, const IpcSite& site, void* base,
-                                                     const Deadline& deadline);
+                                                     const Deadline& deadline, const Status& refused = Status());
 
   const device::DeviceOps& dev_;
   IpcSite site_;           // for the close handshake at destroy

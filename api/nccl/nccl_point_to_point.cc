@@ -129,6 +129,21 @@ void release_group() {
   t_group_aborted.clear();
 }
 
+// Gather and scatter: root checked, then one group of point-to-point calls: at the root one
+// per rank (at_root(q)), elsewhere one (elsewhere()). The first error wins.
+template <class AtRoot, class Elsewhere>
+ncclResult_t rooted_group(const char* function, ncclComm_t comm, int root, AtRoot at_root, Elsewhere elsewhere) {
+  if (root < 0 || root >= comm->size) {
+    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": root ", root,
+                                           " is out of range for a communicator of ", comm->size, " ranks"));
+  }
+  if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return r;
+  ncclResult_t result = comm->rank == root ? ncclSuccess : elsewhere();
+  for (int q = 0; comm->rank == root && q < comm->size && result == ncclSuccess; ++q) result = at_root(q);
+  const ncclResult_t ended = ncclGroupEnd();
+  return result != ncclSuccess ? result : ended;
+}
+
 }  // namespace
 
 extern "C" {
@@ -178,32 +193,23 @@ NCCL_API(ncclResult_t, ncclGroupEnd) {
   return result;
 }
 
-// Every rank sends its count elements to root, which receives rank q's at q * count: one
-// group of point-to-point calls (root's own block: a local copy, none in place).
+// Every rank sends its count elements to root, which receives rank q's at q * count (its
+// own block: a local copy, none in place).
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream) {
   const char* function = "ncclGather";
   kolo_dtype_t dtype;
   kolo_nccl::InFlight in_flight;
   if (ncclResult_t r = begin(function, comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
-  if (root < 0 || root >= comm->size) {
-    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": root ", root,
-                                           " is out of range for a communicator of ", comm->size, " ranks"));
-  }
   const size_t block = count * kolo_nccl::dtype_bytes(datatype);
-  if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return r;
-  ncclResult_t result = ncclSuccess;
-  if (comm->rank != root) {
-    result = ncclSend(sendbuff, count, datatype, root, comm, stream);
-  } else {
-    char* out = static_cast<char*>(recvbuff);
-    for (int q = 0; q < comm->size && result == ncclSuccess; ++q) {
-      result = q == root ? kolo_nccl::local_copy(function, comm, out + q * block, sendbuff, block, stream)
+  char* out = static_cast<char*>(recvbuff);
+  return rooted_group(
+      function, comm, root,
+      [&](int q) {
+        return q == root ? kolo_nccl::local_copy(function, comm, out + q * block, sendbuff, block, stream)
                          : ncclRecv(out + q * block, count, datatype, q, comm, stream);
-    }
-  }
-  const ncclResult_t ended = ncclGroupEnd();
-  return result != ncclSuccess ? result : ended;
+      },
+      [&] { return ncclSend(sendbuff, count, datatype, root, comm, stream); });
 }
 
 // Root sends block q (at q * count) to rank q; every rank receives count elements.
@@ -213,24 +219,15 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
   kolo_dtype_t dtype;
   kolo_nccl::InFlight in_flight;
   if (ncclResult_t r = begin(function, comm, datatype, &dtype, &in_flight); r != ncclSuccess) return r;
-  if (root < 0 || root >= comm->size) {
-    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": root ", root,
-                                           " is out of range for a communicator of ", comm->size, " ranks"));
-  }
   const size_t block = count * kolo_nccl::dtype_bytes(datatype);
-  if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return r;
-  ncclResult_t result = ncclSuccess;
-  if (comm->rank != root) {
-    result = ncclRecv(recvbuff, count, datatype, root, comm, stream);
-  } else {
-    const char* in = static_cast<const char*>(sendbuff);
-    for (int q = 0; q < comm->size && result == ncclSuccess; ++q) {
-      result = q == root ? kolo_nccl::local_copy(function, comm, recvbuff, in + q * block, block, stream)
+  const char* in = static_cast<const char*>(sendbuff);
+  return rooted_group(
+      function, comm, root,
+      [&](int q) {
+        return q == root ? kolo_nccl::local_copy(function, comm, recvbuff, in + q * block, block, stream)
                          : ncclSend(in + q * block, count, datatype, q, comm, stream);
-    }
-  }
-  const ncclResult_t ended = ncclGroupEnd();
-  return result != ncclSuccess ? result : ended;
+      },
+      [&] { return ncclRecv(recvbuff, count, datatype, root, comm, stream); });
 }
 
 }  // extern "C"

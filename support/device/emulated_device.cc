@@ -181,12 +181,7 @@ class Stream {
   void enqueue(std::function<Status()> work) {
     {
       std::lock_guard<std::mutex> lock(m_);
-      if (capturing_) {  // recorded for a graph instead of run
-        captured_.push_back(std::move(work));
-        return;
-      }
-      queue_.push_back(std::move(work));
-      ++enqueued_;
+      push_locked(std::move(work));
     }
     cv_.notify_all();
   }
@@ -214,14 +209,7 @@ class Stream {
   void enqueue_all(const std::vector<std::function<Status()>>& items) {
     {
       std::lock_guard<std::mutex> lock(m_);
-      for (const auto& work : items) {
-        if (capturing_) {
-          captured_.push_back(work);
-        } else {
-          queue_.push_back(work);
-          ++enqueued_;
-        }
-      }
+      for (const auto& work : items) push_locked(work);
     }
     cv_.notify_all();
   }
@@ -260,6 +248,16 @@ class Stream {
       ++completed_;
       cv_.notify_all();
     }
+  }
+
+  // Queued to run, or recorded for a graph while capturing. Under m_.
+  void push_locked(std::function<Status()> work) {
+    if (capturing_) {
+      captured_.push_back(std::move(work));
+      return;
+    }
+    queue_.push_back(std::move(work));
+    ++enqueued_;
   }
 
   std::mutex m_;

@@ -3,6 +3,7 @@ what each call must give (computed locally from every rank's known inputs), and 
 training run with DistributedOptimizer that must match one process training on the whole
 batch. Exits non-zero with the failures listed."""
 import sys
+import time
 
 import torch
 
@@ -74,8 +75,9 @@ x = torch.full((10,), float(me + 1))
 got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5, name="scaled")
 expect(torch.allclose(got, torch.full((10,), float(n * (n + 1) / 2))), f"pre/postscale: {got[0]}")
 h = hvd.allreduce_async(torch.ones(100) * me, name="polled")
-while not hvd.poll(h):
-    pass
+deadline = time.monotonic() + 60
+while not hvd.poll(h) and time.monotonic() < deadline:
+    time.sleep(0.0005)
 expect(torch.equal(hvd.synchronize(h), torch.full((100,), (n - 1) / 2)), "allreduce_async + poll (average)")
 expect(torch.equal(hvd.allreduce(torch.ones(3, 4).t(), op=hvd.Sum, name="strided"), torch.full((4, 3), float(n))),
        "allreduce of a non-contiguous tensor")

@@ -65,7 +65,11 @@ class KoloProcessGroup(ProcessGroup):
             _capi.check(_capi.lib.kolo_get_unique_id(ctypes.byref(uid)))
             store.set(key, ctypes.string_at(ctypes.byref(uid), ctypes.sizeof(uid)))  # all 128 bytes, NULs too
         raw = store.get(key)
-        ctypes.memmove(ctypes.byref(uid), raw, min(len(raw), ctypes.sizeof(uid)))
+        if len(raw) != ctypes.sizeof(uid):
+            raise _capi.KoloError(_capi.ERR_INVALID_ARGUMENT,
+                                  f"kolo backend: rank {rank}: the store's {key} holds {len(raw)} bytes, not a "
+                                  f"{ctypes.sizeof(uid)}-byte kolo unique id")
+        ctypes.memmove(ctypes.byref(uid), raw, ctypes.sizeof(uid))
         comm = ctypes.c_void_p()
         _capi.check(_capi.lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(uid), rank))
         self._comm = comm

@@ -584,16 +584,25 @@ class IpcDeviceExecutor final : public Executor {
   // Fails the communicator once a barrier has given up (the status word: host memory, a
   // load), and ends the barriers early when a peer on this host died or failed (the
   // abort word), instead of letting them wait out KOLO_TIMEOUT.
+  // A peer's failure is not reported at once: its own barrier may be about to say why
+  // better (ranks making different calls fail one after another, and each one's barrier
+  // sees the mismatch), so the barriers are released and their word taken if they give
+  // one within a few polls; an abort they give is the peer's failure.
   void watch() {
     std::unique_lock<std::mutex> lock(m_);
+    Status peer;   // a peer's failure, once seen
+    int waited = 0;  // polls since
     while (!stop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(5));
+      const uint32_t status = __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE);
       Status why;
-      if (__atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) != 0) {
-        why = failure();
+      if (status != 0) {
+        why = status == kBarrierAborted && !peer.ok() ? peer : failure();
+      } else if (!peer.ok()) {
+        if (++waited >= 10) why = peer;  // no barrier running to say more
       } else {
-        why = peers_alive();
-        if (!why.ok()) __atomic_store_n(&control_->abort, 1u, __ATOMIC_RELEASE);  // release the streams
+        peer = peers_alive();
+        if (!peer.ok()) __atomic_store_n(&control_->abort, 1u, __ATOMIC_RELEASE);  // release the streams
       }
       if (why.ok()) continue;
       lock.unlock();

@@ -20,6 +20,9 @@ namespace kolo {
 constexpr int kSharedCounters = 4;  // per rank
 constexpr int kSharedWords = 4;     // per rank, in the counters' cache line
 constexpr size_t kRankAreaBytes = 2048;
+// Per rank, for small messages whose payload travels with its flag (engine/local/fast_box.h):
+// two boxes of 65 cache lines, laid out by the executor.
+constexpr size_t kFastAreaBytes = 2 * 65 * 64;
 
 // One cache line per rank: its counters and a few words, so a peer that sees a counter
 // move reads the words without another cache miss.
@@ -53,11 +56,13 @@ class SharedDomain {
     uint32_t slots = 0;
   };
   virtual SlotGeometry slot_geometry() const = 0;
-  // The fewest CPUs any member may run on: equal on every rank, for choices all make alike.
+  // The CPUs the members may run on together (the union of their affinity masks): equal on
+  // every rank, for choices all make alike; fewer than the members means they take turns.
   virtual int agreed_cores() const = 0;
 
   virtual SharedRankLine& line(int index) const = 0;
   virtual char* rank_area(int index) const = 0;  // kRankAreaBytes, 64-byte aligned
+  virtual char* fast_area(int index) const = 0;  // kFastAreaBytes, 64-byte aligned
 
   // My counter becomes value (monotonic); wakes whoever waits on me.
   virtual void publish(int counter, uint64_t value) = 0;
@@ -65,6 +70,22 @@ class SharedDomain {
   virtual Status wait_for(int index, int counter, uint64_t at_least, const Deadline& deadline, const char* what) = 0;
   // The same for every other member.
   virtual Status wait_for_all(int counter, uint64_t at_least, const Deadline& deadline, const char* what) = 0;
+
+  // A word the executor placed in my memory (my fast area), next to the data it guards, so
+  // that a peer's one cache miss brings both: published and waited for like a counter.
+  virtual void publish_word(std::atomic<uint64_t>& word, uint64_t value) = 0;
+  // Called while a wait is slow (once its spinning ends, then after every sleep), so that
+  // the executor can notice a peer that will never publish the word (it runs another call).
+  class StallCheck {
+   public:
+    virtual Status operator()() const = 0;
+
+   protected:
+    ~StallCheck() = default;
+  };
+  // Waits until `word`, which member `index` publishes, reaches at_least.
+  virtual Status wait_word(int index, const std::atomic<uint64_t>& word, uint64_t at_least, const Deadline& deadline,
+                           const char* what, const StallCheck& stall) = 0;
   // Makes every member's waits return at once with an error (this rank failed).
   virtual void mark_failed() = 0;
   // Ok while every member lives and none has failed; else an error naming the rank. From

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/executors/executor.h"
+#include "engine/local/fast_box.h"
 #include "engine/local/local_programs.h"
 #include "engine/local/op_signature.h"
 #include "kernels/host_kernels.h"
@@ -84,7 +85,10 @@ class HostOps {
 class LocalExecutor final : public Executor {
  public:
   explicit LocalExecutor(SharedDomain& domain)
-      : d_(domain), geometry_{domain.size(), domain.index(), domain.slot_geometry()}, signatures_(domain) {}
+      : d_(domain),
+        geometry_{domain.size(), domain.index(), domain.slot_geometry()},
+        signatures_(domain),
+        fast_(domain, signatures_) {}
 
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
     if (n != 1) return error(Code::kInternal, "the one-host executor runs one call at a time, not ", n);
@@ -94,8 +98,13 @@ class LocalExecutor final : public Executor {
     // slots that two-shot ranks overwrite with their reduced slices.
     const bool reduces = call.spec.kind == CollKind::kAllreduce || call.spec.kind == CollKind::kReduce;
     signatures_.announce(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot);
-    HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);
-    Status status = LocalPrograms<HostOps>(ops, next_chunk_).run(call, algorithm);
+    Status status;
+    if (FastBoxes::serves(call.spec, algorithm)) {
+      status = fast_.run(call, deadline);
+    } else {
+      HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);
+      status = LocalPrograms<HostOps>(ops, next_chunk_).run(call, algorithm);
+    }
     ++op_sequence_;
     if (!status.ok()) d_.mark_failed();  // the peers must not wait for us until their deadline
     return status;
@@ -105,6 +114,7 @@ class LocalExecutor final : public Executor {
   SharedDomain& d_;
   HostOps::Geometry geometry_;
   OpSignatures signatures_;
+  FastBoxes fast_;  // small messages (fast_box.h); the staging slots take the rest
   uint64_t next_chunk_ = 0;
   uint64_t op_sequence_ = 0;
   std::vector<char> scratch_;

@@ -85,8 +85,18 @@ Status OpSignatures::check_one(int index) const {
     return error(Code::kMismatch, "rank ", d_.global_rank(index), " is at collective #", view.sequence, " while rank ",
                  d_.global_rank(d_.index()), " is at #", sequence_ + 1, " (", describe(shape_, count_), ")");
   }
-  return error(Code::kMismatch, "rank ", d_.global_rank(index), " called ", describe(view.shape, view.count),
-               " but rank ", d_.global_rank(d_.index()), " called ", describe(shape_, count_));
+  return mismatch(index, view.shape, view.count);
+}
+
+Status OpSignatures::mismatch(int index, uint64_t shape, uint64_t count) const {
+  return error(Code::kMismatch, "rank ", d_.global_rank(index), " called ", describe(shape, count), " but rank ",
+               d_.global_rank(d_.index()), " called ", describe(shape_, count_));
+}
+
+Status OpSignatures::check_if_arrived(int index) const {
+  SignatureView view{};
+  if (!read_signature(current(d_, index), &view) || view.sequence < sequence_ + 1) return Status();
+  return check_one(index);
 }
 
 Status OpSignatures::check(int index) const {

@@ -22,6 +22,14 @@ class OpSignatures {
   void announce(uint64_t sequence, const CollSpec& spec, bool two_shot);
   // Checks that member `index` (or every peer, index -1) runs the same.
   Status check(int index) const;
+  // For a wait that goes on: a mismatch once member `index` has announced this op (or run
+  // past it) as another call; Ok while it has not reached it yet.
+  Status check_if_arrived(int index) const;
+  // What this rank announced, packed (for the fast boxes' headers, fast_box.h).
+  uint64_t shape() const { return shape_; }
+  uint64_t count() const { return count_; }
+  // KOLO_ERR_MISMATCH: member `index` runs (shape, count) where this rank runs its own.
+  Status mismatch(int index, uint64_t shape, uint64_t count) const;
 
  private:
   Status check_one(int index) const;

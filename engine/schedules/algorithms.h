@@ -25,8 +25,9 @@ struct PlanContext {
   // executor runs host memory only, so the communicator leaves this false for now.
   bool device_memory = false;
   // Every rank of the communicator shares memory with every other (one host): the one-host
-  // executor can run, with staging slots of slot_bytes; agreed_cores is the CPU count every
-  // rank agrees on (choices that all ranks must make alike depend on it).
+  // executor can run, with staging slots of slot_bytes; agreed_cores is the number of CPUs
+  // the ranks may run on together, the same on every rank (choices that all ranks must make
+  // alike depend on it).
   bool shared_memory = false;
   size_t slot_bytes = 1 << 20;
   int agreed_cores = 1;

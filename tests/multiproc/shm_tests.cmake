@@ -20,6 +20,15 @@ kolo_shm_test(mixed_transports_np5 5 quick KOLO_TEST_TCP_RANKS=0,3)
 kolo_forced_test(mixed_hosts_direct_np5 5 quick "allreduce of .*: schedule direct" KOLO_TEST_HOSTS=2 KOLO_ALGO=direct)
 kolo_shm_test(all_tcp_np3 3 quick KOLO_TRANSPORTS=tcp)
 kolo_shm_test(shm_mismatch_np3 3 mismatch)
+# Small messages (fast boxes) interleaved with the staging slots, and 9 ranks: more than
+# one reduction pass takes (partial sums). A mismatch where one rank's call fits a box and
+# the others' do not must end well before KOLO_TIMEOUT (60 s): the test's limit is 30 s.
+kolo_shm_test(shm_small_messages_np2 2 small_messages)
+kolo_shm_test(shm_small_messages_np5 5 small_messages)
+kolo_shm_test(shm_small_messages_mixed_np3 3 small_messages KOLO_TEST_TCP_RANKS=1)
+kolo_shm_test(shm_quick_np9 9 quick)
+kolo_shm_test(shm_mismatch_paths_np3 3 mismatch_paths)
+set_tests_properties(shm_mismatch_paths_np3 PROPERTIES TIMEOUT 30)
 # One rank bound to a single CPU, the others not: the one-shot/two-shot choice must agree.
 kolo_shm_test(shm_uneven_cpus_np3 3 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=0)
 kolo_shm_test(shm_uneven_cpus_np4 4 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=1,2)

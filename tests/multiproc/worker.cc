@@ -360,6 +360,59 @@ int scenario_mismatch(kolo_comm_t comm) {
   return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
 }
 
+// The one-host small-message path (engine/local/fast_box.h) interleaved with the staging
+// slots: counts either side of a box (1034 floats fit, 1035 do not), rotating roots (a
+// root waits for nobody, so the next call must wait until the peers are done with its
+// box), barriers in between, values that change every round. Ranks on other hosts or over
+// TCP run the same calls through their own paths.
+void scenario_small_messages(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm), r = kolo_comm_rank(comm);
+  const size_t counts[] = {1, 3, 1034, 1035, 257, 5000, 1034};
+  for (int iter = 0; iter < 280; ++iter) {
+    const size_t count = counts[iter % 7];
+    const int root = (iter / 4) % p;
+    const std::string what = "round " + std::to_string(iter) + " count " + std::to_string(count);
+    std::vector<float> in(count), out(count * p, -1.0f);
+    size_t wrong = 0;
+    switch (iter % 4) {
+      case 0:
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r + iter + i % 7);
+        must(kolo_allreduce(in.data(), out.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "allreduce " + what);
+        for (size_t i = 0; i < count; ++i) wrong += out[i] != static_cast<float>(p * (iter + i % 7) + p * (p - 1) / 2);
+        break;
+      case 1:
+        for (size_t i = 0; i < count; ++i) in[i] = r == root ? static_cast<float>(iter * 3 + i % 5) : -2.0f;
+        must(kolo_broadcast(in.data(), out.data(), count, KOLO_FLOAT32, root, comm, nullptr), "broadcast " + what);
+        for (size_t i = 0; i < count; ++i) wrong += out[i] != static_cast<float>(iter * 3 + i % 5);
+        break;
+      case 2:
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r * 2 + i % 3);
+        must(kolo_reduce(in.data(), out.data(), count, KOLO_FLOAT32, KOLO_SUM, root, comm, nullptr), "reduce " + what);
+        for (size_t i = 0; r == root && i < count; ++i) wrong += out[i] != static_cast<float>(p * (p - 1) + p * (i % 3));
+        break;
+      default:
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r + iter + i % 3);
+        must(kolo_allgather(in.data(), out.data(), count, KOLO_FLOAT32, comm, nullptr), "allgather " + what);
+        for (int q = 0; q < p; ++q) {
+          for (size_t i = 0; i < count; ++i) wrong += out[q * count + i] != static_cast<float>(q + iter + i % 3);
+        }
+    }
+    expect(wrong == 0, what + ": " + std::to_string(wrong) + " wrong");
+    if (iter % 10 == 9) must(kolo_barrier(comm), "barrier " + what);
+  }
+}
+
+// One rank's allreduce fits a small-message box, the others' do not: every rank returns an
+// error (the mismatch, or the failure of the rank that saw it) well before the timeout.
+int scenario_mismatch_paths(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm), n = kolo_comm_size(comm);
+  std::vector<float> a(100000, 1.0f), b(100000);
+  const size_t count = r == n - 1 ? 100 : 100000;
+  kolo_result_t rc = kolo_allreduce(a.data(), b.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
+  std::printf("rank %d: allreduce of %zu returned %s: %s\n", r, count, kolo_result_string(rc), kolo_last_error());
+  return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
+}
+
 // Allreduce and reduce of float sums over the sizes where one-shot and two-shot trade
 // places (1 KB to 8 MB), in and out of place.
 void scenario_reduction_sizes(kolo_comm_t comm) {
@@ -476,18 +529,22 @@ int main(int argc, char** argv) {
   else if (scenario == "group") rc = scenario_group(comm);
   else if (scenario == "reduction_sizes") scenario_reduction_sizes(comm);
   else if (scenario == "mismatch") rc = scenario_mismatch(comm);
+  else if (scenario == "mismatch_paths") rc = scenario_mismatch_paths(comm);
+  else if (scenario == "small_messages") scenario_small_messages(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
-  if (scenario != "fault" && scenario != "kill" && scenario != "mismatch" && scenario != "device_kill") must(kolo_comm_destroy(comm), "destroy");
+  if (scenario != "fault" && scenario != "kill" && scenario != "mismatch" && scenario != "mismatch_paths" &&
+      scenario != "device_kill")
+    must(kolo_comm_destroy(comm), "destroy");
   if (g_rank == 0 || g_failures > 0) {
     std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
   }
   // A scenario that passes by checking must have checked something on every rank (those
   // that judge themselves return their own code).
   const bool own_verdict = scenario == "fault" || scenario == "abort" || scenario == "kill" || scenario == "group" ||
-                           scenario == "mismatch" || scenario == "device_kill";
+                           scenario == "mismatch" || scenario == "mismatch_paths" || scenario == "device_kill";
   if (!own_verdict && g_checks == 0) {
     std::printf("rank %d: %s: FAIL: no check ran\n", g_rank, scenario.c_str());
     return 1;

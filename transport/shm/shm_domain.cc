@@ -50,11 +50,21 @@ void ring_bell(Bell& bell) {
   if (bell.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&bell.word);
 }
 
-int usable_cpus() {
+// The CPUs this process may run on, as a bitmap (the first kCpuMaskWords * 64).
+void publish_cpu_mask(std::atomic<uint64_t> (&mask)[kCpuMaskWords]) {
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu = 0; cpu < std::max(n, 1L) && cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &set);
+  }
+  for (int w = 0; w < kCpuMaskWords; ++w) {
+    uint64_t bits = 0;
+    for (int b = 0; b < 64; ++b) {
+      if (w * 64 + b < CPU_SETSIZE && CPU_ISSET(w * 64 + b, &set)) bits |= uint64_t{1} << b;
+    }
+    mask[w].store(bits, std::memory_order_release);
+  }
 }
 
 std::string geometry_text(const SegmentGeometry& g) {
@@ -150,7 +160,7 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   }
   RankControl& me = control(my_index_);
   me.probe_address.store(reinterpret_cast<uint64_t>(&kProbeValue), std::memory_order_release);
-  me.cpus.store(usable_cpus(), std::memory_order_release);
+  publish_cpu_mask(me.cpu_mask);
   pidfds_.resize(n);
   for (int i = 0; i < n; ++i) {
     if (i != my_index_) pidfds_[i] = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pids_[i], 0)));
@@ -158,11 +168,15 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   seen_.assign(n, std::array<uint64_t, kSharedCounters>{});
   next_health_check_.assign(n, 0);
   KOLO_TRY(store.barrier(key + "mapped", n, deadline));
-  agreed_cores_ = usable_cpus();
-  for (int i = 0; i < n; ++i) {
-    const int cpus = control(i).cpus.load(std::memory_order_acquire);
-    if (cpus >= 1) agreed_cores_ = std::min(agreed_cores_, cpus);
+  // The CPUs the ranks may run on together: ranks pinned one per core (kolorun's default)
+  // have one CPU each but are not oversubscribed; ranks pinned to the same CPU are.
+  agreed_cores_ = 0;
+  for (int w = 0; w < kCpuMaskWords; ++w) {
+    uint64_t any = 0;
+    for (int i = 0; i < n; ++i) any |= control(i).cpu_mask[w].load(std::memory_order_acquire);
+    agreed_cores_ += __builtin_popcountll(any);
   }
+  agreed_cores_ = std::max(agreed_cores_, 1);
   oversubscribed_ = n > agreed_cores_;
   KOLO_TRY(probe_cma(options.single_copy));
   KOLO_TRY(store.barrier(key + "probed", n, deadline));
@@ -195,12 +209,14 @@ int Domain::index_of(int global_rank) const {
   return -1;
 }
 
-void Domain::publish(int c, uint64_t value) {
+void Domain::publish(int c, uint64_t value) { publish_word(control(my_index_).line.counters[c], value); }
+
+void Domain::publish_word(std::atomic<uint64_t>& word, uint64_t value) {
   RankControl& me = control(my_index_);
-  // No futex word change unless someone sleeps: a sleeper re-checks the counter after it
+  // No futex word change unless someone sleeps: a sleeper re-checks the word after it
   // counts itself in `sleepers`, and with both sides seq_cst one of them sees the other.
-  // (The busy path then touches only the counters' line, which the peers read anyway.)
-  me.line.counters[c].store(value, std::memory_order_seq_cst);
+  // (The busy path then touches only the word's line, which the peers read anyway.)
+  word.store(value, std::memory_order_seq_cst);
   if (me.bell.sleepers.load(std::memory_order_seq_cst) != 0) {
     me.bell.word.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(&me.bell.word);
@@ -217,7 +233,8 @@ void Domain::sleep_on_inbox(uint32_t seen, int timeout_ms) {
 }
 
 template <class Ready>
-Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const char* what, int peer) {
+Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const char* what, int peer,
+                       const StallCheck* stall) {
   if (ready()) return Status();
   if (oversubscribed_) {
     for (int i = 0; i < kYieldSpins; ++i) {
@@ -245,6 +262,7 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
     }
   }
   while (true) {
+    if (stall != nullptr) KOLO_TRY((*stall)());
     const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
     bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (ready()) {
@@ -275,6 +293,12 @@ Status Domain::wait_for(int index, int c, uint64_t at_least, const Deadline& dea
     return true;
   };
   return wait_on(control(index).bell, ready, deadline, what, index);
+}
+
+Status Domain::wait_word(int index, const std::atomic<uint64_t>& word, uint64_t at_least, const Deadline& deadline,
+                         const char* what, const StallCheck& stall) {
+  auto ready = [&] { return word.load(std::memory_order_acquire) >= at_least; };
+  return wait_on(control(index).bell, ready, deadline, what, index, &stall);
 }
 
 Status Domain::wait_for_all(int c, uint64_t at_least, const Deadline& deadline, const char* what) {

@@ -59,6 +59,7 @@ class Domain final : public SharedDomain {
   }
   SharedRankLine& line(int index) const override { return control(index).line; }
   char* rank_area(int index) const override { return control(index).area; }
+  char* fast_area(int index) const override { return control(index).fast; }
   ChannelControl& channel(int from, int to) const {
     return *reinterpret_cast<ChannelControl*>(channel_base(from, to));
   }
@@ -76,6 +77,9 @@ class Domain final : public SharedDomain {
   Status wait_for(int index, int c, uint64_t at_least, const Deadline& deadline, const char* what) override;
   // The same for every other rank of the domain.
   Status wait_for_all(int c, uint64_t at_least, const Deadline& deadline, const char* what) override;
+  void publish_word(std::atomic<uint64_t>& word, uint64_t value) override;
+  Status wait_word(int index, const std::atomic<uint64_t>& word, uint64_t at_least, const Deadline& deadline,
+                   const char* what, const StallCheck& stall) override;
 
   // Inbox: rung when a channel towards a rank changes (the Link's progress).
   void ring_inbox(int index);
@@ -102,7 +106,8 @@ class Domain final : public SharedDomain {
   }
   SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(base_); }
   template <class Ready>
-  Status wait_on(Bell& bell, Ready ready, const Deadline& deadline, const char* what, int peer);
+  Status wait_on(Bell& bell, Ready ready, const Deadline& deadline, const char* what, int peer,
+                 const StallCheck* stall = nullptr);
 
   std::vector<int> members_;
   int my_index_ = 0;

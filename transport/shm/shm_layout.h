@@ -14,8 +14,9 @@
 
 namespace kolo::shm {
 
-constexpr uint64_t kSegmentMagic = 0x316d68736f6c6f6bull;  // "kolohsm1"
+constexpr uint64_t kSegmentMagic = 0x326d68736f6c6f6bull;  // "kolohsm2"
 constexpr int kMaxDomainRanks = 256;
+constexpr int kCpuMaskWords = 16;  // CPUs 0..1023
 
 // A futex word and the number of processes sleeping on it: a publisher only pays for the
 // wake-up system call when someone sleeps.
@@ -29,9 +30,10 @@ struct alignas(64) RankControl {
   SharedRankLine line;                            // counters and words (shared_domain.h)
   alignas(64) Bell inbox;                         // rung when a channel to this rank changes
   alignas(64) std::atomic<uint32_t> cma_readable{0};          // 1: this rank reads peers with process_vm_readv
-  std::atomic<int32_t> cpus{0};                   // CPUs this rank may run on
+  std::atomic<uint64_t> cpu_mask[kCpuMaskWords];  // the CPUs this rank may run on (bits)
   std::atomic<uint64_t> probe_address{0};         // where peers find kProbeValue in this process
   alignas(64) char area[kRankAreaBytes];          // laid out by the executor that uses the domain
+  alignas(64) char fast[kFastAreaBytes];          // likewise
 };
 
 struct alignas(64) ChannelControl {

@@ -1,0 +1,181 @@
+#include "engine/local/fast_box.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "kernels/host_kernels.h"
+
+namespace kolo {
+
+// The first line: the flag (1 + the fast call number, written last, with release), the
+// call's signature, then the payload, which runs on into the box's other lines.
+struct alignas(64) FastBoxes::Box {
+  std::atomic<uint64_t> tag;
+  uint64_t shape;
+  uint64_t count;
+  char payload[kPayloadBytes];
+};
+
+namespace {
+
+// Bytes one rank contributes: what must fit its box.
+size_t contribution_bytes(const CollSpec& s) {
+  switch (s.kind) {
+    case CollKind::kAllreduce:
+    case CollKind::kReduce:
+    case CollKind::kBroadcast:
+    case CollKind::kAllgather: return s.bytes();
+    case CollKind::kAllgatherv: {
+      size_t most = 0;
+      for (size_t c : s.counts) most = std::max(most, c);
+      return most * dtype_size(s.dtype);
+    }
+    case CollKind::kBarrier: return 0;
+    default: return FastBoxes::kPayloadBytes + 1;  // no fast form
+  }
+}
+
+// While a wait goes on: a peer that announced this op as another call never posts.
+class PeerRunsOtherCall final : public SharedDomain::StallCheck {
+ public:
+  PeerRunsOtherCall(const OpSignatures& signatures, int index) : signatures_(signatures), index_(index) {}
+  Status operator()() const override { return signatures_.check_if_arrived(index_); }
+
+ private:
+  const OpSignatures& signatures_;
+  int index_;
+};
+
+}  // namespace
+
+bool FastBoxes::serves(const CollSpec& spec, Algorithm algorithm) {
+  return algorithm != Algorithm::kTwoShot && !spec.compressed() && !spec.device &&
+         contribution_bytes(spec) <= kPayloadBytes;
+}
+
+FastBoxes::FastBoxes(SharedDomain& domain, const OpSignatures& signatures)
+    : d_(domain), signatures_(signatures), seen_(domain.size(), 0) {}
+
+FastBoxes::Box& FastBoxes::box(int index, uint64_t call) const {
+  static_assert(sizeof(Box) == kBoxBytes && kBoxBytes % 64 == 0 && offsetof(Box, payload) == kHeaderBytes);
+  return reinterpret_cast<Box*>(d_.fast_area(index))[call % 2];
+}
+
+Status FastBoxes::wait_posted(int index, uint64_t tag, const Deadline& deadline, const char* what) {
+  if (seen_[index] >= tag) return Status();
+  const std::atomic<uint64_t>& word = box(index, tag - 1).tag;
+  KOLO_TRY(d_.wait_word(index, word, tag, deadline, what, PeerRunsOtherCall(signatures_, index)));
+  seen_[index] = std::max(tag, word.load(std::memory_order_relaxed));
+  return Status();
+}
+
+// Member `index`'s box of call f, once posted, holding the same call as this rank's.
+Status FastBoxes::wait_box(int index, uint64_t f, const Deadline& deadline, const char* what) {
+  KOLO_TRY(wait_posted(index, f + 1, deadline, what));
+  const Box& b = box(index, f);
+  if (b.shape != signatures_.shape() || b.count != signatures_.count()) {
+    return signatures_.mismatch(index, b.shape, b.count);
+  }
+  return Status();
+}
+
+// dst = postscale(op over every rank's box of call f), in rank order on every rank so that
+// all get the same bits (the staging-slot path sums in the same order).
+Status FastBoxes::reduce_boxes(const CollCall& call, uint64_t f, void* dst) {
+  const CollSpec& s = call.spec;
+  const int n = d_.size();
+  const void* srcs[kMaxReduceInputs];
+  if (n <= kMaxReduceInputs) {
+    for (int k = 0; k < n; ++k) srcs[k] = box(k, f).payload;
+    return reduce_into(dst, srcs, n, s.count, s.dtype, s.op, call.postscale);
+  }
+  if (scratch_.size() < s.bytes()) scratch_.resize(s.bytes());
+  void* sum = scratch_.data();
+  int k = 0;
+  while (k < n) {
+    int m = 0;
+    if (k > 0) srcs[m++] = sum;
+    while (m < kMaxReduceInputs && k < n) srcs[m++] = box(k++, f).payload;
+    KOLO_TRY(reduce_into(sum, srcs, m, s.count, s.dtype, s.op, k == n ? call.postscale : Scale{}));
+  }
+  std::memcpy(dst, sum, s.bytes());
+  return Status();
+}
+
+Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
+  const CollSpec& s = call.spec;
+  const int n = d_.size(), me = d_.index();
+  const uint64_t f = calls_++;
+  // My box of call f-2 is free once every peer has posted call f-1.
+  if (f >= 2) {
+    for (int q = 0; q < n; ++q) {
+      if (q != me) KOLO_TRY(wait_posted(q, f, deadline, "waiting for the peers to finish with a small message"));
+    }
+  }
+  const char* in = static_cast<const char*>(call.send);
+  char* out = static_cast<char*>(call.recv);
+  const int root = s.kind == CollKind::kBroadcast || s.kind == CollKind::kReduce ? d_.index_of(s.root) : -1;
+  const size_t esize = dtype_size(s.dtype);
+
+  // Post: my contribution (prescaled for reductions), then the signature and the flag.
+  Box& mine = box(me, f);
+  switch (s.kind) {
+    case CollKind::kAllreduce:
+    case CollKind::kReduce: KOLO_TRY(scale_copy(mine.payload, in, s.count, s.dtype, call.prescale)); break;
+    case CollKind::kBroadcast:
+      if (me == root) {
+        std::memcpy(mine.payload, in, s.bytes());
+        if (out != in) std::memcpy(out, in, s.bytes());
+      }
+      break;
+    case CollKind::kAllgather:
+    case CollKind::kAllgatherv: {
+      const int rank = d_.global_rank(me);
+      const size_t count = s.kind == CollKind::kAllgather ? s.count : s.counts[rank];
+      const size_t displ = s.kind == CollKind::kAllgather ? rank * s.count : s.displs[rank];
+      std::memcpy(mine.payload, in, count * esize);
+      if (out + displ * esize != in) std::memcpy(out + displ * esize, in, count * esize);
+      break;
+    }
+    default: break;  // barrier: the flag alone
+  }
+  mine.shape = signatures_.shape();
+  mine.count = signatures_.count();
+  d_.publish_word(mine.tag, f + 1);
+
+  // Take: what this rank reads of its peers' boxes.
+  switch (s.kind) {
+    case CollKind::kAllreduce:
+    case CollKind::kReduce:
+      if (root >= 0 && me != root) return Status();  // the root reads; we only lend our box
+      for (int q = 0; q < n; ++q) {
+        if (q != me) KOLO_TRY(wait_box(q, f, deadline, "waiting for the peers' data"));
+      }
+      return reduce_boxes(call, f, out);
+    case CollKind::kBroadcast:
+      if (me == root) return Status();
+      KOLO_TRY(wait_box(root, f, deadline, "waiting for the root's data"));
+      std::memcpy(out, box(root, f).payload, s.bytes());
+      return Status();
+    case CollKind::kAllgather:
+    case CollKind::kAllgatherv:
+      for (int q = 0; q < n; ++q) {
+        if (q == me) continue;
+        KOLO_TRY(wait_box(q, f, deadline, "waiting for the peers' data"));
+        const int rank = d_.global_rank(q);
+        const size_t count = s.kind == CollKind::kAllgather ? s.count : s.counts[rank];
+        const size_t displ = s.kind == CollKind::kAllgather ? rank * s.count : s.displs[rank];
+        std::memcpy(out + displ * esize, box(q, f).payload, count * esize);
+      }
+      return Status();
+    case CollKind::kBarrier:
+      for (int q = 0; q < n; ++q) {
+        if (q != me) KOLO_TRY(wait_box(q, f, deadline, "waiting for the peers"));
+      }
+      return Status();
+    default: return error(Code::kInternal, coll_name(s.kind), " has no fast-box form");
+  }
+}
+
+}  // namespace kolo

@@ -1,0 +1,61 @@
+// Small one-host collectives through "fast boxes" (the one-host executor's small-message
+// protocol; Open MPI's shared-memory fast box and NCCL's LL protocol follow the same idea):
+// each rank writes its whole contribution into a box in its own shared memory, with the
+// call's signature and a flag in the box's first cache line, so that a peer's one cache
+// miss on the flag brings the signature and the first 40 bytes of payload with it.
+//
+// A call is one publication per rank and one wait per peer it reads: no staging slot, no
+// chunk counters, no "consumed" round trip. Each rank has two boxes, used by alternate
+// fast calls: a rank that posts fast call f+2 into the box of call f must know that every
+// peer has finished call f, which it does once each has posted call f+1. Allreduce,
+// allgather and barrier learn that in call f+1 itself (they wait for every peer); after a
+// broadcast or reduce, whose root waits for nobody, the next fast call waits for it first.
+//
+// Which calls come here is decided by serves() alone, from what every rank passes alike;
+// a rank that takes the staging-slot path where its peer takes this one (their calls
+// differ) is noticed while waiting, from the op signatures (KOLO_ERR_MISMATCH).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "engine/collective.h"
+#include "engine/local/op_signature.h"
+#include "support/clock.h"
+#include "support/status.h"
+#include "transport/shared_domain.h"
+
+namespace kolo {
+
+class FastBoxes {
+ public:
+  static constexpr size_t kBoxBytes = kFastAreaBytes / 2;
+  static constexpr size_t kHeaderBytes = 24;  // tag, shape, count
+  static constexpr size_t kPayloadBytes = kBoxBytes - kHeaderBytes;
+
+  // Allreduce, reduce, broadcast, allgather(v) and barrier whose contribution per rank
+  // fits one box (4 KB and a little more), one-shot (a forced two-shot keeps the slots).
+  static bool serves(const CollSpec& spec, Algorithm algorithm);
+
+  FastBoxes(SharedDomain& domain, const OpSignatures& signatures);
+
+  // Runs the call; the op signature is announced already (signatures.announce).
+  Status run(const CollCall& call, const Deadline& deadline);
+
+ private:
+  struct Box;
+  Box& box(int index, uint64_t call) const;
+  // Waits until member `index` has posted fast call `tag - 1` (its box holds `tag`).
+  Status wait_posted(int index, uint64_t tag, const Deadline& deadline, const char* what);
+  Status wait_box(int index, uint64_t call, const Deadline& deadline, const char* what);
+  Status reduce_boxes(const CollCall& call, uint64_t f, void* dst);
+
+  SharedDomain& d_;
+  const OpSignatures& signatures_;
+  uint64_t calls_ = 0;          // fast calls run so far (numbered alike on every rank)
+  std::vector<uint64_t> seen_;  // per member: the highest tag seen in its boxes
+  std::vector<char> scratch_;   // more than kMaxReduceInputs ranks: partial sums
+};
+
+}  // namespace kolo

@@ -1,5 +1,6 @@
 #include "api/api_support.h"
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <new>
@@ -19,6 +20,12 @@ std::unordered_set<const kolo_comm*>& live_comms() {
   static auto* set = new std::unordered_set<const kolo_comm*>();
   return *set;
 }
+// Every call checks its handle; a program calls with the same one again and again. Each
+// thread remembers the last handle it found live and how many communicators had been
+// destroyed then: while none has been since, the handle is still live, without the lock.
+std::atomic<uint64_t> g_comms_destroyed{0};
+thread_local const kolo_comm* t_checked_comm = nullptr;
+thread_local uint64_t t_checked_at = 0;
 
 }  // namespace
 
@@ -50,15 +57,21 @@ void register_comm(kolo_comm* comm) {
 void unregister_comm(kolo_comm* comm) {
   std::lock_guard<std::mutex> lock(g_comms_mutex);
   live_comms().erase(comm);
+  g_comms_destroyed.fetch_add(1, std::memory_order_acq_rel);
 }
 
 Status check_comm(kolo_comm_t comm) {
   if (comm == nullptr) return error(Code::kInvalidArgument, "comm is NULL");
+  // Read before the lookup: a destroy after it makes the next call look again.
+  const uint64_t destroyed = g_comms_destroyed.load(std::memory_order_acquire);
+  if (comm == t_checked_comm && destroyed == t_checked_at) return Status();
   std::lock_guard<std::mutex> lock(g_comms_mutex);
   if (live_comms().count(comm) == 0) {
     return error(Code::kInvalidUsage, "comm ", static_cast<const void*>(comm),
                  " is not an initialised communicator (never created, or already destroyed)");
   }
+  t_checked_comm = comm;
+  t_checked_at = destroyed;
   return Status();
 }
 

@@ -4,22 +4,6 @@
 
 namespace kolo {
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kInt8: case DType::kUint8: case DType::kFloat8E4M3: case DType::kFloat8E5M2:
-      return 1;
-    case DType::kFloat16: case DType::kBFloat16:
-      return 2;
-    case DType::kInt32: case DType::kUint32: case DType::kFloat32:
-      return 4;
-    case DType::kInt64: case DType::kUint64: case DType::kFloat64:
-      return 8;
-    case DType::kCount:
-      break;
-  }
-  return 0;
-}
-
 const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kInt8: return "int8";

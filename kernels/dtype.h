@@ -15,7 +15,22 @@ enum class DType : int {
 
 enum class ReduceOp : int { kSum = 0, kProd, kMin, kMax, kAvg, kCount };
 
-size_t dtype_size(DType dtype);
+// Bytes per element; 0 for out-of-range values. Inline: every call's hot path asks.
+constexpr size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kInt8: case DType::kUint8: case DType::kFloat8E4M3: case DType::kFloat8E5M2:
+      return 1;
+    case DType::kFloat16: case DType::kBFloat16:
+      return 2;
+    case DType::kInt32: case DType::kUint32: case DType::kFloat32:
+      return 4;
+    case DType::kInt64: case DType::kUint64: case DType::kFloat64:
+      return 8;
+    case DType::kCount:
+      break;
+  }
+  return 0;
+}
 // nccl-tests spelling: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double f8e4m3 f8e5m2
 const char* dtype_name(DType dtype);
 bool dtype_is_float(DType dtype);

@@ -55,11 +55,13 @@ bool FastBoxes::serves(const CollSpec& spec, Algorithm algorithm) {
 }
 
 FastBoxes::FastBoxes(SharedDomain& domain, const OpSignatures& signatures)
-    : d_(domain), signatures_(signatures), seen_(domain.size(), 0) {}
+    : d_(domain), signatures_(signatures), seen_(domain.size(), 0) {
+  for (int i = 0; i < domain.size(); ++i) areas_.push_back(domain.fast_area(i));
+}
 
 FastBoxes::Box& FastBoxes::box(int index, uint64_t call) const {
   static_assert(sizeof(Box) == kBoxBytes && kBoxBytes % 64 == 0 && offsetof(Box, payload) == kHeaderBytes);
-  return reinterpret_cast<Box*>(d_.fast_area(index))[call % 2];
+  return reinterpret_cast<Box*>(areas_[index])[call % 2];
 }
 
 Status FastBoxes::wait_posted(int index, uint64_t tag, const Deadline& deadline, const char* what) {
@@ -122,7 +124,13 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
   Box& mine = box(me, f);
   switch (s.kind) {
     case CollKind::kAllreduce:
-    case CollKind::kReduce: KOLO_TRY(scale_copy(mine.payload, in, s.count, s.dtype, call.prescale)); break;
+    case CollKind::kReduce:
+      if (call.prescale.identity()) {
+        std::memcpy(mine.payload, in, s.bytes());
+      } else {
+        KOLO_TRY(scale_copy(mine.payload, in, s.count, s.dtype, call.prescale));
+      }
+      break;
     case CollKind::kBroadcast:
       if (me == root) {
         std::memcpy(mine.payload, in, s.bytes());

@@ -3,6 +3,7 @@
 // straight line of loads, functor calls and one store that the compiler vectorises.
 #include "kernels/host_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -10,6 +11,10 @@
 #include <utility>
 
 #include "kernels/functors.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#endif
 
 namespace kolo {
 namespace {
@@ -168,6 +173,34 @@ void copy_bytes(void* dst, const void* src, size_t count, DType dtype) {
 }
 
 }  // namespace
+
+void stream_copy(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  // Ordinary copies up to the first 16-byte boundary of dst and after the last whole 64 bytes.
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  const size_t body = bytes / 64 * 64;
+  for (size_t i = 0; i < body; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + body, s + body, bytes - body);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
 
 Status check_scale(const char* caller, Scale scale) {
   if (!std::isfinite(scale.factor)) {

@@ -1,6 +1,9 @@
 // The one-host executor (a row of engine/executors' table): runs LocalPrograms on the CPU
 // over the communicator's shared-memory domain. HostOps is the ops policy that touches
 // real memory and waits on real counters.
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -9,6 +12,7 @@
 #include "engine/local/local_programs.h"
 #include "engine/local/op_signature.h"
 #include "kernels/host_kernels.h"
+#include "support/env.h"
 
 namespace kolo {
 namespace {
@@ -42,6 +46,15 @@ class HostOps {
     std::memcpy(dst, src, bytes);
     return Status();
   }
+  Status copy_out(void* dst, const void* src, size_t bytes) {
+    if (stream_outputs_) {
+      stream_copy(dst, src, bytes);
+    } else {
+      std::memcpy(dst, src, bytes);
+    }
+    return Status();
+  }
+  void stream_outputs(bool on) { stream_outputs_ = on; }
   Status scale_copy(void* dst, const void* src, size_t count, DType dtype, ScaleUse use) {
     return kolo::scale_copy(dst, src, count, dtype, scale(use));
   }
@@ -80,12 +93,44 @@ class HostOps {
   const CollCall& call_;
   const Deadline& deadline_;
   std::vector<char>& scratch_;
+  bool stream_outputs_ = false;
 };
+
+// Bytes a call writes to its output on this rank.
+size_t output_bytes(const CollSpec& s, int ranks) {
+  switch (s.kind) {
+    case CollKind::kAllgather:
+    case CollKind::kAlltoall: return s.bytes() * ranks;
+    case CollKind::kAllgatherv: {
+      size_t count = 0;
+      for (size_t c : s.counts) count += c;
+      return count * dtype_size(s.dtype);
+    }
+    default: return s.bytes();
+  }
+}
+
+// Outputs from this size on are written past the caches: with the inputs beside them they
+// overflow the last-level cache, so their lines would be read in only to be overwritten and
+// evicted before anyone reads them. KOLO_SHM_STREAM_BYTES overrides the machine's figure.
+Result<size_t> streaming_threshold() {
+  if (env_is_set("KOLO_SHM_STREAM_BYTES")) {
+    Result<long long> bytes = env_int("KOLO_SHM_STREAM_BYTES");
+    if (!bytes.ok()) return bytes.status();
+    if (bytes.value() < 0) return error(Code::kInvalidArgument, "KOLO_SHM_STREAM_BYTES=", bytes.value(), " is negative");
+    return bytes.value() == 0 ? SIZE_MAX : static_cast<size_t>(bytes.value());
+  }
+  long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (cache <= 0) cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (cache <= 0) cache = 8L << 20;
+  return static_cast<size_t>(cache) / 2;
+}
 
 class LocalExecutor final : public Executor {
  public:
-  explicit LocalExecutor(SharedDomain& domain)
+  LocalExecutor(SharedDomain& domain, size_t stream_bytes)
       : d_(domain),
+        stream_bytes_(stream_bytes),
         geometry_{domain.size(), domain.index(), domain.slot_geometry()},
         signatures_(domain),
         fast_(domain, signatures_) {}
@@ -103,6 +148,7 @@ class LocalExecutor final : public Executor {
       status = fast_.run(call, deadline);
     } else {
       HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);
+      ops.stream_outputs(output_bytes(call.spec, geometry_.size) >= stream_bytes_);
       status = LocalPrograms<HostOps>(ops, next_chunk_).run(call, algorithm);
     }
     ++op_sequence_;
@@ -112,6 +158,7 @@ class LocalExecutor final : public Executor {
 
  private:
   SharedDomain& d_;
+  size_t stream_bytes_;  // outputs this large are written past the caches
   HostOps::Geometry geometry_;
   OpSignatures signatures_;
   FastBoxes fast_;  // small messages (fast_box.h); the staging slots take the rest
@@ -124,7 +171,9 @@ class LocalExecutor final : public Executor {
 
 MadeExecutor create_local_executor(const ExecutorEnv& env) {
   if (env.shared == nullptr) return std::unique_ptr<Executor>();
-  return MadeExecutor(std::make_unique<LocalExecutor>(*env.shared));
+  Result<size_t> stream_bytes = streaming_threshold();
+  if (!stream_bytes.ok()) return stream_bytes.status();
+  return MadeExecutor(std::make_unique<LocalExecutor>(*env.shared, stream_bytes.value()));
 }
 
 }  // namespace kolo

@@ -4,6 +4,8 @@
 //   geometry   int size(), index(), global_rank(int), index_of(int); uint32_t slots();
 //              size_t slot_bytes(); char* slot(int index, uint64_t chunk);
 //   data       Status copy(void* dst, const void* src, size_t bytes);
+//              Status copy_out(void* dst, const void* src, size_t bytes);  (into the
+//                     call's output, which the call does not read again)
 //              Status scale_copy(void* dst, const void* src, size_t count, DType, ScaleUse);
 //              Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType,
 //                            ReduceOp, ScaleUse);             (1 <= n <= kMaxReduceInputs)

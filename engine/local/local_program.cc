@@ -36,6 +36,7 @@ class RecordOps {
   Status copy(void* dst, const void* src, size_t bytes) {
     return add(StepKind::kCopy, dst, &src, 1, bytes / esize_, ReduceOp::kSum, ScaleUse::kNone);
   }
+  Status copy_out(void* dst, const void* src, size_t bytes) { return copy(dst, src, bytes); }
   Status scale_copy(void* dst, const void* src, size_t count, DType, ScaleUse use) {
     return add(StepKind::kCopy, dst, &src, 1, count, ReduceOp::kSum, use);
   }

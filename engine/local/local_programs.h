@@ -150,7 +150,7 @@ class LocalPrograms {
     auto second = [&](uint64_t i) -> Status {
       for (int q = 0; q < n; ++q) {
         auto [offset, count] = slice_of(elems(i), n, q, esize);
-        KOLO_TRY(ops_.copy(out + (i * chunk_elems + offset) * esize, p.slot(q, i) + offset * esize, count * esize));
+        KOLO_TRY(ops_.copy_out(out + (i * chunk_elems + offset) * esize, p.slot(q, i) + offset * esize, count * esize));
       }
       return Status();
     };
@@ -170,13 +170,13 @@ class LocalPrograms {
     auto fill = [&](uint64_t i, char* slot) -> Status {
       if (me != root) return Status();
       KOLO_TRY(ops_.copy(slot, in + i * chunk_bytes, piece(i)));
-      if (out != in) KOLO_TRY(ops_.copy(out + i * chunk_bytes, slot, piece(i)));
+      if (out != in) KOLO_TRY(ops_.copy_out(out + i * chunk_bytes, slot, piece(i)));
       return Status();
     };
     auto first = [&](uint64_t i) -> Status {
       if (me == root) return Status();
       if (i == 0) KOLO_TRY(ops_.check_peers(root));
-      return ops_.copy(out + i * chunk_bytes, p.slot(root, i), piece(i));
+      return ops_.copy_out(out + i * chunk_bytes, p.slot(root, i), piece(i));
     };
     return p.run(Shape{chunks, false, true, root}, fill, first, local_detail::no_second);
   }
@@ -207,14 +207,14 @@ class LocalPrograms {
       const size_t bytes = piece(me, i) * esize, offset = i * chunk_elems * esize;
       if (bytes == 0) return Status();
       KOLO_TRY(ops_.copy(slot, in + offset, bytes));
-      if (my_block != in) KOLO_TRY(ops_.copy(my_block + offset, slot, bytes));
+      if (my_block != in) KOLO_TRY(ops_.copy_out(my_block + offset, slot, bytes));
       return Status();
     };
     auto first = [&](uint64_t i) -> Status {
       if (i == 0) KOLO_TRY(ops_.check_peers(-1));
       for (int q = 0; q < n; ++q) {
         if (q == me || piece(q, i) == 0) continue;
-        KOLO_TRY(ops_.copy(out + (displs[q] + i * chunk_elems) * esize, p.slot(q, i), piece(q, i) * esize));
+        KOLO_TRY(ops_.copy_out(out + (displs[q] + i * chunk_elems) * esize, p.slot(q, i), piece(q, i) * esize));
       }
       return Status();
     };
@@ -254,13 +254,13 @@ class LocalPrograms {
       for (int q = 0; q < n; ++q) {
         if (q != me) KOLO_TRY(ops_.copy(slot + b.in_slot(q, i), in + b.in_buffer(q, i), b.elems(i) * b.esize));
       }
-      if (out != in) KOLO_TRY(ops_.copy(out + b.in_buffer(me, i), in + b.in_buffer(me, i), b.elems(i) * b.esize));
+      if (out != in) KOLO_TRY(ops_.copy_out(out + b.in_buffer(me, i), in + b.in_buffer(me, i), b.elems(i) * b.esize));
       return Status();
     };
     auto first = [&](uint64_t i) -> Status {
       if (i == 0) KOLO_TRY(ops_.check_peers(-1));
       for (int q = 0; q < n; ++q) {
-        if (q != me) KOLO_TRY(ops_.copy(out + b.in_buffer(q, i), p.slot(q, i) + b.in_slot(me, i), b.elems(i) * b.esize));
+        if (q != me) KOLO_TRY(ops_.copy_out(out + b.in_buffer(q, i), p.slot(q, i) + b.in_slot(me, i), b.elems(i) * b.esize));
       }
       return Status();
     };

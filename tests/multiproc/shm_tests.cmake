@@ -27,6 +27,14 @@ kolo_shm_test(shm_small_messages_np2 2 small_messages)
 kolo_shm_test(shm_small_messages_np5 5 small_messages)
 kolo_shm_test(shm_small_messages_mixed_np3 3 small_messages KOLO_TEST_TCP_RANKS=1)
 kolo_shm_test(shm_quick_np9 9 quick)
+# Every output of the staging-slot path written with non-temporal stores (normally from
+# half the last-level cache on), and a bad value of the variable refused at init.
+kolo_shm_test(shm_streamed_outputs_np3 3 collectives KOLO_SHM_STREAM_BYTES=1)
+add_test(NAME shm_stream_bytes_bad_value_refused
+         COMMAND ${CMAKE_COMMAND} -E env KOLO_SHM_STREAM_BYTES=lots
+                 $<TARGET_FILE:kolorun> -np 2 $<TARGET_FILE:kolo_test_worker> quick)
+set_tests_properties(shm_stream_bytes_bad_value_refused PROPERTIES LABELS multiproc TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "KOLO_SHM_STREAM_BYTES")
 kolo_shm_test(shm_mismatch_paths_np3 3 mismatch_paths)
 set_tests_properties(shm_mismatch_paths_np3 PROPERTIES TIMEOUT 30)
 # One rank bound to a single CPU, the others not: the one-shot/two-shot choice must agree.

@@ -554,5 +554,24 @@ TEST(ReduceInto, ArgumentErrors) {
   EXPECT_TRUE(reduce_into(out, with_null, 2, 0, f, ReduceOp::kMax, {}).ok());
 }
 
+// Every alignment of source and destination and lengths around the 16- and 64-byte
+// steps: the bytes arrive exactly, and nothing before or after the range is touched.
+TEST(StreamCopy, CopiesEveryAlignmentAndLength) {
+  std::vector<unsigned char> src(5000), dst(5200);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+  for (size_t src_off : {0, 1, 8, 15}) {
+    for (size_t dst_off : {0, 1, 4, 16, 63}) {
+      for (size_t bytes : {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 1000, 4096 + 3}) {
+        std::fill(dst.begin(), dst.end(), 0xee);
+        stream_copy(dst.data() + 64 + dst_off, src.data() + src_off, bytes);
+        bool ok = std::memcmp(dst.data() + 64 + dst_off, src.data() + src_off, bytes) == 0;
+        for (size_t i = 0; i < 64 + dst_off; ++i) ok &= dst[i] == 0xee;
+        for (size_t i = 64 + dst_off + bytes; i < dst.size(); ++i) ok &= dst[i] == 0xee;
+        EXPECT_TRUE(ok) << "src+" << src_off << " dst+" << dst_off << " bytes " << bytes;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kolo

@@ -3,6 +3,7 @@
 // real memory and waits on real counters.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -61,6 +62,20 @@ class HostOps {
   Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
     return reduce_into(dst, srcs, n, count, dtype, op, scale(use));
   }
+  // Streaming: reduced a block at a time into a buffer that stays in L1, then stream_copy
+  // to the output (the reduce kernels' own stores would read every output line first).
+  Status reduce_out(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
+    if (!stream_outputs_) return reduce(dst, srcs, n, count, dtype, op, use);
+    const size_t esize = dtype_size(dtype), block = sizeof(block_) / esize;
+    const void* at[kMaxReduceInputs];
+    for (size_t done = 0; done < count; done += block) {
+      const size_t m = std::min(block, count - done);
+      for (int k = 0; k < n; ++k) at[k] = static_cast<const char*>(srcs[k]) + done * esize;
+      KOLO_TRY(reduce_into(block_, at, n, m, dtype, op, scale(use)));
+      stream_copy(static_cast<char*>(dst) + done * esize, block_, m * esize);
+    }
+    return Status();
+  }
   char* scratch(size_t bytes) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     return scratch_.data();
@@ -94,6 +109,7 @@ class HostOps {
   const Deadline& deadline_;
   std::vector<char>& scratch_;
   bool stream_outputs_ = false;
+  alignas(64) char block_[16 << 10];
 };
 
 // Bytes a call writes to its output on this rank.

@@ -9,6 +9,7 @@
 //              Status scale_copy(void* dst, const void* src, size_t count, DType, ScaleUse);
 //              Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType,
 //                            ReduceOp, ScaleUse);             (1 <= n <= kMaxReduceInputs)
+//              Status reduce_out(...);  (the same, into the call's output: see copy_out)
 //              char* scratch(size_t bytes);                    (private to this rank)
 //   progress   void publish(int counter, uint64_t value);
 //              Status wait_for(int index, int counter, uint64_t at_least, const char* what);

@@ -37,6 +37,9 @@ class RecordOps {
     return add(StepKind::kCopy, dst, &src, 1, bytes / esize_, ReduceOp::kSum, ScaleUse::kNone);
   }
   Status copy_out(void* dst, const void* src, size_t bytes) { return copy(dst, src, bytes); }
+  Status reduce_out(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
+    return reduce(dst, srcs, n, count, dtype, op, use);
+  }
   Status scale_copy(void* dst, const void* src, size_t count, DType, ScaleUse use) {
     return add(StepKind::kCopy, dst, &src, 1, count, ReduceOp::kSum, use);
   }

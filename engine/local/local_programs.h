@@ -89,15 +89,17 @@ class LocalPrograms {
   }
 
   // dst = scale(op over every rank's slot at [offset, offset + count) of chunk i), summed in
-  // rank order on every rank so that all ranks get the same bits. dst may be one of the slots.
+  // rank order on every rank so that all ranks get the same bits. dst may be one of the slots,
+  // or (to_output) the call's output, which the call does not read again.
   Status reduce_slots(const Pipeline& p, uint64_t i, size_t offset, size_t count, const CollSpec& s, ScaleUse scale,
-                      void* dst) {
+                      void* dst, bool to_output = false) {
     if (count == 0) return Status();
     const int ranks = ops_.size();
     const size_t esize = dtype_size(s.dtype);
     const void* srcs[kMaxReduceInputs];
     if (ranks <= kMaxReduceInputs) {
       for (int k = 0; k < ranks; ++k) srcs[k] = p.slot(k, i) + offset * esize;
+      if (to_output) return ops_.reduce_out(dst, srcs, ranks, count, s.dtype, s.op, scale);
       return ops_.reduce(dst, srcs, ranks, count, s.dtype, s.op, scale);
     }
     // More ranks than one pass takes: accumulate in private memory (dst may be a slot that a
@@ -110,7 +112,7 @@ class LocalPrograms {
       while (n < kMaxReduceInputs && k < ranks) srcs[n++] = p.slot(k++, i) + offset * esize;
       KOLO_TRY(ops_.reduce(sum, srcs, n, count, s.dtype, s.op, k == ranks ? scale : ScaleUse::kNone));
     }
-    return ops_.copy(dst, sum, count * esize);
+    return to_output ? ops_.copy_out(dst, sum, count * esize) : ops_.copy(dst, sum, count * esize);
   }
 
   // Allreduce (root < 0) and reduce (to root): the same chunks, slots and slices; reduce
@@ -135,7 +137,7 @@ class LocalPrograms {
       auto first = [&](uint64_t i) -> Status {
         if (!mine) return Status();
         if (i == 0) KOLO_TRY(ops_.check_peers(-1));
-        return reduce_slots(p, i, 0, elems(i), s, ScaleUse::kPost, out + i * chunk_elems * esize);
+        return reduce_slots(p, i, 0, elems(i), s, ScaleUse::kPost, out + i * chunk_elems * esize, true);
       };
       // Ranks that get no result only lend their slots: they wait for nobody.
       return p.run(Shape{chunks, false, true, mine ? -1 : me}, fill, first, local_detail::no_second);
@@ -237,7 +239,8 @@ class LocalPrograms {
     };
     auto first = [&](uint64_t i) -> Status {
       if (i == 0) KOLO_TRY(ops_.check_peers(-1));
-      return reduce_slots(p, i, me * b.elems(i), b.elems(i), s, ScaleUse::kPost, out + i * b.chunk_elems * b.esize);
+      return reduce_slots(p, i, me * b.elems(i), b.elems(i), s, ScaleUse::kPost, out + i * b.chunk_elems * b.esize,
+                          true);
     };
     return p.run(Shape{b.chunks, false, true, -1}, fill, first, local_detail::no_second);
   }

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -50,15 +52,32 @@ int rank_main(uint16_t port, int index, int size, size_t bytes, const char* pref
   return 0;
 }
 
-// Runs `size` ranks as processes (rank i with bytes_of(i)); the exit codes.
+// Runs `size` ranks as processes (rank i with bytes_of(i)); the exit codes. The ranks are
+// forked before the store server starts its thread and learn its port through a pipe: a
+// child forked while another thread holds a lock of the allocator (ASan's, for one) would
+// wait for it forever.
 std::vector<int> run_ranks(int size, int started, size_t (*bytes_of)(int), const char* prefix, double seconds) {
-  Result<std::unique_ptr<StoreServer>> server = StoreServer::start("127.0.0.1", 0, "");
-  if (!server.ok()) return {};
   std::vector<pid_t> children;
+  std::vector<int> port_pipes;
   for (int i = 0; i < started; ++i) {
+    int fds[2];
+    if (pipe(fds) != 0) break;
     const pid_t pid = fork();
-    if (pid == 0) _exit(rank_main(server.value()->port(), i, size, bytes_of(i), prefix, seconds));
+    if (pid == 0) {
+      close(fds[1]);
+      uint16_t port = 0;
+      if (read(fds[0], &port, sizeof(port)) != sizeof(port)) _exit(9);
+      _exit(rank_main(port, i, size, bytes_of(i), prefix, seconds));
+    }
+    close(fds[0]);
+    port_pipes.push_back(fds[1]);
     children.push_back(pid);
+  }
+  Result<std::unique_ptr<StoreServer>> server = StoreServer::start("127.0.0.1", 0, "");
+  const uint16_t port = server.ok() ? server.value()->port() : 0;  // 0: the ranks fail to connect
+  for (int fd : port_pipes) {
+    if (write(fd, &port, sizeof(port)) != sizeof(port)) std::perror("write port");
+    close(fd);
   }
   std::vector<int> codes;
   for (pid_t pid : children) {

@@ -108,6 +108,7 @@ class Communicator {
   IpcWindows windows_;  // registered buffers; before executors_, which read them
   std::unique_ptr<Executor> executors_[kExecutorCount];  // null where a row cannot run here
   PlanContext plan_context_;
+  PlannerParams local_params_;  // the one-host model scaled to this host (plan_context_ points here)
   std::mutex run_mutex_;  // one call at a time per communicator
   Status failed_;  // written under run_mutex_ and failed_mutex_, read under either
   mutable std::mutex failed_mutex_;

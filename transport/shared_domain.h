@@ -59,6 +59,9 @@ class SharedDomain {
   // The CPUs the members may run on together (the union of their affinity masks): equal on
   // every rank, for choices all make alike; fewer than the members means they take turns.
   virtual int agreed_cores() const = 0;
+  // The slowest member's measured copy rate (support/host_rates.h), GB/s: equal on every
+  // rank, for the planner's one-host model.
+  virtual double agreed_copy_gbs() const = 0;
 
   virtual SharedRankLine& line(int index) const = 0;
   virtual char* rank_area(int index) const = 0;  // kRankAreaBytes, 64-byte aligned

@@ -1,8 +1,6 @@
 // The one-host executor (a row of engine/executors' table): runs LocalPrograms on the CPU
 // over the communicator's shared-memory domain. HostOps is the ops policy that touches
 // real memory and waits on real counters.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +12,7 @@
 #include "engine/local/op_signature.h"
 #include "kernels/host_kernels.h"
 #include "support/env.h"
+#include "support/host_rates.h"
 
 namespace kolo {
 namespace {
@@ -136,10 +135,7 @@ Result<size_t> streaming_threshold() {
     if (bytes.value() < 0) return error(Code::kInvalidArgument, "KOLO_SHM_STREAM_BYTES=", bytes.value(), " is negative");
     return bytes.value() == 0 ? SIZE_MAX : static_cast<size_t>(bytes.value());
   }
-  long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (cache <= 0) cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (cache <= 0) cache = 8L << 20;
-  return static_cast<size_t>(cache) / 2;
+  return static_cast<size_t>(host_rates().cache_bytes / 2);
 }
 
 class LocalExecutor final : public Executor {

@@ -17,22 +17,28 @@ struct Crossover {
   int ranks = 0;
   int cores = 0;
   size_t slot_bytes = 0;
+  double copy_gbs = 0;  // which params (scaled_for_host gives each machine its own)
+  double cache_bytes = 0;
   LocalChoiceTable table;
 };
 
 }  // namespace
 
-Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, int cores, size_t slot_bytes, Algorithm forced) {
+Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, int cores, size_t slot_bytes, Algorithm forced,
+                                 const PlannerParams& params) {
   if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
   // The other collectives have one pipeline, a single pass over the peers' slots.
   if (spec.kind != CollKind::kAllreduce && spec.kind != CollKind::kReduce) return Algorithm::kOneShot;
   thread_local Crossover last;
-  if (last.kind != spec.kind || last.ranks != ranks || last.cores != cores || last.slot_bytes != slot_bytes) {
-    last.table = local_choice_table(spec.kind, ranks, slot_bytes, cores);
+  if (last.kind != spec.kind || last.ranks != ranks || last.cores != cores || last.slot_bytes != slot_bytes ||
+      last.copy_gbs != params.shm_copy_gbs || last.cache_bytes != params.shm_cache_bytes) {
+    last.table = local_choice_table(spec.kind, ranks, slot_bytes, cores, params);
     last.kind = spec.kind;
     last.ranks = ranks;
     last.cores = cores;
     last.slot_bytes = slot_bytes;
+    last.copy_gbs = params.shm_copy_gbs;
+    last.cache_bytes = params.shm_cache_bytes;
   }
   return last.table.choose(spec.bytes()) == LocalAlgorithm::kTwoShot ? Algorithm::kTwoShot : Algorithm::kOneShot;
 }

@@ -29,6 +29,7 @@ const PlannerParams& planner_params() {
     p.shm_cache_bytes = 32 << 20;  // the L3
     p.shm_dram_gbs = 51.2;    // 64 MB at 2 ranks: +20 us per MiB of input or output
     p.shm_chunk_bytes = 1 << 20;   // KOLO_SHM_CHUNK_BYTES default (communicator.h)
+    p.shm_fitted_copy_gbs = 60.0;  // host_rates() on such a VM (kolo-plan prints it)
     // GPUs. NVLink: NCCL's per-hop NVLink latency (tuning.cc, Simple protocol 3.4 us is
     // the per-step figure, LL 0.6); ~380 of 450 GB/s one-way measured peer-to-peer on
     // H100 (NVIDIA/nccl #1264) gives the efficiency.
@@ -43,6 +44,18 @@ const PlannerParams& planner_params() {
     return p;
   }();
   return params;
+}
+
+PlannerParams scaled_for_host(double copy_gbs, double cache_bytes) {
+  PlannerParams p = planner_params();
+  if (copy_gbs > 0 && p.shm_fitted_copy_gbs > 0) {
+    const double factor = copy_gbs / p.shm_fitted_copy_gbs;
+    p.shm_copy_gbs *= factor;
+    p.shm_reduce_gbs *= factor;
+    p.shm_dram_gbs *= factor;
+  }
+  if (cache_bytes > 0) p.shm_cache_bytes = cache_bytes;
+  return p;
 }
 
 }  // namespace kolo

@@ -41,6 +41,9 @@ struct PlannerParams {
   double shm_cache_bytes = 0;  // working set (all ranks) beyond which buffers stream from DRAM
   double shm_dram_gbs = 0;     // extra cost, as a rate, of each input/output byte from DRAM
   double shm_chunk_bytes = 0;  // the default slot (KOLO_SHM_CHUNK_BYTES)
+  // What support/host_rates.h measured (4 MiB memcpy) on the machine the shm_* rates were
+  // fitted on: another machine's rates are these times its own figure over this one.
+  double shm_fitted_copy_gbs = 0;
 
   // Device (GPU) memory.
   LinkParams nvlink;
@@ -53,5 +56,10 @@ struct PlannerParams {
 
 // The table in params.cc.
 const PlannerParams& planner_params();
+
+// The table with the one-host rates (shm_copy_gbs, shm_reduce_gbs, shm_dram_gbs) scaled by
+// copy_gbs / shm_fitted_copy_gbs and shm_cache_bytes set to cache_bytes: the one-host model
+// of a machine that copies at copy_gbs. 0 keeps the table's figure.
+PlannerParams scaled_for_host(double copy_gbs, double cache_bytes);
 
 }  // namespace kolo

@@ -200,7 +200,8 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
     // Only allreduce and reduce have a choice; the others run their one pipeline.
     const bool reduces = spec.kind == CollKind::kAllreduce || spec.kind == CollKind::kReduce;
     p.algorithm = choose_local_algorithm(spec, ctx.size, ctx.agreed_cores, ctx.slot_bytes,
-                                         reduces ? forced_for(spec, ctx) : Algorithm::kAuto);
+                                         reduces ? forced_for(spec, ctx) : Algorithm::kAuto,
+                                         ctx.local_params != nullptr ? *ctx.local_params : planner_params());
     return p;
   }
   p.executor = ExecutorKind::kSchedule;

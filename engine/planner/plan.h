@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/collective.h"
+#include "engine/planner/params.h"
 #include "engine/schedules/algorithms.h"
 #include "engine/schedules/schedule.h"
 
@@ -80,6 +81,8 @@ Schedule schedule_of(Algorithm algorithm, const CollSpec& spec, const PlanContex
 // one-shot for the collectives that have one pipeline. Cheap enough for every call.
 // `cores` must be the same on every rank: ranks that chose differently would read each
 // other's half-reduced slots.
-Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, int cores, size_t slot_bytes, Algorithm forced);
+// `params` too (the communicator's scaled_for_host figures).
+Algorithm choose_local_algorithm(const CollSpec& spec, int ranks, int cores, size_t slot_bytes, Algorithm forced,
+                                 const PlannerParams& params = planner_params());
 
 }  // namespace kolo

@@ -12,6 +12,8 @@
 
 namespace kolo {
 
+struct PlannerParams;  // engine/planner/params.h
+
 struct PlanContext {
   int rank = 0;
   int size = 1;
@@ -31,6 +33,9 @@ struct PlanContext {
   bool shared_memory = false;
   size_t slot_bytes = 1 << 20;
   int agreed_cores = 1;
+  // The one-host model's figures scaled to this machine (planner/params.h, scaled_for_host):
+  // the same on every rank. Null: the table's own.
+  const PlannerParams* local_params = nullptr;
   // KOLO_BACKEND=nccl: device calls go to NCCL, not kolo's device path.
   bool nccl_backend = false;
   // The device_ipc executor runs here (one host, a device runtime that maps peers' memory).

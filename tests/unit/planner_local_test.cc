@@ -7,6 +7,7 @@
 
 #include "engine/planner/plan.h"
 #include "engine/planner/local_model.h"
+#include "support/host_rates.h"
 
 namespace kolo {
 namespace {
@@ -132,6 +133,40 @@ TEST(PlannerLocal, ExecutorChoiceMatchesTheModel) {
     }
   }
   EXPECT_GT(checked, 1000);
+}
+
+// The model scaled to a machine: rates follow its copy rate, the cache its own size; a
+// figure of 0 keeps the table's. The choice made with scaled figures is the one the model
+// predicts with the same figures.
+TEST(PlannerLocal, ScaledForHostFollowsTheMeasuredRates) {
+  const PlannerParams& table = planner_params();
+  ASSERT_GT(table.shm_fitted_copy_gbs, 0);
+  const PlannerParams twice = scaled_for_host(2 * table.shm_fitted_copy_gbs, 8 << 20);
+  EXPECT_DOUBLE_EQ(twice.shm_copy_gbs, 2 * table.shm_copy_gbs);
+  EXPECT_DOUBLE_EQ(twice.shm_reduce_gbs, 2 * table.shm_reduce_gbs);
+  EXPECT_DOUBLE_EQ(twice.shm_dram_gbs, 2 * table.shm_dram_gbs);
+  EXPECT_DOUBLE_EQ(twice.shm_cache_bytes, 8 << 20);
+  EXPECT_DOUBLE_EQ(twice.shm_sync_us, table.shm_sync_us);  // not a rate
+  const PlannerParams same = scaled_for_host(0, 0);
+  EXPECT_DOUBLE_EQ(same.shm_copy_gbs, table.shm_copy_gbs);
+  EXPECT_DOUBLE_EQ(same.shm_cache_bytes, table.shm_cache_bytes);
+  for (double factor : {0.25, 1.0, 3.0}) {
+    const PlannerParams p = scaled_for_host(factor * table.shm_fitted_copy_gbs, 16 << 20);
+    for (size_t bytes = 1024; bytes <= (size_t{256} << 20); bytes *= 4) {
+      const bool two = faster_local_algorithm(CollKind::kAllreduce, bytes, 3, kSlot, 2, p) == LocalAlgorithm::kTwoShot;
+      EXPECT_EQ(choose_local_algorithm(spec_of(CollKind::kAllreduce, bytes), 3, 2, kSlot, Algorithm::kAuto, p),
+                two ? Algorithm::kTwoShot : Algorithm::kOneShot)
+          << factor << "x, " << bytes << " B";
+    }
+  }
+}
+
+// What support/host_rates.h measures is a plausible figure on any machine.
+TEST(PlannerLocal, HostRatesArePlausible) {
+  const HostRates& rates = host_rates();
+  EXPECT_GT(rates.copy_gbs, 0.1);
+  EXPECT_LT(rates.copy_gbs, 10000);
+  EXPECT_GE(rates.cache_bytes, 64 << 10);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "engine/planner/simulate.h"
 #include "png_plot.h"
 #include "support/env.h"
+#include "support/host_rates.h"
 #include "topology/discover.h"
 
 namespace {
@@ -201,6 +202,10 @@ int main(int argc, char** argv) {
   local_ctx.shared_memory = local;
   local_ctx.slot_bytes = slot_bytes;
   local_ctx.agreed_cores = cores;
+  // The one-host model scaled to this machine, as a communicator here would scale it.
+  const HostRates& rates = host_rates();
+  const PlannerParams local_params = scaled_for_host(rates.copy_gbs, rates.cache_bytes);
+  local_ctx.local_params = &local_params;
 
   if (!o.dump.empty()) {
     Result<Algorithm> algo = parse_algorithm_name(o.dump);
@@ -223,7 +228,11 @@ int main(int argc, char** argv) {
 
   std::printf("# kolo-plan: %s %s, %s\n", host.value().host.c_str(), coll_name(kind.value()), model.describe().c_str());
   std::printf("# time in us, busbw in GB/s; chunk %zu B\n", ctx.chunk_bytes);
-  if (local) std::printf("# one host: shared-memory path, slot %zu B; schedules only with KOLO_TRANSPORTS=tcp\n", slot_bytes);
+  if (local) {
+    std::printf("# one host: shared-memory path, slot %zu B; schedules only with KOLO_TRANSPORTS=tcp\n", slot_bytes);
+    std::printf("# this host: memcpy of 4 MiB %.1f GB/s (the model was fitted at %.1f), last-level cache %.0f MiB\n",
+                rates.copy_gbs, planner_params().shm_fitted_copy_gbs, rates.cache_bytes / (1 << 20));
+  }
   std::vector<std::string> names;
   std::vector<double> xs;
   std::vector<std::string> ticks;
@@ -258,10 +267,10 @@ int main(int argc, char** argv) {
       col.push_back(bw);
     };
     if (local && local_choice) {
-      add("shm_one_shot", predict_local_us(kind.value(), LocalAlgorithm::kOneShot, bytes, p, slot_bytes, cores));
-      add("shm_two_shot", predict_local_us(kind.value(), LocalAlgorithm::kTwoShot, bytes, p, slot_bytes, cores));
+      add("shm_one_shot", predict_local_us(kind.value(), LocalAlgorithm::kOneShot, bytes, p, slot_bytes, cores, local_params));
+      add("shm_two_shot", predict_local_us(kind.value(), LocalAlgorithm::kTwoShot, bytes, p, slot_bytes, cores, local_params));
     } else if (local) {
-      add("shm", predict_local_us(kind.value(), LocalAlgorithm::kOneShot, bytes, p, slot_bytes, cores));
+      add("shm", predict_local_us(kind.value(), LocalAlgorithm::kOneShot, bytes, p, slot_bytes, cores, local_params));
     }
     if (chosen.executor == ExecutorKind::kLocal) {
       // The chosen one-host program, recorded from the executor's code and simulated: the

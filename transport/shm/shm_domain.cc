@@ -11,9 +11,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 
+#include "support/host_rates.h"
 #include "support/log.h"
 
 namespace kolo::shm {
@@ -161,6 +163,7 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   RankControl& me = control(my_index_);
   me.probe_address.store(reinterpret_cast<uint64_t>(&kProbeValue), std::memory_order_release);
   publish_cpu_mask(me.cpu_mask);
+  me.copy_mbs.store(static_cast<uint64_t>(host_rates().copy_gbs * 1000), std::memory_order_release);
   pidfds_.resize(n);
   for (int i = 0; i < n; ++i) {
     if (i != my_index_) pidfds_[i] = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pids_[i], 0)));
@@ -177,6 +180,9 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
     agreed_cores_ += __builtin_popcountll(any);
   }
   agreed_cores_ = std::max(agreed_cores_, 1);
+  uint64_t slowest = UINT64_MAX;
+  for (int i = 0; i < n; ++i) slowest = std::min(slowest, control(i).copy_mbs.load(std::memory_order_acquire));
+  agreed_copy_gbs_ = static_cast<double>(slowest) / 1000;
   oversubscribed_ = n > agreed_cores_;
   KOLO_TRY(probe_cma(options.single_copy));
   KOLO_TRY(store.barrier(key + "probed", n, deadline));

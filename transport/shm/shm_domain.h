@@ -69,6 +69,7 @@ class Domain final : public SharedDomain {
   // The fewest CPUs any rank of the domain may run on: the same number on every rank, for
   // choices that all ranks must make alike.
   int agreed_cores() const override { return agreed_cores_; }
+  double agreed_copy_gbs() const override { return agreed_copy_gbs_; }
   bool cma_readable() const { return control(my_index_).cma_readable.load(std::memory_order_acquire) != 0; }
 
   // My counter c becomes value (monotonic); wakes whoever sleeps on me.
@@ -119,6 +120,7 @@ class Domain final : public SharedDomain {
   bool oversubscribed_ = false;
   std::atomic<bool> aborted_{false};
   int agreed_cores_ = 1;
+  double agreed_copy_gbs_ = 0;
   std::vector<double> next_health_check_;  // per rank
   // The last counter values seen per peer: a wait already satisfied by what we saw costs no
   // load of the peer's cache line (counters only grow).

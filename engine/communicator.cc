@@ -51,16 +51,21 @@ bool same_plan_key(const CollSpec& a, const CollSpec& b) {
          a.displs == b.displs;
 }
 
-// Compression on the wire has kernels on the device_ipc path only (host paths: to come):
-// a compressed call planned anywhere else is refused before it runs, the communicator
-// stays usable. Planning is deterministic, so every rank refuses alike. One rank has no
-// wire: its allreduce is a (scaled) copy on any path.
+// Compression on the wire runs on the device_ipc path and on the one-host path (host
+// buffers, every rank on one host, shared memory); across hosts not yet: a compressed call
+// planned anywhere else is refused before it runs, the communicator stays usable.
+// Planning is deterministic, so every rank refuses alike. One rank has no wire: its
+// allreduce is a (scaled) copy on any path.
 Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
-  if (!c.call.spec.compressed() || c.plan->executor == ExecutorKind::kDeviceIpc || size == 1) return Status();
+  const ExecutorKind executor = c.plan->executor;
+  if (!c.call.spec.compressed() || executor == ExecutorKind::kDeviceIpc || executor == ExecutorKind::kLocal ||
+      size == 1) {
+    return Status();
+  }
   return error(Code::kUnsupported, "rank ", rank, ": wire_dtype = ", dtype_name(c.call.spec.wire),
-               ": compressed allreduce runs on device buffers through the device_ipc path only so far (every rank "
-               "on one host, not in a group); this call was planned for the ", executor_name(c.plan->executor),
-               " executor");
+               ": compressed allreduce runs where every rank is on one host (shared memory for host buffers, "
+               "device_ipc for device buffers, not in a group) so far; this call was planned for the ",
+               executor_name(c.plan->executor), " executor");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "engine/local/fast_box.h"
 #include "engine/local/local_programs.h"
 #include "engine/local/op_signature.h"
+#include "kernels/compress.h"
 #include "kernels/host_kernels.h"
 #include "support/env.h"
 #include "support/host_rates.h"
@@ -72,6 +73,22 @@ class HostOps {
       for (int k = 0; k < n; ++k) at[k] = static_cast<const char*>(srcs[k]) + done * esize;
       KOLO_TRY(reduce_into(block_, at, n, m, dtype, op, scale(use)));
       stream_copy(static_cast<char*>(dst) + done * esize, block_, m * esize);
+    }
+    return Status();
+  }
+  // Wire codecs (kernels/compress.h) for compressed allreduce.
+  Status compress(void* wire, const float* src, size_t count, WireFormat fmt, ScaleUse use) {
+    return kolo::compress(wire, src, count, fmt, scale(use));
+  }
+  Status decompress(float* dst, const void* wire, size_t count, WireFormat fmt) {
+    return kolo::decompress(dst, wire, count, fmt, Scale{});
+  }
+  // dst = scale(sum of the decoded wires), added in input order.
+  Status sum_wires(float* dst, const void* const* wires, int n, size_t count, WireFormat fmt, ScaleUse use) {
+    if (n <= kMaxWireInputs) return decompress_sum(dst, wires, n, count, fmt, scale(use));
+    KOLO_TRY(decompress_sum(dst, wires, kMaxWireInputs, count, fmt, Scale{}));
+    for (int k = kMaxWireInputs; k < n; ++k) {
+      KOLO_TRY(decompress_reduce(dst, wires[k], count, fmt, k == n - 1 ? scale(use) : Scale{}));
     }
     return Status();
   }
@@ -161,7 +178,9 @@ class LocalExecutor final : public Executor {
     } else {
       HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);
       ops.stream_outputs(output_bytes(call.spec, geometry_.size) >= stream_bytes_);
-      status = LocalPrograms<HostOps>(ops, next_chunk_).run(call, algorithm);
+      LocalPrograms<HostOps> programs(ops, next_chunk_);
+      status = call.spec.compressed() ? programs.compressed_allreduce(call, algorithm != Algorithm::kTwoShot)
+                                      : programs.run(call, algorithm);
     }
     ++op_sequence_;
     if (!status.ok()) d_.mark_failed();  // the peers must not wait for us until their deadline

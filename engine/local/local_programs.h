@@ -17,6 +17,7 @@
 #include "engine/collective.h"
 #include "engine/local/chunk_pipeline.h"
 #include "engine/schedules/schedule.h"
+#include "kernels/compress.h"
 #include "kernels/host_kernels.h"
 #include "support/status.h"
 
@@ -158,6 +159,94 @@ class LocalPrograms {
     };
     return p.run(Shape{chunks, true, mine, -1}, fill, first, second);
   }
+
+
+ public:
+  // Allreduce of FLOAT32 with the contributions in the slots in a wire type (call.spec.wire:
+  // fp16, bf16, block-scaled fp8), each encoded once and summed in fp32, in rank order, so
+  // every rank gets the same bits. A chunk's values are split in p slices, each its own
+  // wire buffer in the slot (so a rank can reduce its slice alone):
+  //   one-shot  every rank decodes and sums every slice of every slot into its output: one
+  //             rounding per contribution;
+  //   two-shot  rank q sums slice q of every slot, encodes the sum into its own slot's
+  //             slice q, and every rank decodes all those: one more rounding, of the result.
+  // Called by the host executor only (the recording policy has no codec steps).
+  Status compressed_allreduce(const CollCall& call, bool one_shot) {
+    using local_detail::slice_of;
+    const CollSpec& s = call.spec;
+    const WireFormat fmt = wire_format(s.wire);
+    const int n = ops_.size(), me = ops_.index();
+    const size_t chunk_elems = compressed_chunk_elems(fmt, n);
+    const uint64_t chunks = local_detail::ceil_div(s.count, chunk_elems);
+    const float* in = static_cast<const float*>(call.send);
+    float* out = static_cast<float*>(call.recv);
+    Pipeline p = pipeline(chunks);
+    auto elems = [&](uint64_t i) { return std::min<size_t>(chunk_elems, s.count - i * chunk_elems); };
+    // Slice q of chunk i: its values [first, first + count) and its wire buffer's offset.
+    struct Slice {
+      size_t first, count, wire_offset;
+    };
+    auto slice = [&](uint64_t i, int q) {
+      size_t offset = 0;
+      for (int k = 0; k < q; ++k) offset += wire_slot_bytes(fmt, slice_of(elems(i), n, k, sizeof(float)).second);
+      auto [first, count] = slice_of(elems(i), n, q, sizeof(float));
+      return Slice{i * chunk_elems + first, count, offset};
+    };
+    auto fill = [&](uint64_t i, char* slot) -> Status {
+      for (int q = 0; q < n; ++q) {
+        const Slice sl = slice(i, q);
+        KOLO_TRY(ops_.compress(slot + sl.wire_offset, in + sl.first, sl.count, fmt, ScaleUse::kPre));
+      }
+      return Status();
+    };
+    auto sum_slice = [&](uint64_t i, int q, float* dst) -> Status {
+      const Slice sl = slice(i, q);
+      std::vector<const void*> wires(n);
+      for (int k = 0; k < n; ++k) wires[k] = p.slot(k, i) + sl.wire_offset;
+      return ops_.sum_wires(dst, wires.data(), n, sl.count, fmt, ScaleUse::kPost);
+    };
+    if (one_shot) {
+      auto first = [&](uint64_t i) -> Status {
+        if (i == 0) KOLO_TRY(ops_.check_peers(-1));
+        for (int q = 0; q < n; ++q) KOLO_TRY(sum_slice(i, q, out + slice(i, q).first));
+        return Status();
+      };
+      return p.run(Shape{chunks, false, true, -1}, fill, first, local_detail::no_second);
+    }
+    auto first = [&](uint64_t i) -> Status {
+      if (i == 0) KOLO_TRY(ops_.check_peers(-1));
+      const Slice mine = slice(i, me);
+      float* sum = reinterpret_cast<float*>(ops_.scratch(mine.count * sizeof(float)));
+      KOLO_TRY(sum_slice(i, me, sum));
+      return ops_.compress(p.my_slot(i) + mine.wire_offset, sum, mine.count, fmt, ScaleUse::kNone);
+    };
+    auto second = [&](uint64_t i) -> Status {
+      for (int q = 0; q < n; ++q) {
+        const Slice sl = slice(i, q);
+        KOLO_TRY(ops_.decompress(out + sl.first, p.slot(q, i) + sl.wire_offset, sl.count, fmt));
+      }
+      return Status();
+    };
+    return p.run(Shape{chunks, true, true, -1}, fill, first, second);
+  }
+
+  // A slice's wire buffer in the slot, 64-byte aligned for the next one.
+  static size_t wire_slot_bytes(WireFormat fmt, size_t count) { return (wire_bytes(fmt, count) + 63) & ~size_t{63}; }
+  // The most values a chunk may have so that its p slices' wire buffers fill one slot.
+  size_t compressed_chunk_elems(WireFormat fmt, int n) const {
+    const size_t unit = 16 * static_cast<size_t>(n);  // slice_of's 64-byte units, one per slice
+    const double bytes_per_value = static_cast<double>(wire_bytes(fmt, size_t{1} << 20)) / (size_t{1} << 20);
+    size_t elems = static_cast<size_t>(ops_.slot_bytes() / bytes_per_value) / unit * unit;
+    auto fits = [&](size_t e) {
+      size_t total = 0;
+      for (int q = 0; q < n; ++q) total += wire_slot_bytes(fmt, local_detail::slice_of(e, n, q, sizeof(float)).second);
+      return total <= ops_.slot_bytes();
+    };
+    while (elems > unit && !fits(elems)) elems -= unit;
+    return std::max(elems, unit);
+  }
+
+ private:
 
   // The root copies its input into its slot (and output); every other rank copies it out.
   Status broadcast(const CollCall& call) {

@@ -8,7 +8,7 @@ namespace {
 constexpr int kSignatureRing = 16;
 
 // Three words: 1-based op number (0 = empty or being rewritten; written last), shape
-// (kind, dtype, op, root, two-shot packed) and count (or a hash of allgatherv's counts).
+// (kind, dtype, op, root, two-shot, wire dtype packed) and count (or a hash of allgatherv's counts).
 struct Signature {
   std::atomic<uint64_t> sequence{0};
   std::atomic<uint64_t> shape{0};
@@ -33,6 +33,8 @@ std::string describe(uint64_t shape, uint64_t count) {
   }
   if (kind == CollKind::kBroadcast || kind == CollKind::kReduce) text += str_cat(" root ", (shape >> 24) & 0xffff);
   if (kind == CollKind::kAllreduce || kind == CollKind::kReduce) text += (shape >> 40) & 1 ? " two-shot" : " one-shot";
+  const DType wire = static_cast<DType>((shape >> 48) & 0xff);
+  if (wire != DType::kCount) text += str_cat(" with wire_dtype ", dtype_name(wire));
   return text;
 }
 
@@ -55,7 +57,7 @@ void OpSignatures::announce(uint64_t sequence, const CollSpec& spec, bool two_sh
   sequence_ = sequence;
   shape_ = static_cast<uint64_t>(spec.kind) | static_cast<uint64_t>(spec.dtype) << 8 |
            static_cast<uint64_t>(spec.op) << 16 | static_cast<uint64_t>(spec.root & 0xffff) << 24 |
-           static_cast<uint64_t>(two_shot) << 40;
+           static_cast<uint64_t>(two_shot) << 40 | static_cast<uint64_t>(spec.wire) << 48;
   count_ = spec.count;
   if (spec.kind == CollKind::kAllgatherv) {
     count_ = 1469598103934665603ull;  // FNV-1a over counts and displacements

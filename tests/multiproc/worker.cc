@@ -108,16 +108,20 @@ void scenario_options(kolo_comm_t comm) {
       }
     }
   }
-  // Compression on the wire runs on the device_ipc path only so far: host buffers on
-  // several ranks are refused on every rank alike, and the communicator stays usable.
+  // Compression on the wire runs where every rank is on one host (the shared-memory path
+  // for host buffers); elsewhere (tcp, several hosts) it is refused on every rank alike, and
+  // the communicator stays usable.
   if (p > 1) {
     std::vector<float> a(64, 1.0f), b(64);
     kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
     options.wire_dtype = KOLO_FLOAT16;
-    const kolo_result_t refused = kolo_allreduce_ex(a.data(), b.data(), 64, KOLO_FLOAT32, KOLO_SUM, &options, comm,
-                                                    nullptr);
-    expect(refused == KOLO_ERR_UNSUPPORTED && std::strstr(kolo_last_error(), "device_ipc") != nullptr,
-           std::string("compressed host allreduce refused: ") + kolo_last_error());
+    const kolo_result_t rc = kolo_allreduce_ex(a.data(), b.data(), 64, KOLO_FLOAT32, KOLO_SUM, &options, comm, nullptr);
+    if (rc == KOLO_SUCCESS) {
+      expect(b[0] == static_cast<float>(p) && b[63] == static_cast<float>(p), "compressed host allreduce");
+    } else {
+      expect(rc == KOLO_ERR_UNSUPPORTED && std::strstr(kolo_last_error(), "one host") != nullptr,
+             std::string("compressed host allreduce refused: ") + kolo_last_error());
+    }
     must(kolo_allreduce(a.data(), b.data(), 64, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "allreduce after refusal");
     expect(b[63] == static_cast<float>(p), "allreduce after a refused compressed one");
   }
@@ -402,6 +406,65 @@ void scenario_small_messages(kolo_comm_t comm) {
   }
 }
 
+// Compressed allreduce of host buffers (one host: the staging slots carry the wire type):
+// every wire type x counts x in-place x one-shot/two-shot (KOLO_ALGO picks), the result
+// within the bound of one rounding per contribution (one-shot) plus one of the result
+// (two-shot) of the fp64 sum, and the same bits on every rank.
+void scenario_compressed(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  struct Wire {
+    kolo_dtype_t dtype;
+    double unit;  // half an ulp of the wire type at 1.0: one rounding, relative
+  };
+  const Wire wires[] = {{KOLO_FLOAT16, 0x1p-11}, {KOLO_BFLOAT16, 0x1p-8}, {KOLO_FLOAT8_E4M3, 0x1p-4},
+                        {KOLO_FLOAT8_E5M2, 0x1p-3}};
+  for (const Wire& w : wires) {
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 20) + 3}) {
+      for (bool in_place : {false, true}) {
+        std::vector<float> in(count), out(count, -1.0f);
+        // Values in [1, 2): relative roundings bound the error of each contribution.
+        for (size_t i = 0; i < count; ++i) in[i] = 1.0f + static_cast<float>((i * 7 + me * 13) % 1000) / 1000.0f;
+        kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+        options.wire_dtype = w.dtype;
+        float* result = in_place ? in.data() : out.data();
+        const std::vector<float> mine = in;
+        const std::string what = std::string("compressed allreduce, wire ") + std::to_string(w.dtype) + ", count " +
+                                 std::to_string(count) + (in_place ? " in-place" : "");
+        must(kolo_allreduce_ex(in.data(), result, count, KOLO_FLOAT32, KOLO_SUM, &options, comm, nullptr), what);
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; ++i) {
+          double exact = 0;
+          for (int q = 0; q < p; ++q) exact += 1.0 + static_cast<double>(static_cast<float>((i * 7 + q * 13) % 1000) / 1000.0f);
+          // Each contribution rounded once, the result once more (two-shot); fp32 sums on top.
+          const double bound = exact * (2 * w.unit + p * 0x1p-23) * 1.01;
+          wrong += !(std::fabs(result[i] - exact) <= bound);
+        }
+        expect(wrong == 0, what + ": " + std::to_string(wrong) + " elements out of bound");
+        // The same bits everywhere: the minimum and maximum over the ranks are ours.
+        std::vector<float> lo(count), hi(count);
+        must(kolo_allreduce(result, lo.data(), count, KOLO_FLOAT32, KOLO_MIN, comm, nullptr), what + " (min)");
+        must(kolo_allreduce(result, hi.data(), count, KOLO_FLOAT32, KOLO_MAX, comm, nullptr), what + " (max)");
+        expect(std::memcmp(lo.data(), result, count * sizeof(float)) == 0 &&
+                   std::memcmp(hi.data(), result, count * sizeof(float)) == 0,
+               what + ": ranks got different results");
+      }
+    }
+  }
+}
+
+// Ranks that ask for different wire types get KOLO_ERR_MISMATCH (or the failure of the
+// rank that saw it), not data summed in two codes.
+int scenario_mismatch_wire(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm), n = kolo_comm_size(comm);
+  std::vector<float> a(100000, 1.0f), b(100000);
+  kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+  options.wire_dtype = r == n - 1 ? KOLO_BFLOAT16 : KOLO_FLOAT16;
+  kolo_result_t rc = kolo_allreduce_ex(a.data(), b.data(), a.size(), KOLO_FLOAT32, KOLO_SUM, &options, comm, nullptr);
+  std::printf("rank %d: allreduce with wire %d returned %s: %s\n", r, options.wire_dtype, kolo_result_string(rc),
+              kolo_last_error());
+  return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
+}
+
 // One rank's allreduce fits a small-message box, the others' do not: every rank returns an
 // error (the mismatch, or the failure of the rank that saw it) well before the timeout.
 int scenario_mismatch_paths(kolo_comm_t comm) {
@@ -530,13 +593,15 @@ int main(int argc, char** argv) {
   else if (scenario == "reduction_sizes") scenario_reduction_sizes(comm);
   else if (scenario == "mismatch") rc = scenario_mismatch(comm);
   else if (scenario == "mismatch_paths") rc = scenario_mismatch_paths(comm);
+  else if (scenario == "mismatch_wire") rc = scenario_mismatch_wire(comm);
+  else if (scenario == "compressed") scenario_compressed(comm);
   else if (scenario == "small_messages") scenario_small_messages(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
   if (scenario != "fault" && scenario != "kill" && scenario != "mismatch" && scenario != "mismatch_paths" &&
-      scenario != "device_kill")
+      scenario != "mismatch_wire" && scenario != "device_kill")
     must(kolo_comm_destroy(comm), "destroy");
   if (g_rank == 0 || g_failures > 0) {
     std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
@@ -544,7 +609,8 @@ int main(int argc, char** argv) {
   // A scenario that passes by checking must have checked something on every rank (those
   // that judge themselves return their own code).
   const bool own_verdict = scenario == "fault" || scenario == "abort" || scenario == "kill" || scenario == "group" ||
-                           scenario == "mismatch" || scenario == "mismatch_paths" || scenario == "device_kill";
+                           scenario == "mismatch" || scenario == "mismatch_paths" || scenario == "mismatch_wire" ||
+                           scenario == "device_kill";
   if (!own_verdict && g_checks == 0) {
     std::printf("rank %d: %s: FAIL: no check ran\n", g_rank, scenario.c_str());
     return 1;

@@ -19,8 +19,13 @@ std::string host_identity() {
   // containers on one machine with their own pid namespaces count as different hosts.
   char pid_ns[64] = {};
   if (::readlink("/proc/self/ns/pid", pid_ns, sizeof(pid_ns) - 1) < 0) pid_ns[0] = '\0';
-  std::string id = std::string(name) + "/" + boot_id + "/" + pid_ns;
-  return id == "//" ? "unknown-host" : id;
+  // The shared-memory handshake goes through abstract Unix sockets, which belong to a
+  // network namespace: processes in different ones (`ip netns exec`, test hosts) are
+  // different hosts, linked by their network.
+  char net_ns[64] = {};
+  if (::readlink("/proc/self/ns/net", net_ns, sizeof(net_ns) - 1) < 0) net_ns[0] = '\0';
+  std::string id = std::string(name) + "/" + boot_id + "/" + pid_ns + "/" + net_ns;
+  return id == "///" ? "unknown-host" : id;
 }
 
 }  // namespace kolo

@@ -201,5 +201,21 @@ TEST(KolorunHosts, PlacementErrors) {
   EXPECT_TRUE(place_ranks({{"a", 2}}, 1, "me").ok());  // fewer ranks than slots is fine
 }
 
+// --launcher 'ip netns exec {host}': words split on blanks, every {host} replaced.
+TEST(KolorunHosts, LauncherTemplate) {
+  using Words = std::vector<std::string>;
+  EXPECT_EQ(launcher_words("ip netns exec {host}", "kolo-h0"), (Words{"ip", "netns", "exec", "kolo-h0"}));
+  EXPECT_EQ(launcher_words("  tools/testhosts.sh\texec   {host} ", "h1"), (Words{"tools/testhosts.sh", "exec", "h1"}));
+  EXPECT_EQ(launcher_words("run --name={host}-x {host}{host}", "a"), (Words{"run", "--name=a-x", "aa"}));
+  // A host name holding the placeholder is not expanded again.
+  EXPECT_EQ(launcher_words("x {host}", "{host}"), (Words{"x", "{host}"}));
+
+  EXPECT_EQ(launcher_template_problem("ip netns exec {host}"), "");
+  EXPECT_EQ(launcher_template_problem("docker exec -i {host}"), "");
+  EXPECT_NE(launcher_template_problem("   ").find("empty"), std::string::npos);
+  EXPECT_NE(launcher_template_problem("ip netns exec"), "");
+  EXPECT_NE(launcher_template_problem("{host}/bin/start"), "");
+}
+
 }  // namespace
 }  // namespace kolo::kolorun

@@ -227,4 +227,36 @@ Result<std::vector<Placement>> place_ranks(const std::vector<HostSlots>& hosts, 
   return placements;
 }
 
+namespace {
+const char kHostPlaceholder[] = "{host}";
+
+std::vector<std::string> blank_separated(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+}  // namespace
+
+std::vector<std::string> launcher_words(const std::string& launcher, const std::string& host) {
+  const std::string kHost = kHostPlaceholder;
+  std::vector<std::string> words = blank_separated(launcher);
+  for (std::string& word : words) {
+    for (size_t at = word.find(kHost); at != std::string::npos; at = word.find(kHost, at + host.size())) {
+      word.replace(at, kHost.size(), host);
+    }
+  }
+  return words;
+}
+
+std::string launcher_template_problem(const std::string& launcher) {
+  std::vector<std::string> words = blank_separated(launcher);
+  if (words.empty()) return "the template is empty";
+  if (launcher.find(kHostPlaceholder) == std::string::npos) {
+    return "it has no {host}, so every host would get the same command";
+  }
+  if (words[0].find(kHostPlaceholder) != std::string::npos) return "its first word must be a program, without {host}";
+  return "";
+}
+
 }  // namespace kolo::kolorun

@@ -52,4 +52,11 @@ Result<std::vector<Placement>> place_ranks(const std::vector<HostSlots>& hosts, 
 // Sum of the hosts' slots (saturating at kMaxRanks + 1, so a caller can say "too many").
 int total_slots(const std::vector<HostSlots>& hosts);
 
+// The --launcher template's words for one host: blank-separated words (no quoting, as
+// --ssh), each "{host}" replaced by host.
+std::vector<std::string> launcher_words(const std::string& launcher, const std::string& host);
+// Why a --launcher template cannot be used (empty when it can): it must name a program
+// first and contain {host}, which may not be part of that program's name.
+std::string launcher_template_problem(const std::string& launcher);
+
 }  // namespace kolo::kolorun

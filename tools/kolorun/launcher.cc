@@ -201,6 +201,14 @@ Result<ExecPlan> Job::plan_for(const Rank& rank) const {
       if (replaced.count(text.substr(0, text.find('='))) == 0) plan.env.push_back(text);
     }
     for (auto& [name, value] : vars) plan.env.push_back(name + "=" + value);
+  } else if (!spec_.launcher.empty()) {
+    // The launcher's own words, then the script as one argument: no remote shell parses
+    // it again, as sshd's would, so it needs no extra quoting. The secret goes on stdin.
+    plan.path = *ssh_path_;
+    plan.argv = launcher_words(spec_.launcher, rank.where.host);
+    for (const char* arg : {"sh", "-c"}) plan.argv.emplace_back(arg);
+    plan.argv.push_back(remote_script(spec_, rank.where));
+    for (char** entry = environ; *entry != nullptr; ++entry) plan.env.emplace_back(*entry);
   } else {
     // The secret stays off this command line and the remote one: it goes on stdin.
     plan.path = *ssh_path_;
@@ -373,7 +381,7 @@ void Job::reap() {
     std::string r = std::to_string(rank->where.rank);
     if (exited) {
       say(str_cat("rank ", r, " exited with status ", code));
-      if (!rank->where.local && code == 255) say(str_cat("rank ", r, ": 255 is ssh's status when it cannot reach '", rank->where.host, "'"));
+      if (!rank->where.local && code == 255 && spec_.launcher.empty()) say(str_cat("rank ", r, ": 255 is ssh's status when it cannot reach '", rank->where.host, "'"));
     } else {
       say(str_cat("rank ", r, " killed by signal ", signal_name(WTERMSIG(status))));
     }
@@ -459,9 +467,12 @@ int Job::run() {
     say(str_cat("cannot find program '", spec_.argv[0], "'", spec_.argv[0].find('/') == std::string::npos ? " in PATH" : ""));
     return kExitCannotRun;
   }
-  std::vector<std::string> ssh_words = split_words(spec_.ssh);
+  // ssh_path_ is the program that starts remote ranks: ssh's, or the --launcher's.
+  std::vector<std::string> ssh_words = split_words(spec_.launcher.empty() ? spec_.ssh : spec_.launcher);
   if (any_remote && (ssh_words.empty() || !(ssh_path_ = find_program(ssh_words[0], path_value)))) {
-    say(str_cat("cannot find the ssh program '", spec_.ssh, "'"));
+    say(spec_.launcher.empty() ? str_cat("cannot find the ssh program '", spec_.ssh, "'")
+                               : str_cat("cannot find the launcher program '", ssh_words.empty() ? "" : ssh_words[0],
+                                         "' of --launcher '", spec_.launcher, "'"));
     return kExitCannotRun;
   }
 

@@ -26,6 +26,9 @@ struct JobSpec {
   bool bind_to_core = false;
   double timeout_s = 0;    // wall-clock limit for the job; 0 = none
   std::string ssh = "ssh";
+  // --launcher: when set, remote ranks are started with these words ({host} replaced by
+  // the rank's host) followed by `sh -c SCRIPT`, instead of through ssh.
+  std::string launcher;
   std::string cwd;         // remote ranks cd here first
 };
 

@@ -43,6 +43,9 @@ const char kUsage[] =
     "  --timeout SECONDS      stop the whole job after this long (exit status 124)\n"
     "  --ssh COMMAND          command that starts remote ranks, e.g. 'ssh -p 2222'\n"
     "                         (default: ssh; kolorun adds -o BatchMode=yes HOST CMD)\n"
+    "  --launcher TEMPLATE    start remote ranks with TEMPLATE instead of ssh: {host} is\n"
+    "                         replaced by the host's name and kolorun adds sh -c SCRIPT,\n"
+    "                         e.g. 'ip netns exec {host}' (see tools/testhosts.sh)\n"
     "  --store-host HOST      name the ranks use to reach this machine's store\n"
     "                         (default: this host's name; 127.0.0.1 when all ranks are local)\n"
     "  --help                 this text\n"
@@ -61,6 +64,8 @@ struct Options {
   bool bind_to_core = true;
   double timeout_s = 0;
   std::string ssh = "ssh";
+  bool ssh_given = false;
+  std::string launcher;
   std::string store_host;
   bool help = false;
   bool help_env = false;
@@ -116,7 +121,8 @@ Result<Options> parse_args(int argc, char** argv) {
     };
     bool takes_value = arg == "-np" || arg == "--np" || arg == "-n" || arg == "-H" || arg == "--host" ||
                        arg == "-host" || arg == "--hostfile" || arg == "-hostfile" || arg == "-x" ||
-                       arg == "--timeout" || arg == "--ssh" || arg == "--store-host" || arg == "--bind-to";
+                       arg == "--timeout" || arg == "--ssh" || arg == "--launcher" || arg == "--store-host" ||
+                       arg == "--bind-to";
     if (!takes_value && inline_value) return error(Code::kInvalidArgument, "option '", arg, "' takes no value");
     if (arg == "--help" || arg == "-h") {
       options.help = true;
@@ -158,12 +164,20 @@ Result<Options> parse_args(int argc, char** argv) {
         options.timeout_s = seconds;
       } else if (arg == "--ssh") {
         options.ssh = text;
+        options.ssh_given = true;
+      } else if (arg == "--launcher") {
+        std::string problem = launcher_template_problem(text);
+        if (!problem.empty()) return error(Code::kInvalidArgument, "--launcher '", text, "': ", problem);
+        options.launcher = text;
       } else if (arg == "--store-host") {
         options.store_host = text;
       }
     }
   }
   for (; i < argc; ++i) options.argv.emplace_back(argv[i]);
+  if (options.ssh_given && !options.launcher.empty()) {
+    return error(Code::kInvalidArgument, "give --ssh or --launcher, not both");
+  }
   return options;
 }
 
@@ -232,6 +246,7 @@ int kolorun_main(int argc, char** argv) {
   job.bind_to_core = options.bind_to_core;
   job.timeout_s = options.timeout_s;
   job.ssh = options.ssh;
+  job.launcher = options.launcher;
   // Remote ranks see only what is forwarded: kolorun's KOLO_* (minus the per-rank ones
   // it sets itself), then -x, which wins over an inherited value of the same name.
   for (char** entry = environ; *entry != nullptr; ++entry) {

@@ -21,8 +21,8 @@ constexpr int kSharedCounters = 4;  // per rank
 constexpr int kSharedWords = 4;     // per rank, in the counters' cache line
 constexpr size_t kRankAreaBytes = 2048;
 // Per rank, for small messages whose payload travels with its flag (engine/local/fast_box.h):
-// two boxes of 65 cache lines, laid out by the executor.
-constexpr size_t kFastAreaBytes = 2 * 65 * 64;
+// eight boxes of 65 cache lines, laid out by the executor.
+constexpr size_t kFastAreaBytes = 8 * 65 * 64;
 
 // One cache line per rank: its counters and a few words, so a peer that sees a counter
 // move reads the words without another cache miss.

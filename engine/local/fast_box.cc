@@ -20,12 +20,14 @@ struct alignas(64) FastBoxes::Box {
 namespace {
 
 // Bytes one rank contributes: what must fit its box.
-size_t contribution_bytes(const CollSpec& s) {
+size_t contribution_bytes(const CollSpec& s, int ranks) {
   switch (s.kind) {
     case CollKind::kAllreduce:
     case CollKind::kReduce:
     case CollKind::kBroadcast:
     case CollKind::kAllgather: return s.bytes();
+    case CollKind::kReduceScatter:
+    case CollKind::kAlltoall: return s.bytes() * ranks;  // a block for every rank
     case CollKind::kAllgatherv: {
       size_t most = 0;
       for (size_t c : s.counts) most = std::max(most, c);
@@ -49,9 +51,9 @@ class PeerRunsOtherCall final : public SharedDomain::StallCheck {
 
 }  // namespace
 
-bool FastBoxes::serves(const CollSpec& spec, Algorithm algorithm) {
+bool FastBoxes::serves(const CollSpec& spec, int ranks, Algorithm algorithm) {
   return algorithm != Algorithm::kTwoShot && !spec.compressed() && !spec.device &&
-         contribution_bytes(spec) <= kPayloadBytes;
+         contribution_bytes(spec, ranks) <= kPayloadBytes;
 }
 
 FastBoxes::FastBoxes(SharedDomain& domain, const OpSignatures& signatures)
@@ -61,7 +63,7 @@ FastBoxes::FastBoxes(SharedDomain& domain, const OpSignatures& signatures)
 
 FastBoxes::Box& FastBoxes::box(int index, uint64_t call) const {
   static_assert(sizeof(Box) == kBoxBytes && kBoxBytes % 64 == 0 && offsetof(Box, payload) == kHeaderBytes);
-  return reinterpret_cast<Box*>(areas_[index])[call % 2];
+  return reinterpret_cast<Box*>(areas_[index])[call % kBoxes];
 }
 
 Status FastBoxes::wait_posted(int index, uint64_t tag, const Deadline& deadline, const char* what) {
@@ -82,14 +84,14 @@ Status FastBoxes::wait_box(int index, uint64_t f, const Deadline& deadline, cons
   return Status();
 }
 
-// dst = postscale(op over every rank's box of call f), in rank order on every rank so that
-// all get the same bits (the staging-slot path sums in the same order).
-Status FastBoxes::reduce_boxes(const CollCall& call, uint64_t f, void* dst) {
+// dst = postscale(op over every rank's box of call f, from `offset` bytes into each), in
+// rank order on every rank so that all get the same bits (the staging slots sum alike).
+Status FastBoxes::reduce_boxes(const CollCall& call, uint64_t f, void* dst, size_t offset) {
   const CollSpec& s = call.spec;
   const int n = d_.size();
   const void* srcs[kMaxReduceInputs];
   if (n <= kMaxReduceInputs) {
-    for (int k = 0; k < n; ++k) srcs[k] = box(k, f).payload;
+    for (int k = 0; k < n; ++k) srcs[k] = box(k, f).payload + offset;
     return reduce_into(dst, srcs, n, s.count, s.dtype, s.op, call.postscale);
   }
   if (scratch_.size() < s.bytes()) scratch_.resize(s.bytes());
@@ -98,7 +100,7 @@ Status FastBoxes::reduce_boxes(const CollCall& call, uint64_t f, void* dst) {
   while (k < n) {
     int m = 0;
     if (k > 0) srcs[m++] = sum;
-    while (m < kMaxReduceInputs && k < n) srcs[m++] = box(k++, f).payload;
+    while (m < kMaxReduceInputs && k < n) srcs[m++] = box(k++, f).payload + offset;
     KOLO_TRY(reduce_into(sum, srcs, m, s.count, s.dtype, s.op, k == n ? call.postscale : Scale{}));
   }
   std::memcpy(dst, sum, s.bytes());
@@ -109,10 +111,12 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
   const CollSpec& s = call.spec;
   const int n = d_.size(), me = d_.index();
   const uint64_t f = calls_++;
-  // My box of call f-2 is free once every peer has posted call f-1.
-  if (f >= 2) {
+  // My box of call f - kBoxes is free once every peer has posted call f - kBoxes + 1.
+  if (f >= kBoxes) {
     for (int q = 0; q < n; ++q) {
-      if (q != me) KOLO_TRY(wait_posted(q, f, deadline, "waiting for the peers to finish with a small message"));
+      if (q != me) {
+        KOLO_TRY(wait_posted(q, f - kBoxes + 2, deadline, "waiting for the peers to finish with a small message"));
+      }
     }
   }
   const char* in = static_cast<const char*>(call.send);
@@ -146,6 +150,8 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
       if (out + displ * esize != in) std::memcpy(out + displ * esize, in, count * esize);
       break;
     }
+    case CollKind::kReduceScatter: KOLO_TRY(scale_copy(mine.payload, in, s.count * n, s.dtype, call.prescale)); break;
+    case CollKind::kAlltoall: std::memcpy(mine.payload, in, s.bytes() * n); break;
     default: break;  // barrier: the flag alone
   }
   mine.shape = signatures_.shape();
@@ -160,7 +166,7 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
       for (int q = 0; q < n; ++q) {
         if (q != me) KOLO_TRY(wait_box(q, f, deadline, "waiting for the peers' data"));
       }
-      return reduce_boxes(call, f, out);
+      return reduce_boxes(call, f, out, 0);
     case CollKind::kBroadcast:
       if (me == root) return Status();
       KOLO_TRY(wait_box(root, f, deadline, "waiting for the root's data"));
@@ -176,6 +182,18 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
         const size_t displ = s.kind == CollKind::kAllgather ? rank * s.count : s.displs[rank];
         std::memcpy(out + displ * esize, box(q, f).payload, count * esize);
       }
+      return Status();
+    case CollKind::kReduceScatter:
+      for (int q = 0; q < n; ++q) {
+        if (q != me) KOLO_TRY(wait_box(q, f, deadline, "waiting for the peers' data"));
+      }
+      return reduce_boxes(call, f, out, me * s.bytes());
+    case CollKind::kAlltoall:
+      // My block of every rank's box, my own from my box too (in place, out is in).
+      for (int q = 0; q < n; ++q) {
+        if (q != me) KOLO_TRY(wait_box(q, f, deadline, "waiting for the peers' data"));
+      }
+      for (int q = 0; q < n; ++q) std::memcpy(out + q * s.bytes(), box(q, f).payload + me * s.bytes(), s.bytes());
       return Status();
     case CollKind::kBarrier:
       for (int q = 0; q < n; ++q) {

@@ -5,11 +5,12 @@
 // miss on the flag brings the signature and the first 40 bytes of payload with it.
 //
 // A call is one publication per rank and one wait per peer it reads: no staging slot, no
-// chunk counters, no "consumed" round trip. Each rank has two boxes, used by alternate
-// fast calls: a rank that posts fast call f+2 into the box of call f must know that every
-// peer has finished call f, which it does once each has posted call f+1. Allreduce,
-// allgather and barrier learn that in call f+1 itself (they wait for every peer); after a
-// broadcast or reduce, whose root waits for nobody, the next fast call waits for it first.
+// chunk counters, no "consumed" round trip. Each rank has kBoxes boxes, used in turn by
+// its fast calls: a rank that posts fast call f + kBoxes into the box of call f must know
+// that every peer has finished call f, which it does once each has posted call f + 1.
+// Collectives in which every rank reads every peer learn that in the call itself; the root
+// of a broadcast or reduce waits for nobody, so it may run up to kBoxes - 1 calls ahead of
+// its slowest peer before it waits (what MPI's eager broadcasts allow too).
 //
 // Which calls come here is decided by serves() alone, from what every rank passes alike;
 // a rank that takes the staging-slot path where its peer takes this one (their calls
@@ -30,13 +31,15 @@ namespace kolo {
 
 class FastBoxes {
  public:
-  static constexpr size_t kBoxBytes = kFastAreaBytes / 2;
+  static constexpr int kBoxes = 8;
+  static constexpr size_t kBoxBytes = kFastAreaBytes / kBoxes;
   static constexpr size_t kHeaderBytes = 24;  // tag, shape, count
   static constexpr size_t kPayloadBytes = kBoxBytes - kHeaderBytes;
 
-  // Allreduce, reduce, broadcast, allgather(v) and barrier whose contribution per rank
-  // fits one box (4 KB and a little more), one-shot (a forced two-shot keeps the slots).
-  static bool serves(const CollSpec& spec, Algorithm algorithm);
+  // Allreduce, reduce, broadcast, allgather(v), reduce_scatter, alltoall and barrier whose
+  // contribution per rank fits one box (4 KB and a little more), one-shot (a forced
+  // two-shot keeps the slots).
+  static bool serves(const CollSpec& spec, int ranks, Algorithm algorithm);
 
   FastBoxes(SharedDomain& domain, const OpSignatures& signatures);
 
@@ -49,7 +52,7 @@ class FastBoxes {
   // Waits until member `index` has posted fast call `tag - 1` (its box holds `tag`).
   Status wait_posted(int index, uint64_t tag, const Deadline& deadline, const char* what);
   Status wait_box(int index, uint64_t call, const Deadline& deadline, const char* what);
-  Status reduce_boxes(const CollCall& call, uint64_t f, void* dst);
+  Status reduce_boxes(const CollCall& call, uint64_t f, void* dst, size_t offset);
 
   SharedDomain& d_;
   const OpSignatures& signatures_;

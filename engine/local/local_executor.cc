@@ -173,7 +173,7 @@ class LocalExecutor final : public Executor {
     const bool reduces = call.spec.kind == CollKind::kAllreduce || call.spec.kind == CollKind::kReduce;
     signatures_.announce(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot);
     Status status;
-    if (FastBoxes::serves(call.spec, algorithm)) {
+    if (FastBoxes::serves(call.spec, geometry_.size, algorithm)) {
       status = fast_.run(call, deadline);
     } else {
       HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);

@@ -378,7 +378,7 @@ void scenario_small_messages(kolo_comm_t comm) {
     const std::string what = "round " + std::to_string(iter) + " count " + std::to_string(count);
     std::vector<float> in(count), out(count * p, -1.0f);
     size_t wrong = 0;
-    switch (iter % 4) {
+    switch (iter % 6) {
       case 0:
         for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r + iter + i % 7);
         must(kolo_allreduce(in.data(), out.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "allreduce " + what);
@@ -394,15 +394,48 @@ void scenario_small_messages(kolo_comm_t comm) {
         must(kolo_reduce(in.data(), out.data(), count, KOLO_FLOAT32, KOLO_SUM, root, comm, nullptr), "reduce " + what);
         for (size_t i = 0; r == root && i < count; ++i) wrong += out[i] != static_cast<float>(p * (p - 1) + p * (i % 3));
         break;
-      default:
+      case 3:
         for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r + iter + i % 3);
         must(kolo_allgather(in.data(), out.data(), count, KOLO_FLOAT32, comm, nullptr), "allgather " + what);
         for (int q = 0; q < p; ++q) {
           for (size_t i = 0; i < count; ++i) wrong += out[q * count + i] != static_cast<float>(q + iter + i % 3);
         }
+        break;
+      case 4: {  // a block of count for every rank; block q of rank r holds r + q + i % 5
+        const size_t block = std::max<size_t>(1, count / p);
+        std::vector<float> all(block * p), mine(block, -1.0f);
+        for (int q = 0; q < p; ++q) {
+          for (size_t i = 0; i < block; ++i) all[q * block + i] = static_cast<float>(r + q + i % 5);
+        }
+        must(kolo_reduce_scatter(all.data(), mine.data(), block, KOLO_FLOAT32, KOLO_SUM, comm, nullptr),
+             "reduce_scatter " + what);
+        for (size_t i = 0; i < block; ++i) wrong += mine[i] != static_cast<float>(p * (p - 1) / 2 + p * (r + i % 5));
+        break;
+      }
+      default: {  // alltoall, in place every other time: rank q gets r * 100 + q + i % 3 from r
+        const size_t block = std::max<size_t>(1, count / p);
+        std::vector<float> all(block * p), got(block * p, -1.0f);
+        for (int q = 0; q < p; ++q) {
+          for (size_t i = 0; i < block; ++i) all[q * block + i] = static_cast<float>(r * 100 + q + i % 3);
+        }
+        float* result = iter % 12 == 5 ? all.data() : got.data();
+        must(kolo_alltoall(all.data(), result, block, KOLO_FLOAT32, comm, nullptr), "alltoall " + what);
+        for (int q = 0; q < p; ++q) {
+          for (size_t i = 0; i < block; ++i) wrong += result[q * block + i] != static_cast<float>(q * 100 + r + i % 3);
+        }
+      }
     }
     expect(wrong == 0, what + ": " + std::to_string(wrong) + " wrong");
     if (iter % 10 == 9) must(kolo_barrier(comm), "barrier " + what);
+  }
+  // Broadcasts back to back from one root, which waits for nobody: it runs ahead of the
+  // others until it must reuse a box they have not finished with.
+  for (int iter = 0; iter < 100; ++iter) {
+    const int root = p - 1;
+    float value = r == root ? static_cast<float>(iter * 7 + 1) : -1.0f;
+    float got = -2.0f;
+    must(kolo_broadcast(&value, &got, 1, KOLO_FLOAT32, root, comm, nullptr), "broadcast run " + std::to_string(iter));
+    expect(got == static_cast<float>(iter * 7 + 1), "broadcast run " + std::to_string(iter));
   }
 }
 

@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
-# kolo vs Open MPI vs Gloo allreduce, side by side in one run on this machine: the three
-# benchmarks run alternately (kolo, MPI, Gloo, kolo, ...) and the best busbw of each per
-# size is kept, so a noisy moment hurts all alike. Prints, per size, the busbw figures and
-# kolo's ratio to each peer; first the machine's copy bandwidth and the bound it implies.
+# kolo vs Open MPI vs MPICH vs Gloo vs torch.distributed (Gloo backend) allreduce, side by
+# side in one run on this machine: the benchmarks run alternately (kolo, Open MPI, MPICH,
+# Gloo, torch-gloo, kolo, ...) and per size the MEDIAN time of each over the rounds is
+# kept, so a noisy moment hurts all alike and a lucky one does not decide. Prints the
+# machine's copy bandwidth and the bound it implies, then per size the busbw figures, kolo's
+# ratio to the faster of Open MPI and MPICH (and which it was), to Gloo and to torch-gloo,
+# and the median times.
 #   bench/peers/compare_allreduce.sh [build-dir] [np] [min] [max] [rounds]
-# Open MPI runs with its defaults (shared memory, single-copy CMA); Gloo over loopback TCP.
+# defaults: build 2 8 256M 3; ITERS=20 WARMUP=5 in the environment change -n / -w;
+# LATENCY=1 runs every benchmark with --latency (each call timed alone) and adds a table
+# of the per-call median and p99 (every rank's calls pooled; median over the rounds), e.g.
+#   LATENCY=1 ITERS=2000 bench/peers/compare_allreduce.sh build 2 8 4K 3
+# Peers that are not on the machine (not built, no launcher) are skipped with a note:
+#   Open MPI  build/bench/peers/mpi_allreduce_perf, mpirun.openmpi (or mpirun) — its defaults
+#             (shared memory, single-copy CMA; ranks bound to cores when they fit)
+#   MPICH     build/bench/peers/mpich_allreduce_perf, mpiexec.mpich (hydra, fork launcher;
+#             -bind-to core when the ranks fit the cores, as the others are) — libmpich-dev
+#   Gloo      build/bench/peers/gloo_allreduce_perf under kolorun (TCP over loopback)
+#   torch     bench/peers/torch_allreduce_perf.py under kolorun with $PYTHON
+#             (default /usr/bin/python3) when it imports torch with Gloo (python3-torch)
+# Ratios are time(peer) / time(kolo): above 1, kolo is faster.
 set -euo pipefail
-build=${1:-build} np=${2:-2} min=${3:-8} max=${4:-256M} rounds=${5:-2}
+build=${1:-build} np=${2:-2} min=${3:-8} max=${4:-256M} rounds=${5:-3}
+iters=${ITERS:-20} warmup=${WARMUP:-5} python=${PYTHON:-/usr/bin/python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated
+here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kolorun="$build/tools/kolorun/kolorun"
+args=(-b "$min" -e "$max" -f 4 -n "$iters" -w "$warmup")
+[ "${LATENCY:-0}" = 1 ] && args+=(--latency)
 
 # Copy bandwidth (memcpy of 64 MiB; read + write bytes), one process and two at once.
 copy_rate() {
@@ -26,35 +45,107 @@ if [ -x "$build/bench/kernels/kolo_kernels_bench" ]; then
   echo "# writes its output once): busbw <= (two cores' traffic) / 4 = $(awk -v t="$two" 'BEGIN { printf "%.1f", t / 4 }') GB/s"
 fi
 
-have_mpi=0 have_gloo=0
-[ -x "$build/bench/peers/mpi_allreduce_perf" ] && command -v mpirun >/dev/null && have_mpi=1
-[ -x "$build/bench/peers/gloo_allreduce_perf" ] && have_gloo=1
+# Which peers this machine has.
+cores=$(nproc)
+ompirun=$(command -v mpirun.openmpi || true)
+[ -z "$ompirun" ] && mpirun --version 2>/dev/null | grep -q "Open MPI" && ompirun=$(command -v mpirun)
+mpichrun=$(command -v mpiexec.mpich || true)
+mpich_bind=()
+[ "$np" -le "$cores" ] && mpich_bind=(-bind-to core)
+peers=(kolo)
+note() { echo "# note: $*"; }
+if [ -x "$build/bench/peers/mpi_allreduce_perf" ] && [ -n "$ompirun" ]; then peers+=(ompi)
+else note "Open MPI skipped (needs $build/bench/peers/mpi_allreduce_perf and mpirun.openmpi)"; fi
+if [ -x "$build/bench/peers/mpich_allreduce_perf" ] && [ -n "$mpichrun" ]; then peers+=(mpich)
+else note "MPICH skipped (needs libmpich-dev and mpich: $build/bench/peers/mpich_allreduce_perf, mpiexec.mpich)"; fi
+if [ -x "$build/bench/peers/gloo_allreduce_perf" ]; then peers+=(gloo)
+else note "Gloo skipped (needs libgloo-dev: $build/bench/peers/gloo_allreduce_perf)"; fi
+if "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then peers+=(torch)
+else note "torch-gloo skipped (needs $python with torch and torch.distributed's Gloo backend)"; fi
+
+# One run of one peer: its table lines appended to $tmp/<peer>, its first header line kept.
+run() {
+  local peer=$1 round=$2 out="$tmp/out"
+  local dir="$tmp/rdv-$peer-$round"
+  mkdir -p "$dir"
+  local rc=0
+  case $peer in
+    kolo)  "$kolorun" --no-prefix -np "$np" "$build/bench/perf/kolo-perf" allreduce "${args[@]}" -c 1 >"$out" || rc=$? ;;
+    ompi)  "$ompirun" --oversubscribe -np "$np" "$build/bench/peers/mpi_allreduce_perf" "${args[@]}" >"$out" || rc=$? ;;
+    mpich) "$mpichrun" -launcher fork "${mpich_bind[@]}" -n "$np" "$build/bench/peers/mpich_allreduce_perf" "${args[@]}" \
+             >"$out" || rc=$? ;;
+    gloo)  "$kolorun" --no-prefix -np "$np" "$build/bench/peers/gloo_allreduce_perf" -d "$dir" "${args[@]}" >"$out" || rc=$? ;;
+    torch) "$kolorun" --no-prefix -np "$np" "$python" "$here/torch_allreduce_perf.py" -d "$dir" "${args[@]}" >"$out" || rc=$? ;;
+  esac
+  if [ $rc != 0 ] || ! grep -q "Out of bounds values : 0 OK" "$out"; then
+    note "$peer failed in round $round (exit $rc); its lines of this round are left out"
+    return
+  fi
+  [ -s "$tmp/$peer.head" ] || grep -m1 '^#' "$out" >"$tmp/$peer.head" || true
+  grep -v '^#' "$out" >>"$tmp/$peer" || true
+}
 for round in $(seq 1 "$rounds"); do
-  "$kolorun" --no-prefix -np "$np" "$build/bench/perf/kolo-perf" allreduce -b "$min" -e "$max" -f 4 -n 20 -w 5 -c 1 \
-    | grep -v '^#' >>"$tmp/kolo"
-  if [ $have_mpi = 1 ]; then
-    mpirun --oversubscribe -np "$np" "$build/bench/peers/mpi_allreduce_perf" -b "$min" -e "$max" -f 4 -n 20 -w 5 \
-      | grep -v '^#' >>"$tmp/mpi"
-  fi
-  if [ $have_gloo = 1 ]; then
-    mkdir -p "$tmp/gloo$round"
-    "$kolorun" --no-prefix -np "$np" "$build/bench/peers/gloo_allreduce_perf" -d "$tmp/gloo$round" -b "$min" -e "$max" -f 4 -n 20 -w 5 \
-      | grep -v '^#' >>"$tmp/gloo"
-  fi
+  for peer in "${peers[@]}"; do run "$peer" "$round"; done
 done
-touch "$tmp/mpi" "$tmp/gloo"
-echo "# allreduce float sum, $np ranks, best of $rounds alternating rounds; busbw in GB/s (out-of-place)"
-printf "%12s  %10s  %10s  %10s  %9s  %9s  %10s  %10s  %10s\n" size kolo mpi gloo kolo/mpi kolo/gloo kolo_us mpi_us gloo_us
-# Best = shortest time; busbw and the ratios follow from it (ratio > 1: kolo is faster).
-awk '
-  { name = FILENAME; sub(/.*\//, "", name) }
-  name == "kolo" { if (!($1 in k) || $6 < k[$1]) { k[$1] = $6; kb[$1] = $8 } next }
-  name == "mpi"  { if (!($1 in m) || $6 < m[$1]) { m[$1] = $6; mb[$1] = $8 } next }
-  name == "gloo" { if (!($1 in g) || $6 < g[$1]) { g[$1] = $6; gb[$1] = $8 } next }
+for peer in kolo ompi mpich gloo torch; do
+  touch "$tmp/$peer"
+  [ -s "$tmp/$peer.head" ] && echo "# $peer: $(sed 's/^# *//' "$tmp/$peer.head")"
+done
+
+echo "# allreduce float sum, $np ranks, median of $rounds alternating rounds (${peers[*]}), -n $iters -w $warmup;"
+echo "# busbw in GB/s from the median time (out-of-place); kolo/mpi: against the faster of Open MPI and MPICH"
+printf "%12s  %8s  %8s  %8s  %8s  %8s  %8s  %5s  %9s  %10s  %10s  %10s  %10s  %10s  %10s\n" size kolo ompi mpich gloo \
+  torch kolo/mpi mpi kolo/gloo kolo/torch kolo_us ompi_us mpich_us gloo_us torch_us
+# Per peer and size, the median over the rounds of column `col` of the table lines.
+# shellcheck disable=SC2016
+medians='
+  function median(key,   n, i, j, v, a) {
+    n = cnt[key]
+    for (i = 1; i <= n; ++i) a[i] = t[key, i]
+    for (i = 2; i <= n; ++i) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; --j) a[j + 1] = a[j]; a[j + 1] = v }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  function num(x, w, d) { return x == "" ? sprintf("%" w "s", "-") : sprintf("%" w "." d "f", x) }
+  BEGIN { split("kolo ompi mpich gloo torch", names, " ") }
+  FNR == 1 { name = FILENAME; sub(/.*\//, "", name) }
+  NF >= col { key = name SUBSEP $1; t[key, ++cnt[key]] = $col; sizes[$1] = 1 }
+  function medians_of(s) {
+    delete m
+    for (p = 1; p <= 5; ++p) if ((names[p] SUBSEP s) in cnt) m[names[p]] = median(names[p] SUBSEP s)
+  }
+'
+files=("$tmp/kolo" "$tmp/ompi" "$tmp/mpich" "$tmp/gloo" "$tmp/torch")
+awk -v np="$np" -v col=6 "$medians"'
+  function bus(s, us) { return us > 0 ? s / us / 1e3 * factor : 0 }
   END {
-    for (s in k) {
-      printf "%12d  %10.2f  %10.2f  %10.2f  %9.2f  %9.2f  %10.2f  %10.2f  %10.2f\n", s, kb[s], mb[s], gb[s],
-             ((s in m) ? m[s] / k[s] : 0), ((s in g) ? g[s] / k[s] : 0), k[s], m[s], g[s]
+    factor = np > 1 ? 2 * (np - 1) / np : 1
+    for (s in sizes) {
+      medians_of(s)
+      best = ""; which = "-"
+      if ("ompi" in m) { best = m["ompi"]; which = "ompi" }
+      if (("mpich" in m) && (best == "" || m["mpich"] < best)) { best = m["mpich"]; which = "mpich" }
+      k = ("kolo" in m) ? m["kolo"] : ""
+      r_mpi = (k != "" && best != "") ? best / k : ""
+      r_gloo = (k != "" && ("gloo" in m)) ? m["gloo"] / k : ""
+      r_torch = (k != "" && ("torch" in m)) ? m["torch"] / k : ""
+      line = sprintf("%12d", s)
+      for (p = 1; p <= 5; ++p) line = line "  " num((names[p] in m) ? bus(s, m[names[p]]) : "", 8, 2)
+      line = line "  " num(r_mpi, 8, 2) "  " sprintf("%5s", which) "  " num(r_gloo, 9, 2) "  " num(r_torch, 10, 2)
+      for (p = 1; p <= 5; ++p) line = line "  " num((names[p] in m) ? m[names[p]] : "", 10, 2)
+      print line
     }
   }
-' "$tmp/kolo" "$tmp/mpi" "$tmp/gloo" | sort -n
+' "${files[@]}" | sort -n
+
+[ "${LATENCY:-0}" = 1 ] || exit 0
+echo "# per-call latency in us (--latency: each out-of-place call timed alone, every rank's calls pooled),"
+echo "# median over the rounds of each run's median (p50) and p99; Gloo and torch over TCP, torch from Python"
+printf "%12s  %9s  %9s  %9s  %9s  %9s    %9s  %9s  %9s  %9s  %9s\n" size kolo_p50 ompi_p50 mpich_p50 gloo_p50 \
+  torch_p50 kolo_p99 ompi_p99 mpich_p99 gloo_p99 torch_p99
+paste -d' ' \
+  <(awk -v col=15 "$medians"'END { for (s in sizes) { medians_of(s); line = sprintf("%12d", s)
+      for (p = 1; p <= 5; ++p) line = line "  " num((names[p] in m) ? m[names[p]] : "", 9, 2); print line } }' \
+      "${files[@]}" | sort -n) \
+  <(awk -v col=16 "$medians"'END { for (s in sizes) { medians_of(s); line = sprintf("%12d", s) "  "
+      for (p = 1; p <= 5; ++p) line = line "  " num((names[p] in m) ? m[names[p]] : "", 9, 2); print line } }' \
+      "${files[@]}" | sort -n | cut -c13-)

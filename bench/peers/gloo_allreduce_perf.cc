@@ -10,7 +10,9 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -33,21 +35,48 @@ void allreduce(const std::shared_ptr<gloo::Context>& context, float* send, float
   gloo::allreduce(options);
 }
 
-// Average time per call in microseconds over ranks.
-double time_allreduce(const std::shared_ptr<gloo::Context>& context, float* send, float* recv, size_t count,
-                      int iters, int warmup) {
-  for (int i = 0; i < warmup; ++i) allreduce(context, send, recv, count);
-  gloo::BarrierOptions barrier(context);
-  gloo::barrier(barrier);
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) allreduce(context, send, recv, count);
-  double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
-  double sum = mine;
+void sum_doubles(const std::shared_ptr<gloo::Context>& context, double* values, size_t n) {
   gloo::AllreduceOptions options(context);
-  options.setInput(&mine, 1);
-  options.setOutput(&sum, 1);
+  options.setInput(values, n);
+  options.setOutput(values, n);
   options.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<double>));
   gloo::allreduce(options);
+}
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Average time per call in microseconds over ranks; with `lat` (--latency, as kolo-perf's)
+// also the min, median and p99 (nearest rank) of every rank's calls pooled.
+double time_allreduce(const std::shared_ptr<gloo::Context>& context, float* send, float* recv, size_t count,
+                      int iters, int warmup, double* lat = nullptr) {
+  for (int i = 0; i < warmup; ++i) allreduce(context, send, recv, count);
+  std::vector<double> stamps(lat != nullptr ? iters + 1 : 0);
+  gloo::BarrierOptions barrier(context);
+  gloo::barrier(barrier);
+  double start = now_us();
+  if (lat != nullptr) stamps[0] = start;
+  for (int i = 0; i < iters; ++i) {
+    allreduce(context, send, recv, count);
+    if (lat != nullptr) stamps[i + 1] = now_us();
+  }
+  double sum = (now_us() - start) / iters;
+  sum_doubles(context, &sum, 1);
+  if (lat != nullptr) {
+    // Each rank fills its slot of a zeroed array; the sum is everyone's times.
+    std::vector<double> pooled(size_t(iters) * context->size, 0.0);
+    for (int i = 0; i < iters; ++i) pooled[size_t(context->rank) * iters + i] = stamps[i + 1] - stamps[i];
+    sum_doubles(context, pooled.data(), pooled.size());
+    std::sort(pooled.begin(), pooled.end());
+    auto at = [&](double q) {
+      size_t k = static_cast<size_t>(std::ceil(q * pooled.size()));
+      return pooled[std::min(pooled.size() - 1, k > 0 ? k - 1 : 0)];
+    };
+    lat[0] = pooled.front();
+    lat[1] = at(0.50);
+    lat[2] = at(0.99);
+  }
   return sum / context->size;
 }
 
@@ -61,8 +90,15 @@ int main(int argc, char** argv) {
   double factor = 2;
   int iters = 20, warmup = 1;
   std::string dir;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool latency = false;
+  for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
+    if (flag == "--latency") {
+      latency = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     if (flag == "-b") min_bytes = parse_size(argv[i + 1]);
     else if (flag == "-e") max_bytes = parse_size(argv[i + 1]);
     else if (flag == "-f") factor = std::atof(argv[i + 1]);
@@ -71,7 +107,7 @@ int main(int argc, char** argv) {
     else if (flag == "-d") dir = argv[i + 1];
   }
   if (rank_text == nullptr || size_text == nullptr || dir.empty() || factor <= 1) {
-    std::fprintf(stderr, "usage: kolorun -np N gloo_allreduce_perf -d <shared empty dir> [-b min] [-e max] [-f factor] [-n iters] [-w warmup]\n");
+    std::fprintf(stderr, "usage: kolorun -np N gloo_allreduce_perf -d <shared empty dir> [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [--latency]\n");
     return 2;
   }
   const int rank = std::atoi(rank_text), size = std::atoi(size_text);
@@ -84,8 +120,14 @@ int main(int argc, char** argv) {
   context->connectFullMesh(store, device);
   if (rank == 0) {
     std::printf("# gloo_allreduce_perf (Gloo allreduce over tcp, float sum), %d ranks\n", size);
-    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
-                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    if (latency) {
+      std::printf("# latency: each out-of-place call timed alone (steady_clock); min, median and p99 (nearest rank) "
+                  "of every rank's %d calls pooled, in us\n",
+                  iters);
+    }
+    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "size", "count", "type",
+                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
+                latency ? "   lat_min   lat_p50   lat_p99" : "");
   }
   long total_wrong = 0;
   const double bus_factor = size > 1 ? 2.0 * (size - 1) / size : 1.0;
@@ -93,7 +135,8 @@ int main(int argc, char** argv) {
     const size_t count = bytes / sizeof(float);
     std::vector<float> send(count), recv(count);
     for (size_t i = 0; i < count; ++i) send[i] = peer_bench::input_value(i, rank);
-    double out_us = time_allreduce(context, send.data(), recv.data(), count, iters, warmup);
+    double lat[3] = {0, 0, 0};
+    double out_us = time_allreduce(context, send.data(), recv.data(), count, iters, warmup, latency ? lat : nullptr);
     allreduce(context, send.data(), recv.data(), count);
     long wrong_out = peer_bench::count_wrong(recv, size);
     recv = send;
@@ -104,9 +147,14 @@ int main(int argc, char** argv) {
     total_wrong += wrong_out + wrong_in;  // rank 0's count: each rank checks its own result
     if (rank == 0) {
       double algbw_out = out_us > 0 ? bytes / out_us / 1e3 : 0, algbw_in = in_us > 0 ? bytes / in_us / 1e3 : 0;
-      std::printf(" %12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6ld  %7.2f  %6.2f  %6.2f  %6ld\n", bytes, count,
+      std::printf(" %12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6ld  %7.2f  %6.2f  %6.2f  %6ld", bytes, count,
                   "float", "sum", -1, out_us, algbw_out, algbw_out * bus_factor, wrong_out, in_us, algbw_in,
                   algbw_in * bus_factor, wrong_in);
+      if (latency) {
+        auto digits = [](double us) { return us >= 10000 ? 0 : us >= 100 ? 1 : 2; };
+        std::printf("  %8.*f  %8.*f  %8.*f", digits(lat[0]), lat[0], digits(lat[1]), lat[1], digits(lat[2]), lat[2]);
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,12 +44,13 @@ struct Options {
   kolo_dtype_t wire = KOLO_DTYPE_COUNT;  // --wire: allreduce compressed on the wire
   bool registered = false;  // --registered: device buffers from kolo_mem_alloc, registered
   bool graph = false;       // --graph: the timed calls captured into a CUDA graph, launched
+  bool latency = false;     // --latency: each timed call timed alone; min, median, p99 columns
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
   std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
-                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--registered] [--graph] [--json FILE]\n"
+                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--registered] [--graph] [--latency] [--json FILE]\n"
                        "collectives:");
   for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
   std::fprintf(stderr, "\n");
@@ -94,6 +96,10 @@ Options parse(int argc, char** argv) {
     if (flag == "--registered") {  // device memory, registered with the communicator
       o.registered = true;
       o.device = true;
+      continue;
+    }
+    if (flag == "--latency") {  // per-iteration times: min, median, p99 after the table's columns
+      o.latency = true;
       continue;
     }
     if (i + 1 >= argc) usage_error("missing value for " + flag);
@@ -150,6 +156,7 @@ Options parse(int argc, char** argv) {
   if (o.factor != 0 && o.factor <= 1) usage_error("-f must be greater than 1");
   if (o.iters < 1) usage_error("-n must be at least 1");
   if (o.backend == "nccl") o.device = true;  // NCCL takes device memory only
+  if (o.latency && o.graph) usage_error("--latency times each call; --graph launches them all at once");
   if (o.wire != KOLO_DTYPE_COUNT) {
     // Compression carries float sums: float data, SUM or AVG (the default dtype and op).
     if (o.collective != "allreduce") usage_error("--wire applies to allreduce only");
@@ -178,7 +185,24 @@ struct Measure {
   double busbw = 0;
   size_t wrong = 0;
   double err_max = 0, err_mean = 0;  // --wire: in units of one wire rounding (WireError)
+  double lat_min = 0, lat_p50 = 0, lat_p99 = 0;  // --latency: per-call time (us), all ranks pooled
 };
+
+// --latency: every rank's every timed call, pooled (ranks x iterations samples: what a
+// caller of the collective waits, on any rank); min, median and p99, nearest rank.
+void latency_summary(const std::vector<double>& per_call, kolo_comm_t comm, Measure& m) {
+  std::vector<double> pooled(per_call.size() * kolo_comm_size(comm));
+  kolo_result_t rc = kolo_allgather(per_call.data(), pooled.data(), per_call.size(), KOLO_FLOAT64, comm, nullptr);
+  if (rc != KOLO_SUCCESS) die("allgather of per-call timings", rc);
+  std::sort(pooled.begin(), pooled.end());
+  auto rank_of = [&](double q) {
+    size_t k = static_cast<size_t>(std::ceil(q * pooled.size()));
+    return pooled[std::min(pooled.size() - 1, k > 0 ? k - 1 : 0)];
+  };
+  m.lat_min = pooled.front();
+  m.lat_p50 = rank_of(0.50);
+  m.lat_p99 = rank_of(0.99);
+}
 
 double combine(double mine, int average, kolo_comm_t comm) {
   double value = mine;
@@ -218,16 +242,29 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
     if ((graph = device_capture_end(buffers)) == nullptr) std::exit(1);
     if (!device_graph_launch(buffers, graph) || !device_sync(buffers)) std::exit(1);  // warm-up
   }
+  // --latency: a clock read after each call (and, on device memory, a stream sync, so a
+  // call's time is until it is done); the total stays the first stamp to the last.
+  std::vector<double> stamps(o.latency ? o.iters + 1 : 0);
   kolo_barrier(comm);
   double start = now_us();
+  if (o.latency) stamps[0] = start;
   if (graph != nullptr && !device_graph_launch(buffers, graph)) std::exit(1);
   for (int i = 0; graph == nullptr && i < o.iters; ++i) {
     kolo_result_t rc = coll.call(buffers, count, c, in_place, comm);
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
+    if (o.latency) {
+      if (o.device && !device_sync(buffers)) std::exit(1);
+      stamps[i + 1] = now_us();
+    }
   }
   // Device calls return once enqueued: the time counts until the stream is done.
   if (!device_sync(buffers)) std::exit(1);
   double elapsed = (now_us() - start) / o.iters;
+  if (o.latency) {
+    std::vector<double> per_call(o.iters);
+    for (int i = 0; i < o.iters; ++i) per_call[i] = stamps[i + 1] - stamps[i];
+    latency_summary(per_call, comm, m);
+  }
   if (graph != nullptr) device_graph_destroy(graph);
   m.time_us = combine(elapsed, o.average, comm);
   const size_t bytes = coll.size_for(count, c);
@@ -275,6 +312,15 @@ std::string format_measure(const Measure& m, bool check) {
   return line;
 }
 
+// --latency: the out-of-place calls' min, median and p99 (us), after the other columns.
+std::string format_latency(const Measure& out) {
+  char line[64];
+  auto digits = [](double us) { return us >= 10000 ? 0 : us >= 100 ? 1 : 2; };
+  std::snprintf(line, sizeof(line), "  %8.*f  %8.*f  %8.*f", digits(out.lat_min), out.lat_min, digits(out.lat_p50),
+                out.lat_p50, digits(out.lat_p99), out.lat_p99);
+  return line;
+}
+
 // --wire: the compression error of both placements, after the nccl-tests columns.
 std::string format_wire_error(const Measure& out, const Measure& in, bool check) {
   if (!check) return "     N/A     N/A";
@@ -315,13 +361,19 @@ void print_header(const Options& o, kolo_comm_t comm) {
                   "exact| in units of one %s rounding of the contributions (u * sum |x_r|), both placements\n",
                   dtype_label(o.wire), dtype_label(o.wire));
     }
+    if (o.latency) {
+      std::printf("# latency: each out-of-place call timed alone (%s); min, median and p99 (nearest rank) "
+                  "of every rank's %d calls pooled, in us\n",
+                  o.device ? "until its stream is done" : "steady_clock", o.iters);
+    }
     std::printf("#\n");
     std::printf("#%94s%35s\n", "out-of-place", "in-place");
-    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "size", "count", "type",
+    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s%s\n", "size", "count", "type",
                 "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
-                o.wire != KOLO_DTYPE_COUNT ? "  maxerr meanerr" : "");
-    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
-                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+                o.wire != KOLO_DTYPE_COUNT ? "  maxerr meanerr" : "", o.latency ? "   lat_min   lat_p50   lat_p99" : "");
+    std::printf("#%12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s%s\n", "(B)", "(elements)", "", "", "",
+                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", o.wire != KOLO_DTYPE_COUNT ? "                " : "",
+                o.latency ? "      (us)      (us)      (us)" : "");
     std::fflush(stdout);
   }
   delete[] all;
@@ -380,17 +432,21 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
         busbw_sum += (out.busbw + in.busbw) / 2;
         ++lines;
         if (rank == 0) {
-          std::printf(" %12zu  %12zu  %8s  %6s  %6d%s%s%s\n", coll.size_for(count, c),
+          std::printf(" %12zu  %12zu  %8s  %6s  %6d%s%s%s%s\n", coll.size_for(count, c),
                       count * (coll.size_for(count, c) / std::max<size_t>(1, count * dtype_bytes(dtype))),
                       dtype_label(dtype), coll.reduces ? op_label(op) : "none", coll.rooted ? o.root : -1,
                       format_measure(out, o.check).c_str(), format_measure(in, o.check).c_str(),
-                      o.wire != KOLO_DTYPE_COUNT ? format_wire_error(out, in, o.check).c_str() : "");
+                      o.wire != KOLO_DTYPE_COUNT ? format_wire_error(out, in, o.check).c_str() : "",
+                      o.latency ? format_latency(out).c_str() : "");
           std::fflush(stdout);
           results.push_back({{"collective", coll.name}, {"size", coll.size_for(count, c)}, {"count", count},
                              {"type", dtype_label(dtype)}, {"redop", coll.reduces ? op_label(op) : "none"},
                              {"root", coll.rooted ? o.root : -1}, {"nranks", nranks},
                              {"out_of_place", {{"time_us", out.time_us}, {"algbw", out.algbw}, {"busbw", out.busbw}, {"wrong", out.wrong}}},
                              {"in_place", {{"time_us", in.time_us}, {"algbw", in.algbw}, {"busbw", in.busbw}, {"wrong", in.wrong}}}});
+          if (o.latency) {
+            results.back()["out_of_place"]["latency_us"] = {{"min", out.lat_min}, {"p50", out.lat_p50}, {"p99", out.lat_p99}};
+          }
           if (o.wire != KOLO_DTYPE_COUNT) {
             results.back()["wire"] = dtype_label(o.wire);
             results.back()["error_units"] = {{"max", std::max(out.err_max, in.err_max)},

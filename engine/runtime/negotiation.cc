@@ -13,6 +13,7 @@ enum Header : size_t {
   kAllJoined,   // 1: every rank has joined
   kNoStall,     // 0: some rank asks for a stall check
   kTuning,      // rank 0's autotune setting (others send 255)
+  kAllHolding,  // 0: some rank has no pending request (it paces the next cycle, pacing.h)
   kHeaderBytes,
 };
 // Per cache slot, also min-reduced: 0 = some rank has the name with another signature
@@ -60,12 +61,14 @@ Result<CycleOutput> Negotiator::negotiate(PendingMap& pending, const CycleInput&
   bits_[kAllJoined] = input.joined ? 1 : 0;
   bits_[kNoStall] = input.stall_check ? 0 : 1;
   bits_[kTuning] = comm_.rank() == 0 ? input.tuning : 255;
+  bits_[kAllHolding] = pending.empty() ? 0 : 1;
   CollCall call = make_call(CollKind::kAllreduce, DType::kUint8, bits_.size(), bits_.data(), bits_.data());
   call.spec.op = ReduceOp::kMin;
   call.spec.in_place = true;
   KOLO_TRY(comm_.run(call));
 
   out.tuning = bits_[kTuning];
+  out.some_rank_idle = bits_[kAllHolding] == 0;
   if (bits_[kRunning] == 0) {
     out.shutdown = true;
     return out;

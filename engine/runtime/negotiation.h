@@ -42,6 +42,7 @@ struct CycleOutput {
   bool slow_path = false;
   uint8_t tuning = 255;         // rank 0's setting, as every rank sees it
   size_t cached_hits = 0;       // ready names answered from the cache
+  bool some_rank_idle = false;  // some rank had no pending request (pacing.h)
 };
 
 class Negotiator {

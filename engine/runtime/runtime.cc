@@ -11,6 +11,10 @@
 namespace kolo::runtime {
 namespace {
 
+std::chrono::steady_clock::duration milliseconds(double ms) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
+}
+
 Result<double> env_number(const char* name, double min) {
   Result<double> value = env_double(name);
   if (!value.ok()) return value;
@@ -136,21 +140,33 @@ RuntimeStats Runtime::stats() const {
 }
 
 void Runtime::loop() {
-  auto next = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  auto tick = Clock::now();
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      // Sleeps out the cycle unless work arrives (then it starts at once).
-      wake_.wait_until(lock, next, [&] { return !incoming_.empty() || stopping_ || (join_requested_ && !joined_locally_ && pending_.empty()); });
-    }
     const double cycle_ms = autotuner_.cycle_ms(last_tuning_);
-    next = std::chrono::steady_clock::now() +
-           std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(cycle_ms));
-    if (!cycle()) return;
+    // A rank that holds requests a peer lacks waits inside the next cycle's allreduce
+    // rather than here: the peer's enqueue then completes the cycle (pacing.h).
+    const bool holding = !pending_.empty();
+    const double wait_ms = last_cycle_.wait_ms(holding, cycle_ms);
+    if (wait_ms > 0) wait_for_work(std::min(tick, Clock::now() + milliseconds(wait_ms)));
+    tick = Clock::now() + milliseconds(cycle_ms);
+    if (!cycle(holding && wait_ms == 0)) return;
   }
 }
 
-bool Runtime::cycle() {
+void Runtime::wait_for_work(std::chrono::steady_clock::time_point until) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Work of its own starts the cycle at once. The tick still matters: it brings an idle
+  // rank to the cycles that a peer's stop, stall check or join needs.
+  wake_.wait_until(lock, until, [&] { return has_work_locked(); });
+}
+
+// Reads the thread's own state too (pending_, joined_locally_): called on that thread.
+bool Runtime::has_work_locked() const {
+  return !incoming_.empty() || stopping_ || (join_requested_ && !joined_locally_ && pending_.empty());
+}
+
+bool Runtime::cycle(bool early) {
   CycleInput input;
   std::shared_ptr<Timeline> timeline;
   bool newly_joined = false;
@@ -187,9 +203,11 @@ bool Runtime::cycle() {
   }
   CycleOutput& out = result.value();
   last_tuning_ = out.tuning;
+  last_cycle_.record(!out.ready.empty() || out.slow_path, out.some_rank_idle);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.cycles;
+    stats_.early_cycles += early ? 1 : 0;
     stats_.slow_cycles += out.slow_path ? 1 : 0;
     stats_.cached_hits += out.cached_hits;
     stats_.cache_entries = negotiator_.cache().size();

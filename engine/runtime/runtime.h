@@ -7,6 +7,7 @@
 // fails with the first error.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "engine/runtime/autotune.h"
 #include "engine/runtime/executor.h"
 #include "engine/runtime/negotiation.h"
+#include "engine/runtime/pacing.h"
 #include "engine/runtime/timeline.h"
 
 namespace kolo::runtime {
@@ -45,7 +47,9 @@ struct RuntimeStats {
   size_t cache_entries = 0;
   uint64_t idle_cycles = 0;        // cycles with nothing ready and no slow path
   uint64_t cached_cycles = 0;      // cycles that ran something, all of it from the cache
-  double cached_cycle_seconds = 0; // their negotiation time, summed (the per-cycle overhead)
+  double cached_cycle_seconds = 0; // their negotiation time (entering the cycle to agreement,
+                                   // so including any wait for the peers' requests), summed
+  uint64_t early_cycles = 0;       // cycles a holder entered at once, not on work or a tick (pacing.h)
 };
 
 class Runtime {
@@ -69,8 +73,11 @@ class Runtime {
  private:
   Runtime(std::unique_ptr<Communicator> comm, const RuntimeSettings& settings);
   void loop();
-  // One cycle; false when the runtime stops.
-  bool cycle();
+  // Until this rank's thread has work of its own (a request, a stop, a join) or `until`.
+  void wait_for_work(std::chrono::steady_clock::time_point until);
+  bool has_work_locked() const;
+  // One cycle (early: entered at once, pacing.h); false when the runtime stops.
+  bool cycle(bool early);
   void execute(std::vector<Response>& ready, double negotiated_at, size_t threshold);
   void finish(Request& request, const Status& status);
   void die(const Status& status);
@@ -103,6 +110,7 @@ class Runtime {
   int64_t joined_at_cycle_ = -1;
   double last_stall_check_ = 0;
   uint8_t last_tuning_ = Autotuner::kOff;  // the setting every rank agreed on last cycle
+  LastCycle last_cycle_;                   // what every rank saw of the last cycle (pacing.h)
   std::thread thread_;
 };
 

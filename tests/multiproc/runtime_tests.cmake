@@ -28,3 +28,12 @@ add_test(NAME runtime_timeline_np2
          COMMAND $<TARGET_FILE:kolorun> -np 2 $<TARGET_FILE:kolo_runtime_worker> timeline)
 set_tests_properties(runtime_timeline_np2 PROPERTIES LABELS multiproc TIMEOUT 120
                      ENVIRONMENT "KOLO_TIMEOUT=30;KOLO_TIMELINE=${CMAKE_CURRENT_BINARY_DIR}/runtime_timeline.json")
+# A cached cycle must not wait for a background thread's tick: a long cycle time makes a
+# tick-bound runtime miss the bound by far, while the bound leaves a loaded machine ample
+# room (see scenario_cycle_wake).
+foreach(np 2 4)
+  add_test(NAME runtime_cycle_wake_np${np}
+           COMMAND $<TARGET_FILE:kolorun> -np ${np} $<TARGET_FILE:kolo_runtime_worker> cycle_wake)
+  set_tests_properties(runtime_cycle_wake_np${np} PROPERTIES LABELS multiproc TIMEOUT 180
+                       ENVIRONMENT "KOLO_TIMEOUT=60;KOLO_CYCLE_TIME=1000")
+endforeach()

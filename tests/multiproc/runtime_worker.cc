@@ -400,11 +400,61 @@ void scenario_callbacks(kolo_comm_t comm) {
   must(kolo_request_free(req), "free");
 }
 
+// Rank 0 submits a step's names all at once, so after each cycle it holds the later ones,
+// while every other rank submits one at a time, each once the previous completed (a peer
+// whose backward pass runs behind). Each later name then needs rank 0's background thread:
+// a thread that sleeps to its next tick (KOLO_CYCLE_TIME, long in this test) adds about
+// half a tick per name; rank 0's thread waits inside the next cycle instead
+// (engine/runtime/pacing.h), so a step costs a few small allreduces. The bound is a tenth
+// of a tick per name: seconds, where the steps take milliseconds on an idle machine and
+// would pass with cycles of 70 ms on a loaded one. The ranks agree on the time after each
+// step, so a tick-bound runtime fails at the bound instead of running out its ticks.
+void scenario_cycle_wake(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm), r = kolo_comm_rank(comm);
+  constexpr int kNames = 4, kSteps = 50;
+  const char* cycle_ms = std::getenv("KOLO_CYCLE_TIME");
+  const double tick = (cycle_ms != nullptr ? std::atof(cycle_ms) : 1.0) / 1e3;
+  expect(tick >= 0.1, "the test runs with KOLO_CYCLE_TIME >= 100 (ms), so that a tick-bound cycle shows");
+  auto step = [&](int s) {
+    std::vector<float> in(kNames, float(r + 1)), out(kNames, 0.0f);
+    std::vector<kolo_request_t> reqs(kNames);
+    for (int t = 0; t < kNames; ++t) {
+      must(kolo_enqueue_allreduce(("wake." + std::to_string(t)).c_str(), &in[t], &out[t], 1, KOLO_FLOAT32, KOLO_SUM,
+                                  nullptr, comm, &reqs[t]), "enqueue");
+      if (r != 0) must(kolo_wait(reqs[t]), "wait");
+    }
+    for (kolo_request_t req : reqs) {
+      must(kolo_wait(req), "wait");
+      must(kolo_request_free(req), "free");
+    }
+    bool ok = true;
+    for (float v : out) ok &= v == float(p * (p + 1) / 2);
+    expect(ok, "step " + std::to_string(s) + " sums");
+  };
+  step(-1);  // fills the response cache
+  const double bound = 0.1 * kSteps * (kNames - 1) * tick;
+  const auto start = std::chrono::steady_clock::now();
+  double seconds = 0;
+  int steps = 0;
+  while (steps < kSteps && seconds < bound) {
+    step(steps++);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    must(kolo_allreduce(&seconds, &seconds, 1, KOLO_FLOAT64, KOLO_MAX, comm, nullptr), "agree on the time");
+  }
+  auto st = stats(comm);
+  std::printf("rank %d: %d cached steps of %d names in %.3f s (bound %.2f s, cycle time %.0f ms): %llu cycles, "
+              "%llu entered at once\n", r, steps, kNames, seconds, bound, tick * 1e3, (unsigned long long)st.cycles,
+              (unsigned long long)st.early_cycles);
+  expect(steps == kSteps && seconds < bound, "the cached steps did not wait for the background thread's tick");
+  expect(r != 0 || st.early_cycles > 0, "rank 0's thread entered cycles at once while holding requests");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: kolo_runtime_worker random_order|mismatch|stall|join|split|timeline|callbacks\n");
+    std::fprintf(stderr,
+                 "usage: kolo_runtime_worker random_order|mismatch|stall|join|split|timeline|callbacks|cycle_wake\n");
     return 2;
   }
   std::string scenario = argv[1];
@@ -418,6 +468,7 @@ int main(int argc, char** argv) {
   else if (scenario == "split") scenario_split(comm);
   else if (scenario == "timeline") scenario_timeline(comm);
   else if (scenario == "callbacks") scenario_callbacks(comm);
+  else if (scenario == "cycle_wake") scenario_cycle_wake(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

@@ -18,7 +18,7 @@ const std::vector<EnvVar>& env_table() {
       {"KOLO_TRANSPORTS", "", "comma-separated transports allowed, preferred first: shm (same host), tcp; empty = shm,tcp"},
       {"KOLO_SHM_SINGLE_COPY", "1", "1 = large shared-memory messages are copied once with process_vm_readv where the kernel permits; 0 = through the shared ring"},
       {"KOLO_SHM_CHUNK_BYTES", "1048576", "size of each rank's shared-memory staging slot, the pipeline chunk of one-host collectives"},
-      {"KOLO_SHM_STREAM_BYTES", "", "one-host collectives write outputs at least this large with non-temporal stores, past the caches (empty = half the last-level cache; 0 = never)"},
+      {"KOLO_SHM_STREAM_BYTES", "0", "one-host collectives write outputs at least this large with non-temporal stores, past the caches (0 = never; slower than ordinary stores on the machines measured so far)"},
       {"KOLO_SOCKET_IFNAME", "", "network interface for data connections (e.g. eth0); empty = the interface that reaches the store"},
       {"KOLO_DEVICE", "auto", "device runtime: auto (cuda when a GPU and driver are present, else none), cuda, emulated (a CPU device for tests and trying the device API) or none"},
       {"KOLO_BACKEND", "kolo", "who runs device-buffer collectives: kolo (its own device path) or nccl (NCCL, loaded with dlopen; needs the cuda device runtime)"},

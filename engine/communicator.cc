@@ -7,7 +7,6 @@
 
 #include "support/device/device.h"
 #include "support/env.h"
-#include "support/host_rates.h"
 #include "support/log.h"
 #include "topology/discover.h"
 #include "topology/host_identity.h"
@@ -226,7 +225,7 @@ Status Communicator::connect(const Deadline& deadline) {
     plan_context_.shared_memory = executors_[static_cast<int>(ExecutorKind::kLocal)] != nullptr;
     plan_context_.slot_bytes = shared->slot_bytes();
     plan_context_.agreed_cores = shared->agreed_cores();
-    local_params_ = scaled_for_host(shared->agreed_copy_gbs(), host_rates().cache_bytes);
+    local_params_ = scaled_for_host(shared->agreed_copy_gbs(), shared->agreed_cache_bytes());
     plan_context_.local_params = &local_params_;
   }
   return Status();

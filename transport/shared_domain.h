@@ -59,33 +59,38 @@ class SharedDomain {
   // The CPUs the members may run on together (the union of their affinity masks): equal on
   // every rank, for choices all make alike; fewer than the members means they take turns.
   virtual int agreed_cores() const = 0;
-  // The slowest member's measured copy rate (support/host_rates.h), GB/s: equal on every
-  // rank, for the planner's one-host model.
+  // The slowest member's measured copy rate (GB/s) and the smallest last-level cache
+  // (support/host_rates.h): equal on every rank, for the planner's one-host model.
   virtual double agreed_copy_gbs() const = 0;
+  virtual double agreed_cache_bytes() const = 0;
 
   virtual SharedRankLine& line(int index) const = 0;
   virtual char* rank_area(int index) const = 0;  // kRankAreaBytes, 64-byte aligned
   virtual char* fast_area(int index) const = 0;  // kFastAreaBytes, 64-byte aligned
 
-  // My counter becomes value (monotonic); wakes whoever waits on me.
-  virtual void publish(int counter, uint64_t value) = 0;
-  // Waits until member `index`'s counter reaches at_least; `what` names the wait in errors.
-  virtual Status wait_for(int index, int counter, uint64_t at_least, const Deadline& deadline, const char* what) = 0;
-  // The same for every other member.
-  virtual Status wait_for_all(int counter, uint64_t at_least, const Deadline& deadline, const char* what) = 0;
-
-  // A word the executor placed in my memory (my fast area), next to the data it guards, so
-  // that a peer's one cache miss brings both: published and waited for like a counter.
-  virtual void publish_word(std::atomic<uint64_t>& word, uint64_t value) = 0;
-  // Called while a wait is slow (once its spinning ends, then after every sleep), so that
-  // the executor can notice a peer that will never publish the word (it runs another call).
+  // Called while a wait on member `index` is slow (once its spinning ends, then after every
+  // sleep), so that the executor can notice a peer that will never publish what the wait
+  // needs (it runs another call): an error ends the wait.
   class StallCheck {
    public:
-    virtual Status operator()() const = 0;
+    virtual Status operator()(int index) const = 0;
 
    protected:
     ~StallCheck() = default;
   };
+
+  // My counter becomes value (monotonic); wakes whoever waits on me.
+  virtual void publish(int counter, uint64_t value) = 0;
+  // Waits until member `index`'s counter reaches at_least; `what` names the wait in errors.
+  virtual Status wait_for(int index, int counter, uint64_t at_least, const Deadline& deadline, const char* what,
+                          const StallCheck& stall) = 0;
+  // The same for every other member.
+  virtual Status wait_for_all(int counter, uint64_t at_least, const Deadline& deadline, const char* what,
+                              const StallCheck& stall) = 0;
+
+  // A word the executor placed in my memory (my fast area), next to the data it guards, so
+  // that a peer's one cache miss brings both: published and waited for like a counter.
+  virtual void publish_word(std::atomic<uint64_t>& word, uint64_t value) = 0;
   // Waits until `word`, which member `index` publishes, reaches at_least.
   virtual Status wait_word(int index, const std::atomic<uint64_t>& word, uint64_t at_least, const Deadline& deadline,
                            const char* what, const StallCheck& stall) = 0;

@@ -9,13 +9,19 @@
 namespace kolo {
 
 // The first line: the flag (1 + the fast call number, written last, with release), the
-// call's signature, then the payload, which runs on into the box's other lines.
+// call's op number and signature, then the payload, which runs on into the box's other
+// lines. The op number catches a peer whose fast call of the same shape is another op (it
+// ran a staging-slot call in between that this rank did not).
 struct alignas(64) FastBoxes::Box {
   std::atomic<uint64_t> tag;
+  uint64_t op;  // 1 + the op number (OpSignatures::sequence)
   uint64_t shape;
   uint64_t count;
   char payload[kPayloadBytes];
 };
+// A rank runs at most kBoxes - 1 fast calls, or the staging slots (64 at most) chunks, ahead
+// of a peer that may still read its op signatures.
+static_assert(FastBoxes::kBoxes - 1 + 64 < kSignatureRing);
 
 namespace {
 
@@ -38,17 +44,6 @@ size_t contribution_bytes(const CollSpec& s, int ranks) {
   }
 }
 
-// While a wait goes on: a peer that announced this op as another call never posts.
-class PeerRunsOtherCall final : public SharedDomain::StallCheck {
- public:
-  PeerRunsOtherCall(const OpSignatures& signatures, int index) : signatures_(signatures), index_(index) {}
-  Status operator()() const override { return signatures_.check_if_arrived(index_); }
-
- private:
-  const OpSignatures& signatures_;
-  int index_;
-};
-
 }  // namespace
 
 bool FastBoxes::serves(const CollSpec& spec, int ranks, Algorithm algorithm) {
@@ -69,8 +64,9 @@ FastBoxes::Box& FastBoxes::box(int index, uint64_t call) const {
 Status FastBoxes::wait_posted(int index, uint64_t tag, const Deadline& deadline, const char* what) {
   if (seen_[index] >= tag) return Status();
   const std::atomic<uint64_t>& word = box(index, tag - 1).tag;
-  KOLO_TRY(d_.wait_word(index, word, tag, deadline, what, PeerRunsOtherCall(signatures_, index)));
-  seen_[index] = std::max(tag, word.load(std::memory_order_relaxed));
+  KOLO_TRY(d_.wait_word(index, word, tag, deadline, what, signatures_));
+  // Acquire: a later wait_box may skip its wait on what this load saw and read that box.
+  seen_[index] = std::max(tag, word.load(std::memory_order_acquire));
   return Status();
 }
 
@@ -78,6 +74,11 @@ Status FastBoxes::wait_posted(int index, uint64_t tag, const Deadline& deadline,
 Status FastBoxes::wait_box(int index, uint64_t f, const Deadline& deadline, const char* what) {
   KOLO_TRY(wait_posted(index, f + 1, deadline, what));
   const Box& b = box(index, f);
+  if (b.op != signatures_.sequence() + 1) {
+    return error(Code::kMismatch, "rank ", d_.global_rank(index), " ran this small collective as its collective #",
+                 b.op, " while rank ", d_.global_rank(d_.index()), " is at #", signatures_.sequence() + 1,
+                 " (the ranks ran different calls before it)");
+  }
   if (b.shape != signatures_.shape() || b.count != signatures_.count()) {
     return signatures_.mismatch(index, b.shape, b.count);
   }
@@ -154,6 +155,7 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
     case CollKind::kAlltoall: std::memcpy(mine.payload, in, s.bytes() * n); break;
     default: break;  // barrier: the flag alone
   }
+  mine.op = signatures_.sequence() + 1;
   mine.shape = signatures_.shape();
   mine.count = signatures_.count();
   d_.publish_word(mine.tag, f + 1);

@@ -2,7 +2,7 @@
 // protocol; Open MPI's shared-memory fast box and NCCL's LL protocol follow the same idea):
 // each rank writes its whole contribution into a box in its own shared memory, with the
 // call's signature and a flag in the box's first cache line, so that a peer's one cache
-// miss on the flag brings the signature and the first 40 bytes of payload with it.
+// miss on the flag brings the signature and the first 32 bytes of payload with it.
 //
 // A call is one publication per rank and one wait per peer it reads: no staging slot, no
 // chunk counters, no "consumed" round trip. Each rank has kBoxes boxes, used in turn by
@@ -33,7 +33,7 @@ class FastBoxes {
  public:
   static constexpr int kBoxes = 8;
   static constexpr size_t kBoxBytes = kFastAreaBytes / kBoxes;
-  static constexpr size_t kHeaderBytes = 24;  // tag, shape, count
+  static constexpr size_t kHeaderBytes = 32;  // tag, op, shape, count
   static constexpr size_t kPayloadBytes = kBoxBytes - kHeaderBytes;
 
   // Allreduce, reduce, broadcast, allgather(v), reduce_scatter, alltoall and barrier whose

@@ -98,10 +98,10 @@ class HostOps {
 
   void publish(int counter, uint64_t value) { d_.publish(counter, value); }
   Status wait_for(int index, int counter, uint64_t at_least, const char* what) {
-    return d_.wait_for(index, counter, at_least, deadline_, what);
+    return d_.wait_for(index, counter, at_least, deadline_, what, signatures_);
   }
   Status wait_for_all(int counter, uint64_t at_least, const char* what) {
-    return d_.wait_for_all(counter, at_least, deadline_, what);
+    return d_.wait_for_all(counter, at_least, deadline_, what, signatures_);
   }
   Status check_peers(int only_index) { return signatures_.check(only_index); }
 

@@ -177,6 +177,10 @@ class LocalPrograms {
     const WireFormat fmt = wire_format(s.wire);
     const int n = ops_.size(), me = ops_.index();
     const size_t chunk_elems = compressed_chunk_elems(fmt, n);
+    if (chunk_elems == 0) {
+      return error(Code::kUnsupported, "wire_dtype ", dtype_name(s.wire), ": a staging slot of ", ops_.slot_bytes(),
+                   " B cannot hold ", n, " ranks' slices (raise KOLO_SHM_CHUNK_BYTES)");
+    }
     const uint64_t chunks = local_detail::ceil_div(s.count, chunk_elems);
     const float* in = static_cast<const float*>(call.send);
     float* out = static_cast<float*>(call.recv);
@@ -232,7 +236,8 @@ class LocalPrograms {
 
   // A slice's wire buffer in the slot, 64-byte aligned for the next one.
   static size_t wire_slot_bytes(WireFormat fmt, size_t count) { return (wire_bytes(fmt, count) + 63) & ~size_t{63}; }
-  // The most values a chunk may have so that its p slices' wire buffers fill one slot.
+  // The most values a chunk may have so that its p slices' wire buffers fill one slot (0:
+  // not even 16 values per slice fit).
   size_t compressed_chunk_elems(WireFormat fmt, int n) const {
     const size_t unit = 16 * static_cast<size_t>(n);  // slice_of's 64-byte units, one per slice
     const double bytes_per_value = static_cast<double>(wire_bytes(fmt, size_t{1} << 20)) / (size_t{1} << 20);
@@ -243,7 +248,8 @@ class LocalPrograms {
       return total <= ops_.slot_bytes();
     };
     while (elems > unit && !fits(elems)) elems -= unit;
-    return std::max(elems, unit);
+    elems = std::max(elems, unit);
+    return fits(elems) ? elems : 0;
   }
 
  private:

@@ -5,8 +5,6 @@
 namespace kolo {
 namespace {
 
-constexpr int kSignatureRing = 16;
-
 // Three words: 1-based op number (0 = empty or being rewritten; written last), shape
 // (kind, dtype, op, root, two-shot, wire dtype packed) and count (or a hash of allgatherv's counts).
 struct Signature {
@@ -77,7 +75,7 @@ void OpSignatures::announce(uint64_t sequence, const CollSpec& spec, bool two_sh
 
 Status OpSignatures::check_one(int index) const {
   // The peer's current op is ours unless it has run ahead; then its ring has ours (a peer
-  // is never 16 ops ahead: the slots hold it back).
+  // is never kSignatureRing ops ahead: the boxes and slots hold it back).
   SignatureView view{};
   if (!read_signature(current(d_, index), &view) || view.sequence != sequence_ + 1) {
     read_signature(in_ring(d_, index, sequence_), &view);
@@ -97,8 +95,18 @@ Status OpSignatures::mismatch(int index, uint64_t shape, uint64_t count) const {
 
 Status OpSignatures::check_if_arrived(int index) const {
   SignatureView view{};
-  if (!read_signature(current(d_, index), &view) || view.sequence < sequence_ + 1) return Status();
-  return check_one(index);
+  if (!read_signature(current(d_, index), &view)) return Status();  // being rewritten: later
+  if (view.sequence >= sequence_ + 1) return check_one(index);
+  // Behind: what it runs now must be what this rank ran as that op (a rank that takes the
+  // fast boxes where its peers take the slots may run on into later ops before it waits).
+  SignatureView mine{};
+  if (view.sequence == 0 || !read_signature(in_ring(d_, d_.index(), view.sequence - 1), &mine) ||
+      mine.sequence != view.sequence || (mine.shape == view.shape && mine.count == view.count)) {
+    return Status();
+  }
+  return error(Code::kMismatch, "rank ", d_.global_rank(index), " called ", describe(view.shape, view.count),
+               " as collective #", view.sequence, " but rank ", d_.global_rank(d_.index()), " called ",
+               describe(mine.shape, mine.count));
 }
 
 Status OpSignatures::check(int index) const {

@@ -14,17 +14,27 @@
 
 namespace kolo {
 
-class OpSignatures {
+// The last ops' signatures each rank keeps: more than a rank can run ahead of a peer that
+// still reads them (FastBoxes::kBoxes - 1 fast calls, or the staging slots' 64 chunks at
+// most; fast_box.cc checks).
+constexpr int kSignatureRing = 80;
+
+// Also the stall check of every wait of the one-host executor: a peer that announced this
+// op (or an earlier one) as another call will never post what the wait needs.
+class OpSignatures final : public SharedDomain::StallCheck {
  public:
   explicit OpSignatures(SharedDomain& domain) : d_(domain) {}
+  Status operator()(int index) const override { return check_if_arrived(index); }
 
   // Publishes what this rank is about to run (op number `sequence`, 0-based).
   void announce(uint64_t sequence, const CollSpec& spec, bool two_shot);
   // Checks that member `index` (or every peer, index -1) runs the same.
   Status check(int index) const;
   // For a wait that goes on: a mismatch once member `index` has announced this op (or run
-  // past it) as another call; Ok while it has not reached it yet.
+  // past it) as another call, or announced an earlier op that differs from what this rank
+  // ran as that op; Ok while it is behind on the same program.
   Status check_if_arrived(int index) const;
+  uint64_t sequence() const { return sequence_; }  // the op announced last (0-based)
   // What this rank announced, packed (for the fast boxes' headers, fast_box.h).
   uint64_t shape() const { return shape_; }
   uint64_t count() const { return count_; }

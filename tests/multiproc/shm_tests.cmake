@@ -36,6 +36,7 @@ add_test(NAME shm_stream_bytes_bad_value_refused
 set_tests_properties(shm_stream_bytes_bad_value_refused PROPERTIES LABELS multiproc TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "KOLO_SHM_STREAM_BYTES")
 kolo_shm_test(shm_mismatch_paths_np3 3 mismatch_paths)
+kolo_shm_test(shm_mismatch_root_runs_on_np3 3 mismatch_root_runs_on)
 # Compressed allreduce of host buffers on one host, one-shot and two-shot, 1-5 ranks; ranks
 # asking for different wire types; across hosts still refused (tcp).
 kolo_shm_test(shm_compressed_np2 2 compressed)
@@ -44,7 +45,7 @@ kolo_forced_test(shm_compressed_two_shot_np5 5 compressed "allreduce of .*: loca
 kolo_forced_test(shm_compressed_small_slots_np4 4 compressed "allreduce of .*: local two_shot" KOLO_ALGO=two_shot
                  KOLO_SHM_CHUNK_BYTES=4096)
 kolo_shm_test(shm_mismatch_wire_np3 3 mismatch_wire)
-set_tests_properties(shm_mismatch_paths_np3 PROPERTIES TIMEOUT 30)
+set_tests_properties(shm_mismatch_paths_np3 shm_mismatch_root_runs_on_np3 PROPERTIES TIMEOUT 30)
 # One rank bound to a single CPU, the others not: the one-shot/two-shot choice must agree.
 kolo_shm_test(shm_uneven_cpus_np3 3 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=0)
 kolo_shm_test(shm_uneven_cpus_np4 4 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=1,2)

@@ -365,13 +365,13 @@ int scenario_mismatch(kolo_comm_t comm) {
 }
 
 // The one-host small-message path (engine/local/fast_box.h) interleaved with the staging
-// slots: counts either side of a box (1034 floats fit, 1035 do not), rotating roots (a
+// slots: counts either side of a box (1032 floats fit, 1033 do not), rotating roots (a
 // root waits for nobody, so the next call must wait until the peers are done with its
 // box), barriers in between, values that change every round. Ranks on other hosts or over
 // TCP run the same calls through their own paths.
 void scenario_small_messages(kolo_comm_t comm) {
   const int p = kolo_comm_size(comm), r = kolo_comm_rank(comm);
-  const size_t counts[] = {1, 3, 1034, 1035, 257, 5000, 1034};
+  const size_t counts[] = {1, 3, 1032, 1033, 257, 5000, 1032};
   for (int iter = 0; iter < 280; ++iter) {
     const size_t count = counts[iter % 7];
     const int root = (iter / 4) % p;
@@ -509,6 +509,21 @@ int scenario_mismatch_paths(kolo_comm_t comm) {
   return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
 }
 
+// The root's broadcast fits a small-message box, the others' does not: the root returns at
+// once and runs on into small allreduces while the others wait for its staging slot. Every
+// rank must get an error (the mismatch, or the failure of the rank that saw it) well
+// before the timeout, not wait for it.
+int scenario_mismatch_root_runs_on(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm);
+  std::vector<float> a(100000, 1.0f), b(100000);
+  kolo_result_t rc = kolo_broadcast(a.data(), b.data(), r == 0 ? 100 : 100000, KOLO_FLOAT32, 0, comm, nullptr);
+  for (int i = 0; i < 3 && rc == KOLO_SUCCESS; ++i) {
+    rc = kolo_allreduce(a.data(), b.data(), 4, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
+  }
+  std::printf("rank %d: returned %s: %s\n", r, kolo_result_string(rc), kolo_last_error());
+  return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
+}
+
 // Allreduce and reduce of float sums over the sizes where one-shot and two-shot trade
 // places (1 KB to 8 MB), in and out of place.
 void scenario_reduction_sizes(kolo_comm_t comm) {
@@ -627,6 +642,7 @@ int main(int argc, char** argv) {
   else if (scenario == "mismatch") rc = scenario_mismatch(comm);
   else if (scenario == "mismatch_paths") rc = scenario_mismatch_paths(comm);
   else if (scenario == "mismatch_wire") rc = scenario_mismatch_wire(comm);
+  else if (scenario == "mismatch_root_runs_on") rc = scenario_mismatch_root_runs_on(comm);
   else if (scenario == "compressed") scenario_compressed(comm);
   else if (scenario == "small_messages") scenario_small_messages(comm);
   else {
@@ -634,7 +650,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (scenario != "fault" && scenario != "kill" && scenario != "mismatch" && scenario != "mismatch_paths" &&
-      scenario != "mismatch_wire" && scenario != "device_kill")
+      scenario != "mismatch_wire" && scenario != "mismatch_root_runs_on" && scenario != "device_kill")
     must(kolo_comm_destroy(comm), "destroy");
   if (g_rank == 0 || g_failures > 0) {
     std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
@@ -643,7 +659,7 @@ int main(int argc, char** argv) {
   // that judge themselves return their own code).
   const bool own_verdict = scenario == "fault" || scenario == "abort" || scenario == "kill" || scenario == "group" ||
                            scenario == "mismatch" || scenario == "mismatch_paths" || scenario == "mismatch_wire" ||
-                           scenario == "device_kill";
+                           scenario == "mismatch_root_runs_on" || scenario == "device_kill";
   if (!own_verdict && g_checks == 0) {
     std::printf("rank %d: %s: FAIL: no check ran\n", g_rank, scenario.c_str());
     return 1;

@@ -164,6 +164,7 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   me.probe_address.store(reinterpret_cast<uint64_t>(&kProbeValue), std::memory_order_release);
   publish_cpu_mask(me.cpu_mask);
   me.copy_mbs.store(static_cast<uint64_t>(host_rates().copy_gbs * 1000), std::memory_order_release);
+  me.cache_kb.store(static_cast<uint64_t>(host_rates().cache_bytes / 1024), std::memory_order_release);
   pidfds_.resize(n);
   for (int i = 0; i < n; ++i) {
     if (i != my_index_) pidfds_[i] = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pids_[i], 0)));
@@ -183,6 +184,9 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   uint64_t slowest = UINT64_MAX;
   for (int i = 0; i < n; ++i) slowest = std::min(slowest, control(i).copy_mbs.load(std::memory_order_acquire));
   agreed_copy_gbs_ = static_cast<double>(slowest) / 1000;
+  uint64_t smallest = UINT64_MAX;
+  for (int i = 0; i < n; ++i) smallest = std::min(smallest, control(i).cache_kb.load(std::memory_order_acquire));
+  agreed_cache_bytes_ = static_cast<double>(smallest) * 1024;
   oversubscribed_ = n > agreed_cores_;
   KOLO_TRY(probe_cma(options.single_copy));
   KOLO_TRY(store.barrier(key + "probed", n, deadline));
@@ -268,7 +272,7 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
     }
   }
   while (true) {
-    if (stall != nullptr) KOLO_TRY((*stall)());
+    if (stall != nullptr) KOLO_TRY((*stall)(peer));
     const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
     bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (ready()) {
@@ -286,7 +290,8 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
   }
 }
 
-Status Domain::wait_for(int index, int c, uint64_t at_least, const Deadline& deadline, const char* what) {
+Status Domain::wait_for(int index, int c, uint64_t at_least, const Deadline& deadline, const char* what,
+                        const StallCheck& stall) {
   std::array<uint64_t, kSharedCounters>& seen = seen_[index];
   if (seen[c] >= at_least) return Status();
   std::atomic<uint64_t>* counters = control(index).line.counters;
@@ -298,7 +303,7 @@ Status Domain::wait_for(int index, int c, uint64_t at_least, const Deadline& dea
     seen[c] = value;
     return true;
   };
-  return wait_on(control(index).bell, ready, deadline, what, index);
+  return wait_on(control(index).bell, ready, deadline, what, index, &stall);
 }
 
 Status Domain::wait_word(int index, const std::atomic<uint64_t>& word, uint64_t at_least, const Deadline& deadline,
@@ -307,9 +312,10 @@ Status Domain::wait_word(int index, const std::atomic<uint64_t>& word, uint64_t 
   return wait_on(control(index).bell, ready, deadline, what, index, &stall);
 }
 
-Status Domain::wait_for_all(int c, uint64_t at_least, const Deadline& deadline, const char* what) {
+Status Domain::wait_for_all(int c, uint64_t at_least, const Deadline& deadline, const char* what,
+                            const StallCheck& stall) {
   for (int i = 0; i < size(); ++i) {
-    if (i != my_index_) KOLO_TRY(wait_for(i, c, at_least, deadline, what));
+    if (i != my_index_) KOLO_TRY(wait_for(i, c, at_least, deadline, what, stall));
   }
   return Status();
 }

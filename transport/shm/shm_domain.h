@@ -66,18 +66,21 @@ class Domain final : public SharedDomain {
   char* ring(int from, int to) const { return channel_base(from, to) + sizeof(ChannelControl); }
   size_t ring_bytes() const { return geometry_.ring_bytes; }
   pid_t pid(int index) const { return pids_[index]; }
-  // The fewest CPUs any rank of the domain may run on: the same number on every rank, for
-  // choices that all ranks must make alike.
+  // The CPUs the ranks of the domain may run on together (the union of their affinity
+  // masks): the same number on every rank, for choices that all ranks must make alike.
   int agreed_cores() const override { return agreed_cores_; }
   double agreed_copy_gbs() const override { return agreed_copy_gbs_; }
+  double agreed_cache_bytes() const override { return agreed_cache_bytes_; }
   bool cma_readable() const { return control(my_index_).cma_readable.load(std::memory_order_acquire) != 0; }
 
   // My counter c becomes value (monotonic); wakes whoever sleeps on me.
   void publish(int c, uint64_t value) override;
   // Waits until rank `index`'s counter c reaches at_least; `what` names the wait in errors.
-  Status wait_for(int index, int c, uint64_t at_least, const Deadline& deadline, const char* what) override;
+  Status wait_for(int index, int c, uint64_t at_least, const Deadline& deadline, const char* what,
+                  const StallCheck& stall) override;
   // The same for every other rank of the domain.
-  Status wait_for_all(int c, uint64_t at_least, const Deadline& deadline, const char* what) override;
+  Status wait_for_all(int c, uint64_t at_least, const Deadline& deadline, const char* what,
+                      const StallCheck& stall) override;
   void publish_word(std::atomic<uint64_t>& word, uint64_t value) override;
   Status wait_word(int index, const std::atomic<uint64_t>& word, uint64_t at_least, const Deadline& deadline,
                    const char* what, const StallCheck& stall) override;
@@ -121,6 +124,7 @@ class Domain final : public SharedDomain {
   std::atomic<bool> aborted_{false};
   int agreed_cores_ = 1;
   double agreed_copy_gbs_ = 0;
+  double agreed_cache_bytes_ = 0;
   std::vector<double> next_health_check_;  // per rank
   // The last counter values seen per peer: a wait already satisfied by what we saw costs no
   // load of the peer's cache line (counters only grow).

@@ -32,6 +32,7 @@ struct alignas(64) RankControl {
   alignas(64) std::atomic<uint32_t> cma_readable{0};          // 1: this rank reads peers with process_vm_readv
   std::atomic<uint64_t> cpu_mask[kCpuMaskWords];  // the CPUs this rank may run on (bits)
   std::atomic<uint64_t> copy_mbs{0};              // this rank's measured copy rate, MB/s
+  std::atomic<uint64_t> cache_kb{0};              // and its last-level cache, KiB
   std::atomic<uint64_t> probe_address{0};         // where peers find kProbeValue in this process
   alignas(64) char area[kRankAreaBytes];          // laid out by the executor that uses the domain
   alignas(64) char fast[kFastAreaBytes];          // likewise

@@ -217,6 +217,11 @@ Status Communicator::connect(const Deadline& deadline) {
     MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);
     if (!made.ok()) return made.status().with_context(str_cat("rank ", id_.rank, ": "));
     executors_[k] = made.take();
+    // Host executors run a call to its end; only those that queue device work can be busy.
+    const auto kind = static_cast<ExecutorKind>(k);
+    if (executors_[k] && kind != ExecutorKind::kSchedule && kind != ExecutorKind::kLocal) {
+      queueing_.push_back(executors_[k].get());
+    }
   }
   plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
   plan_context_.nccl_backend = nccl_backend_;
@@ -328,8 +333,8 @@ Status Communicator::execute(const PlannedCall* calls, size_t n) {
 // A blocking (host) call first lets the device calls queued before it finish, so that
 // every rank runs its calls in the order it made them.
 Status Communicator::drain_device() {
-  for (auto& executor : executors_) {
-    if (executor && executor->busy()) KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
+  for (Executor* executor : queueing_) {
+    if (executor->busy()) KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
   }
   return Status();
 }

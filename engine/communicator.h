@@ -107,6 +107,7 @@ class Communicator {
   std::unique_ptr<Connections> connections_;  // before executors_: they use its links
   IpcWindows windows_;  // registered buffers; before executors_, which read them
   std::unique_ptr<Executor> executors_[kExecutorCount];  // null where a row cannot run here
+  std::vector<Executor*> queueing_;  // those that may hold queued device work (drain_device)
   PlanContext plan_context_;
   PlannerParams local_params_;  // the one-host model scaled to this host (plan_context_ points here)
   std::mutex run_mutex_;  // one call at a time per communicator

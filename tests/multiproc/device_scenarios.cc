@@ -42,7 +42,7 @@ void device_compressed(kolo_comm_t comm) {
   auto off = [](const char* name) { return std::getenv(name) != nullptr && std::strcmp(std::getenv(name), "0") == 0; };
   const bool refused = p > 1 && (off("KOLO_EMULATED_P2P") || off("KOLO_DEVICE_IPC"));
   if (refused) {
-    const char* why = off("KOLO_DEVICE_IPC") ? "device_ipc path only" : "cannot map";
+    const char* why = off("KOLO_DEVICE_IPC") ? "device_ipc for device buffers" : "cannot map";
     expect(rc == KOLO_ERR_UNSUPPORTED && std::strstr(kolo_last_error(), why) != nullptr,
            std::string("compressed allreduce without peer access refused: ") + kolo_last_error());
     must(kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream), "allreduce after the refusal");

@@ -615,6 +615,8 @@ int main(int argc, char** argv) {
   }
   std::string scenario = argv[1];
   per_rank_environment();
+  // Failures of kolo_init itself name the launcher's rank, not rank 0 on every rank.
+  if (const char* launched_as = std::getenv("KOLO_RANK")) g_rank = std::atoi(launched_as);
   kolo_comm_t comm = nullptr;
   must(kolo_init(&comm), "kolo_init");
   g_rank = kolo_comm_rank(comm);

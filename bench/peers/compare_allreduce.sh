@@ -46,18 +46,8 @@ if [ -x "$build/bench/kernels/kolo_kernels_bench" ]; then
 fi
 
 # Which peers this machine has.
-cores=$(nproc)
-ompirun=$(command -v mpirun.openmpi || true)
-[ -z "$ompirun" ] && mpirun --version 2>/dev/null | grep -q "Open MPI" && ompirun=$(command -v mpirun)
-mpichrun=$(command -v mpiexec.mpich || true)
-mpich_bind=()
-[ "$np" -le "$cores" ] && mpich_bind=(-bind-to core)
-peers=(kolo)
-note() { echo "# note: $*"; }
-if [ -x "$build/bench/peers/mpi_allreduce_perf" ] && [ -n "$ompirun" ]; then peers+=(ompi)
-else note "Open MPI skipped (needs $build/bench/peers/mpi_allreduce_perf and mpirun.openmpi)"; fi
-if [ -x "$build/bench/peers/mpich_allreduce_perf" ] && [ -n "$mpichrun" ]; then peers+=(mpich)
-else note "MPICH skipped (needs libmpich-dev and mpich: $build/bench/peers/mpich_allreduce_perf, mpiexec.mpich)"; fi
+# shellcheck source=mpi_peers.sh
+source "$(dirname "$0")/mpi_peers.sh"
 if [ -x "$build/bench/peers/gloo_allreduce_perf" ]; then peers+=(gloo)
 else note "Gloo skipped (needs libgloo-dev: $build/bench/peers/gloo_allreduce_perf)"; fi
 if "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then peers+=(torch)

@@ -27,18 +27,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kolorun="$build/tools/kolorun/kolorun"
 
-cores=$(nproc)
-ompirun=$(command -v mpirun.openmpi || true)
-[ -z "$ompirun" ] && mpirun --version 2>/dev/null | grep -q "Open MPI" && ompirun=$(command -v mpirun)
-mpichrun=$(command -v mpiexec.mpich || true)
-mpich_bind=()
-[ "$np" -le "$cores" ] && mpich_bind=(-bind-to core)
-peers=(kolo)
-note() { echo "# note: $*"; }
-if [ -x "$build/bench/peers/mpi_allreduce_perf" ] && [ -n "$ompirun" ]; then peers+=(ompi)
-else note "Open MPI skipped (needs $build/bench/peers/mpi_allreduce_perf and mpirun.openmpi)"; fi
-if [ -x "$build/bench/peers/mpich_allreduce_perf" ] && [ -n "$mpichrun" ]; then peers+=(mpich)
-else note "MPICH skipped (needs libmpich-dev and mpich: $build/bench/peers/mpich_allreduce_perf, mpiexec.mpich)"; fi
+# shellcheck source=mpi_peers.sh
+source "$(dirname "$0")/mpi_peers.sh"
 
 bytes_of() {  # "4K" -> 4096
   awk -v s="$1" 'BEGIN { m = 1; u = toupper(substr(s, length(s)));

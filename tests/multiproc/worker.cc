@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "device_scenarios.h"
+#include "one_host_scenarios.h"
 #include "kolo/kolo.h"
 #include "worker_checks.h"
 #include "perf_collectives.h"
@@ -364,166 +365,6 @@ int scenario_mismatch(kolo_comm_t comm) {
   return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
 }
 
-// The one-host small-message path (engine/local/fast_box.h) interleaved with the staging
-// slots: counts either side of a box (1032 floats fit, 1033 do not), rotating roots (a
-// root waits for nobody, so the next call must wait until the peers are done with its
-// box), barriers in between, values that change every round. Ranks on other hosts or over
-// TCP run the same calls through their own paths.
-void scenario_small_messages(kolo_comm_t comm) {
-  const int p = kolo_comm_size(comm), r = kolo_comm_rank(comm);
-  const size_t counts[] = {1, 3, 1032, 1033, 257, 5000, 1032};
-  for (int iter = 0; iter < 280; ++iter) {
-    const size_t count = counts[iter % 7];
-    const int root = (iter / 4) % p;
-    const std::string what = "round " + std::to_string(iter) + " count " + std::to_string(count);
-    std::vector<float> in(count), out(count * p, -1.0f);
-    size_t wrong = 0;
-    switch (iter % 6) {
-      case 0:
-        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r + iter + i % 7);
-        must(kolo_allreduce(in.data(), out.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "allreduce " + what);
-        for (size_t i = 0; i < count; ++i) wrong += out[i] != static_cast<float>(p * (iter + i % 7) + p * (p - 1) / 2);
-        break;
-      case 1:
-        for (size_t i = 0; i < count; ++i) in[i] = r == root ? static_cast<float>(iter * 3 + i % 5) : -2.0f;
-        must(kolo_broadcast(in.data(), out.data(), count, KOLO_FLOAT32, root, comm, nullptr), "broadcast " + what);
-        for (size_t i = 0; i < count; ++i) wrong += out[i] != static_cast<float>(iter * 3 + i % 5);
-        break;
-      case 2:
-        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r * 2 + i % 3);
-        must(kolo_reduce(in.data(), out.data(), count, KOLO_FLOAT32, KOLO_SUM, root, comm, nullptr), "reduce " + what);
-        for (size_t i = 0; r == root && i < count; ++i) wrong += out[i] != static_cast<float>(p * (p - 1) + p * (i % 3));
-        break;
-      case 3:
-        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r + iter + i % 3);
-        must(kolo_allgather(in.data(), out.data(), count, KOLO_FLOAT32, comm, nullptr), "allgather " + what);
-        for (int q = 0; q < p; ++q) {
-          for (size_t i = 0; i < count; ++i) wrong += out[q * count + i] != static_cast<float>(q + iter + i % 3);
-        }
-        break;
-      case 4: {  // a block of count for every rank; block q of rank r holds r + q + i % 5
-        const size_t block = std::max<size_t>(1, count / p);
-        std::vector<float> all(block * p), mine(block, -1.0f);
-        for (int q = 0; q < p; ++q) {
-          for (size_t i = 0; i < block; ++i) all[q * block + i] = static_cast<float>(r + q + i % 5);
-        }
-        must(kolo_reduce_scatter(all.data(), mine.data(), block, KOLO_FLOAT32, KOLO_SUM, comm, nullptr),
-             "reduce_scatter " + what);
-        for (size_t i = 0; i < block; ++i) wrong += mine[i] != static_cast<float>(p * (p - 1) / 2 + p * (r + i % 5));
-        break;
-      }
-      default: {  // alltoall, in place every other time: rank q gets r * 100 + q + i % 3 from r
-        const size_t block = std::max<size_t>(1, count / p);
-        std::vector<float> all(block * p), got(block * p, -1.0f);
-        for (int q = 0; q < p; ++q) {
-          for (size_t i = 0; i < block; ++i) all[q * block + i] = static_cast<float>(r * 100 + q + i % 3);
-        }
-        float* result = iter % 12 == 5 ? all.data() : got.data();
-        must(kolo_alltoall(all.data(), result, block, KOLO_FLOAT32, comm, nullptr), "alltoall " + what);
-        for (int q = 0; q < p; ++q) {
-          for (size_t i = 0; i < block; ++i) wrong += result[q * block + i] != static_cast<float>(q * 100 + r + i % 3);
-        }
-      }
-    }
-    expect(wrong == 0, what + ": " + std::to_string(wrong) + " wrong");
-    if (iter % 10 == 9) must(kolo_barrier(comm), "barrier " + what);
-  }
-  // Broadcasts back to back from one root, which waits for nobody: it runs ahead of the
-  // others until it must reuse a box they have not finished with.
-  for (int iter = 0; iter < 100; ++iter) {
-    const int root = p - 1;
-    float value = r == root ? static_cast<float>(iter * 7 + 1) : -1.0f;
-    float got = -2.0f;
-    must(kolo_broadcast(&value, &got, 1, KOLO_FLOAT32, root, comm, nullptr), "broadcast run " + std::to_string(iter));
-    expect(got == static_cast<float>(iter * 7 + 1), "broadcast run " + std::to_string(iter));
-  }
-}
-
-// Compressed allreduce of host buffers (one host: the staging slots carry the wire type):
-// every wire type x counts x in-place x one-shot/two-shot (KOLO_ALGO picks), the result
-// within the bound of one rounding per contribution (one-shot) plus one of the result
-// (two-shot) of the fp64 sum, and the same bits on every rank.
-void scenario_compressed(kolo_comm_t comm) {
-  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
-  struct Wire {
-    kolo_dtype_t dtype;
-    double unit;  // half an ulp of the wire type at 1.0: one rounding, relative
-  };
-  const Wire wires[] = {{KOLO_FLOAT16, 0x1p-11}, {KOLO_BFLOAT16, 0x1p-8}, {KOLO_FLOAT8_E4M3, 0x1p-4},
-                        {KOLO_FLOAT8_E5M2, 0x1p-3}};
-  for (const Wire& w : wires) {
-    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 20) + 3}) {
-      for (bool in_place : {false, true}) {
-        std::vector<float> in(count), out(count, -1.0f);
-        // Values in [1, 2): relative roundings bound the error of each contribution.
-        for (size_t i = 0; i < count; ++i) in[i] = 1.0f + static_cast<float>((i * 7 + me * 13) % 1000) / 1000.0f;
-        kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
-        options.wire_dtype = w.dtype;
-        float* result = in_place ? in.data() : out.data();
-        const std::vector<float> mine = in;
-        const std::string what = std::string("compressed allreduce, wire ") + std::to_string(w.dtype) + ", count " +
-                                 std::to_string(count) + (in_place ? " in-place" : "");
-        must(kolo_allreduce_ex(in.data(), result, count, KOLO_FLOAT32, KOLO_SUM, &options, comm, nullptr), what);
-        size_t wrong = 0;
-        for (size_t i = 0; i < count; ++i) {
-          double exact = 0;
-          for (int q = 0; q < p; ++q) exact += 1.0 + static_cast<double>(static_cast<float>((i * 7 + q * 13) % 1000) / 1000.0f);
-          // Each contribution rounded once, the result once more (two-shot); fp32 sums on top.
-          const double bound = exact * (2 * w.unit + p * 0x1p-23) * 1.01;
-          wrong += !(std::fabs(result[i] - exact) <= bound);
-        }
-        expect(wrong == 0, what + ": " + std::to_string(wrong) + " elements out of bound");
-        // The same bits everywhere: the minimum and maximum over the ranks are ours.
-        std::vector<float> lo(count), hi(count);
-        must(kolo_allreduce(result, lo.data(), count, KOLO_FLOAT32, KOLO_MIN, comm, nullptr), what + " (min)");
-        must(kolo_allreduce(result, hi.data(), count, KOLO_FLOAT32, KOLO_MAX, comm, nullptr), what + " (max)");
-        expect(std::memcmp(lo.data(), result, count * sizeof(float)) == 0 &&
-                   std::memcmp(hi.data(), result, count * sizeof(float)) == 0,
-               what + ": ranks got different results");
-      }
-    }
-  }
-}
-
-// Ranks that ask for different wire types get KOLO_ERR_MISMATCH (or the failure of the
-// rank that saw it), not data summed in two codes.
-int scenario_mismatch_wire(kolo_comm_t comm) {
-  const int r = kolo_comm_rank(comm), n = kolo_comm_size(comm);
-  std::vector<float> a(100000, 1.0f), b(100000);
-  kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
-  options.wire_dtype = r == n - 1 ? KOLO_BFLOAT16 : KOLO_FLOAT16;
-  kolo_result_t rc = kolo_allreduce_ex(a.data(), b.data(), a.size(), KOLO_FLOAT32, KOLO_SUM, &options, comm, nullptr);
-  std::printf("rank %d: allreduce with wire %d returned %s: %s\n", r, options.wire_dtype, kolo_result_string(rc),
-              kolo_last_error());
-  return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
-}
-
-// One rank's allreduce fits a small-message box, the others' do not: every rank returns an
-// error (the mismatch, or the failure of the rank that saw it) well before the timeout.
-int scenario_mismatch_paths(kolo_comm_t comm) {
-  const int r = kolo_comm_rank(comm), n = kolo_comm_size(comm);
-  std::vector<float> a(100000, 1.0f), b(100000);
-  const size_t count = r == n - 1 ? 100 : 100000;
-  kolo_result_t rc = kolo_allreduce(a.data(), b.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
-  std::printf("rank %d: allreduce of %zu returned %s: %s\n", r, count, kolo_result_string(rc), kolo_last_error());
-  return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
-}
-
-// The root's broadcast fits a small-message box, the others' does not: the root returns at
-// once and runs on into small allreduces while the others wait for its staging slot. Every
-// rank must get an error (the mismatch, or the failure of the rank that saw it) well
-// before the timeout, not wait for it.
-int scenario_mismatch_root_runs_on(kolo_comm_t comm) {
-  const int r = kolo_comm_rank(comm);
-  std::vector<float> a(100000, 1.0f), b(100000);
-  kolo_result_t rc = kolo_broadcast(a.data(), b.data(), r == 0 ? 100 : 100000, KOLO_FLOAT32, 0, comm, nullptr);
-  for (int i = 0; i < 3 && rc == KOLO_SUCCESS; ++i) {
-    rc = kolo_allreduce(a.data(), b.data(), 4, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
-  }
-  std::printf("rank %d: returned %s: %s\n", r, kolo_result_string(rc), kolo_last_error());
-  return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
-}
-
 // Allreduce and reduce of float sums over the sizes where one-shot and two-shot trade
 // places (1 KB to 8 MB), in and out of place.
 void scenario_reduction_sizes(kolo_comm_t comm) {
@@ -642,11 +483,11 @@ int main(int argc, char** argv) {
   else if (scenario == "group") rc = scenario_group(comm);
   else if (scenario == "reduction_sizes") scenario_reduction_sizes(comm);
   else if (scenario == "mismatch") rc = scenario_mismatch(comm);
-  else if (scenario == "mismatch_paths") rc = scenario_mismatch_paths(comm);
-  else if (scenario == "mismatch_wire") rc = scenario_mismatch_wire(comm);
-  else if (scenario == "mismatch_root_runs_on") rc = scenario_mismatch_root_runs_on(comm);
-  else if (scenario == "compressed") scenario_compressed(comm);
-  else if (scenario == "small_messages") scenario_small_messages(comm);
+  else if (scenario == "mismatch_paths") rc = one_host_scenarios::mismatch_paths(comm);
+  else if (scenario == "mismatch_wire") rc = one_host_scenarios::mismatch_wire(comm);
+  else if (scenario == "mismatch_root_runs_on") rc = one_host_scenarios::mismatch_root_runs_on(comm);
+  else if (scenario == "compressed") one_host_scenarios::compressed(comm);
+  else if (scenario == "small_messages") one_host_scenarios::small_messages(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

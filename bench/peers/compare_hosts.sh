@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# kolo across test hosts on one machine (tools/testhosts.sh: network namespaces on a bridge,
+# each host's link shaped with tc), so that the link, not the 2 cores, is the bottleneck:
+# allreduce busbw with the flat ring, the hierarchical two-level schedule and the
+# planner's own choice, against the link rate. Needs root (namespaces); brings its hosts
+# down again at exit.
+#   bench/peers/compare_hosts.sh [build-dir] [hosts] [ranks-per-host] [rate] [rounds]
+# defaults: build 2 2 2gbit 3. Per size the median time of the rounds, alternating the
+# algorithms. Open MPI across the same namespaces is not here yet (its launcher and the
+# namespaces' host names do not agree: "routed" errors).
+set -euo pipefail
+build=${1:-build} hosts=${2:-2} per_host=${3:-2} rate=${4:-2gbit} rounds=${5:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+testhosts="$here/../../tools/testhosts.sh"
+prefix=kbench
+tmp=$(mktemp -d)
+trap '"$testhosts" --prefix "$prefix" down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+"$testhosts" check >/dev/null || { echo "compare_hosts: cannot make test hosts here (needs root and ip netns)"; exit 1; }
+"$testhosts" --prefix "$prefix" down >/dev/null 2>&1 || true
+"$testhosts" --prefix "$prefix" up "$hosts" --rate "$rate" >/dev/null
+list=
+for i in $(seq 0 $((hosts - 1))); do list+=${list:+,}$prefix-h$i:$per_host; done
+np=$((hosts * per_host))
+link_gbs=$(awk -v r="$rate" 'BEGIN { n = r + 0; u = r; sub(/^[0-9.]+/, "", u);
+  m = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1; printf "%.3f", n * m / 8 / 1e9 }')
+echo "# $hosts test hosts x $per_host ranks ($list), each host's link shaped to $rate = $link_gbs GB/s per direction"
+echo "# allreduce float sum over TCP between hosts (shared memory within), median of $rounds alternating rounds"
+for round in $(seq 1 "$rounds"); do
+  for algo in ring hierarchical auto; do
+    value=$algo
+    [ "$algo" = auto ] && value=
+    KOLO_ALGO=$value "$build/tools/kolorun/kolorun" --no-prefix --timeout 600 --launcher 'ip netns exec {host}' -H "$list" \
+      "$build/bench/perf/kolo-perf" allreduce -b 1M -e 64M -f 4 -n 5 -w 1 -c 1 | grep -v '^#' >>"$tmp/$algo"
+  done
+done
+printf "%12s  %12s  %12s  %12s  %9s  %9s  %9s\n" size ring_busbw hier_busbw auto_busbw hier/ring ring/link hier/link
+awk -v link="$link_gbs" '
+  { name = FILENAME; sub(/.*\//, "", name); t[name, $1] = t[name, $1] " " $6; sizes[$1] = 1 }
+  function median(list,   n, a, i, j, x) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; ++i) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; --j) a[j + 1] = a[j]; a[j + 1] = x }
+    return a[int((n + 1) / 2)]
+  }
+  END {
+    for (s in sizes) {
+      r = median(t["ring", s]); h = median(t["hierarchical", s]); a = median(t["auto", s])
+      # busbw of an allreduce: 2 (p-1)/p x bytes / time; p from the run, in the header
+      f = 2 * (P - 1) / P
+      printf "%12d  %12.3f  %12.3f  %12.3f  %9.2f  %9.2f  %9.2f\n", s, f * s / r / 1e3, f * s / h / 1e3, f * s / a / 1e3,
+             r / h, f * s / r / 1e3 / link, f * s / h / 1e3 / link
+    }
+  }' P="$np" "$tmp/ring" "$tmp/hierarchical" "$tmp/auto" | sort -n

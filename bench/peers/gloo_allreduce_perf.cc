@@ -68,14 +68,10 @@ double time_allreduce(const std::shared_ptr<gloo::Context>& context, float* send
     std::vector<double> pooled(size_t(iters) * context->size, 0.0);
     for (int i = 0; i < iters; ++i) pooled[size_t(context->rank) * iters + i] = stamps[i + 1] - stamps[i];
     sum_doubles(context, pooled.data(), pooled.size());
-    std::sort(pooled.begin(), pooled.end());
-    auto at = [&](double q) {
-      size_t k = static_cast<size_t>(std::ceil(q * pooled.size()));
-      return pooled[std::min(pooled.size() - 1, k > 0 ? k - 1 : 0)];
-    };
-    lat[0] = pooled.front();
-    lat[1] = at(0.50);
-    lat[2] = at(0.99);
+    const peer_bench::LatencySummary s = peer_bench::summarize_latency(pooled);
+    lat[0] = s.min;
+    lat[1] = s.p50;
+    lat[2] = s.p99;
   }
   return sum / context->size;
 }

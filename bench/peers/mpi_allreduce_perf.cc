@@ -192,14 +192,10 @@ Timing time_calls(Bench& b, bool in_place, int iters, int warmup, bool latency) 
     std::vector<double> per_call(iters), pooled(size_t(iters) * b.size);
     for (int i = 0; i < iters; ++i) per_call[i] = stamps[i + 1] - stamps[i];
     MPI_Allgather(per_call.data(), iters, MPI_DOUBLE, pooled.data(), iters, MPI_DOUBLE, MPI_COMM_WORLD);
-    std::sort(pooled.begin(), pooled.end());
-    auto at = [&](double q) {
-      size_t k = static_cast<size_t>(std::ceil(q * pooled.size()));
-      return pooled[std::min(pooled.size() - 1, k > 0 ? k - 1 : 0)];
-    };
-    t.lat_min = pooled.front();
-    t.lat_p50 = at(0.50);
-    t.lat_p99 = at(0.99);
+    const peer_bench::LatencySummary s = peer_bench::summarize_latency(pooled);
+    t.lat_min = s.min;
+    t.lat_p50 = s.p50;
+    t.lat_p99 = s.p99;
   }
   return t;
 }

@@ -1,7 +1,10 @@
-// What the peer benchmarks (Open MPI, Gloo) share: size arguments and the result check,
-// the same data kolo-perf uses, so the three tables compare line by line.
+// What the peer benchmarks (Open MPI, MPICH, Gloo) share with kolo-perf: size arguments,
+// the latency summary, and the data and result check kolo-perf uses, so the tables compare
+// line by line.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <vector>
@@ -14,6 +17,21 @@ inline size_t parse_size(const char* text) {
   double value = std::strtod(text, &end);
   double scale = *end == 'K' ? 1 << 10 : *end == 'M' ? 1 << 20 : *end == 'G' ? double(1 << 30) : 1;
   return static_cast<size_t>(value * scale);
+}
+
+// --latency: min, median and p99 (nearest rank) of every rank's every timed call, pooled;
+// kolo-perf and the peers report the same way. Sorts `pooled`.
+struct LatencySummary {
+  double min = 0, p50 = 0, p99 = 0;
+};
+inline LatencySummary summarize_latency(std::vector<double>& pooled) {
+  if (pooled.empty()) return {};
+  std::sort(pooled.begin(), pooled.end());
+  auto at = [&](double q) {
+    const size_t k = static_cast<size_t>(std::ceil(q * pooled.size()));
+    return pooled[std::min(pooled.size() - 1, k > 0 ? k - 1 : 0)];
+  };
+  return {pooled.front(), at(0.50), at(0.99)};
 }
 
 // Rank r's input element i.

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/peers/peer_bench_common.h"
 #include "kolo/kolo.h"
 #include "perf_collectives.h"
 #include "perf_data.h"
@@ -194,14 +195,10 @@ void latency_summary(const std::vector<double>& per_call, kolo_comm_t comm, Meas
   std::vector<double> pooled(per_call.size() * kolo_comm_size(comm));
   kolo_result_t rc = kolo_allgather(per_call.data(), pooled.data(), per_call.size(), KOLO_FLOAT64, comm, nullptr);
   if (rc != KOLO_SUCCESS) die("allgather of per-call timings", rc);
-  std::sort(pooled.begin(), pooled.end());
-  auto rank_of = [&](double q) {
-    size_t k = static_cast<size_t>(std::ceil(q * pooled.size()));
-    return pooled[std::min(pooled.size() - 1, k > 0 ? k - 1 : 0)];
-  };
-  m.lat_min = pooled.front();
-  m.lat_p50 = rank_of(0.50);
-  m.lat_p99 = rank_of(0.99);
+  const peer_bench::LatencySummary s = peer_bench::summarize_latency(pooled);
+  m.lat_min = s.min;
+  m.lat_p50 = s.p50;
+  m.lat_p99 = s.p99;
 }
 
 double combine(double mine, int average, kolo_comm_t comm) {

@@ -47,8 +47,6 @@ struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-}  // namespace
-
 double measure_copy_gbs() {
   std::unique_ptr<char, FreeDeleter> src(static_cast<char*>(std::aligned_alloc(64, kCopyBytes)));
   std::unique_ptr<char, FreeDeleter> dst(static_cast<char*>(std::aligned_alloc(64, kCopyBytes)));
@@ -66,6 +64,8 @@ double measure_copy_gbs() {
   }
   return best > 0 ? kCopyBytes / best / 1e9 : 0;
 }
+
+}  // namespace
 
 const HostRates& host_rates() {
   static const HostRates rates = [] {

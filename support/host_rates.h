@@ -13,7 +13,4 @@ struct HostRates {
 // Measured on the first call (thread-safe), the same figures afterwards.
 const HostRates& host_rates();
 
-// The copy measurement alone, for tools that want a fresh figure (a few milliseconds).
-double measure_copy_gbs();
-
 }  // namespace kolo

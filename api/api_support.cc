@@ -104,14 +104,20 @@ Status check_rank(const char* name, int value, int size) {
   return Status();
 }
 
-Status check_host_memory(const char* name, const void* buffer) {
-  if (buffer == nullptr) return Status();
-  const device::DeviceOps& runtime = device::runtime();
-  const device::PointerInfo info = runtime.pointer_info(buffer);
-  if (info.kind == device::MemoryKind::kDevice) {
-    return error(Code::kUnsupported, name, " is ", runtime.name, " device memory (device ", info.device,
-                 "); the runtime's named operations take host tensors (device tensors are planned; the "
-                 "collectives take device buffers)");
+// Compressed allreduce: FLOAT32 data summed (or averaged) with contributions carried as
+// FLOAT16, BFLOAT16 or FLOAT8 (block-scaled) and accumulated in FLOAT32.
+Status check_wire(kolo_dtype_t wire, kolo_dtype_t dtype, kolo_op_t op) {
+  if (wire != KOLO_FLOAT16 && wire != KOLO_BFLOAT16 && wire != KOLO_FLOAT8_E4M3 && wire != KOLO_FLOAT8_E5M2) {
+    return error(Code::kInvalidArgument, "wire_dtype = ", static_cast<int>(wire),
+                 " is not KOLO_DTYPE_COUNT (as the data), FLOAT16, BFLOAT16, FLOAT8_E4M3 or FLOAT8_E5M2");
+  }
+  if (dtype != KOLO_FLOAT32) {
+    return error(Code::kUnsupported, "wire_dtype = ", kolo::dtype_name(static_cast<kolo::DType>(wire)),
+                 " compresses FLOAT32 data; this call's data is ", kolo::dtype_name(static_cast<kolo::DType>(dtype)));
+  }
+  if (op != KOLO_SUM && op != KOLO_AVG) {
+    return error(Code::kUnsupported, "wire_dtype = ", kolo::dtype_name(static_cast<kolo::DType>(wire)),
+                 " compresses sums (SUM, AVG); op is ", kolo::op_name(static_cast<kolo::ReduceOp>(op)));
   }
   return Status();
 }

@@ -49,8 +49,9 @@ Status check_dtype(kolo_dtype_t dtype);
 Status check_op(kolo_op_t op);
 Status check_buffer(const char* name, const void* buffer, size_t count);
 Status check_rank(const char* name, int value, int size);
-// The runtime's named operations take host memory only: kUnsupported for device memory.
-Status check_host_memory(const char* name, const void* buffer);
+// Compressed allreduce: FLOAT32 data summed (or averaged) with contributions carried as
+// FLOAT16, BFLOAT16 or FLOAT8 (block-scaled) and accumulated in FLOAT32.
+Status check_wire(kolo_dtype_t wire, kolo_dtype_t dtype, kolo_op_t op);
 // Two byte ranges that overlap without being the same range (not in-place, not apart).
 Status check_no_partial_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 // For collectives whose in-place form is not send == recv (allgather(v), reduce_scatter):

@@ -91,23 +91,6 @@ Status check_scale(const char* name, double value) {
   return Status();
 }
 
-// Compressed allreduce: FLOAT32 data summed (or averaged) with contributions carried as
-// FLOAT16, BFLOAT16 or FLOAT8 (block-scaled) and accumulated in FLOAT32.
-Status check_wire(kolo_dtype_t wire, kolo_dtype_t dtype, kolo_op_t op) {
-  if (wire != KOLO_FLOAT16 && wire != KOLO_BFLOAT16 && wire != KOLO_FLOAT8_E4M3 && wire != KOLO_FLOAT8_E5M2) {
-    return error(Code::kInvalidArgument, "wire_dtype = ", static_cast<int>(wire),
-                 " is not KOLO_DTYPE_COUNT (as the data), FLOAT16, BFLOAT16, FLOAT8_E4M3 or FLOAT8_E5M2");
-  }
-  if (dtype != KOLO_FLOAT32) {
-    return error(Code::kUnsupported, "wire_dtype = ", kolo::dtype_name(static_cast<kolo::DType>(wire)),
-                 " compresses FLOAT32 data; this call's data is ", kolo::dtype_name(static_cast<kolo::DType>(dtype)));
-  }
-  if (op != KOLO_SUM && op != KOLO_AVG) {
-    return error(Code::kUnsupported, "wire_dtype = ", kolo::dtype_name(static_cast<kolo::DType>(wire)),
-                 " compresses sums (SUM, AVG); op is ", kolo::op_name(static_cast<kolo::ReduceOp>(op)));
-  }
-  return Status();
-}
 
 }  // namespace
 
@@ -127,7 +110,7 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
       KOLO_TRY(check_scale("prescale", options->prescale));
       KOLO_TRY(check_scale("postscale", options->postscale));
       if (options->wire_dtype != KOLO_DTYPE_COUNT && options->wire_dtype != dtype) {
-        KOLO_TRY(check_wire(options->wire_dtype, dtype, op));
+        KOLO_TRY(kolo::check_wire(options->wire_dtype, dtype, op));
         // The codec kernels read and write whole floats: refused here, on this rank, rather
         // than halfway through the collective.
         for (const void* p : {send, static_cast<const void*>(recv)}) {

@@ -70,10 +70,6 @@ Status check_enqueue(const char* name, kolo_dtype_t dtype, const kolo_enqueue_op
   if (options == nullptr) return Status();
   KOLO_TRY(check_scale("prescale", options->prescale));
   KOLO_TRY(check_scale("postscale", options->postscale));
-  if (options->wire_dtype != KOLO_DTYPE_COUNT && options->wire_dtype != dtype) {
-    return error(Code::kUnsupported, "wire_dtype = ", static_cast<int>(options->wire_dtype),
-                 ": compression on the wire is not built yet (use KOLO_DTYPE_COUNT)");
-  }
   request.sig.prescale = options->prescale;
   request.sig.postscale = options->postscale;
   if (options->alloc != nullptr) {
@@ -86,9 +82,52 @@ Status check_enqueue(const char* name, kolo_dtype_t dtype, const kolo_enqueue_op
   return Status();
 }
 
+// Host or device memory: every buffer of a request must be of one kind, and device
+// buffers of one device. Called for each buffer the request reads or writes.
+Status place(Request& request, const char* name, const void* buffer, bool* seen) {
+  if (buffer == nullptr) return Status();
+  const kolo::device::PointerInfo info = kolo::device::runtime().pointer_info(buffer);
+  const bool device = info.kind == kolo::device::MemoryKind::kDevice;
+  if (!*seen) {
+    *seen = true;
+    request.sig.device = device;
+    request.device = device ? info.device : -1;
+    return Status();
+  }
+  if (device != request.sig.device || (device && info.device != request.device)) {
+    return error(Code::kInvalidArgument, "tensor '", request.name, "': ", name, " is ",
+                 device ? kolo::str_cat("memory of device ", info.device) : std::string("host memory"),
+                 " but the request's other buffers are ",
+                 request.sig.device ? kolo::str_cat("memory of device ", request.device) : std::string("host memory"));
+  }
+  return Status();
+}
+
+// Device tensors: the runtime's stream must wait for the work the producer's stream holds
+// now (Horovod's ready event), so an event is recorded on it at enqueue.
+Status record_ready(Request& request, void* stream) {
+  if (!request.sig.device) return Status();
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  kolo::device::ScopedDevice on(request.device);
+  KOLO_TRY(on.status());
+  KOLO_TRY(dev.event_create(&request.ready));
+  return dev.event_record(request.ready, stream);
+}
+
 // Hands the request to the runtime; sets *out only after success.
 Status submit(kolo_comm_t comm, std::shared_ptr<Request> request, const kolo_enqueue_options* options,
               kolo_request_t* out) {
+  if (options != nullptr && options->wire_dtype != KOLO_DTYPE_COUNT &&
+      options->wire_dtype != static_cast<kolo_dtype_t>(request->sig.dtype)) {
+    if (request->sig.kind != OpKind::kAllreduce) {
+      return error(Code::kUnsupported, "tensor '", request->name, "': wire_dtype compresses allreduces only, not ",
+                   kolo::runtime::op_kind_name(request->sig.kind));
+    }
+    KOLO_TRY(kolo::check_wire(options->wire_dtype, static_cast<kolo_dtype_t>(request->sig.dtype),
+                              static_cast<kolo_op_t>(request->sig.op)));
+    request->sig.wire = static_cast<kolo::DType>(options->wire_dtype);
+  }
+  KOLO_TRY(record_ready(*request, options != nullptr ? options->stream : nullptr));
   auto runtime = runtime_of(comm);
   if (!runtime.ok()) return runtime.status();
   auto* handle = new kolo_request{request};
@@ -137,11 +176,12 @@ kolo_result_t kolo_enqueue_allreduce_group(const char* name, int ntensors, const
       return error(Code::kInvalidArgument, "sends, recvs or counts is NULL");
     }
     const size_t elem = kolo::dtype_size(request->sig.dtype);
+    bool seen = false;
     for (int t = 0; t < ntensors; ++t) {
       KOLO_TRY(kolo::check_buffer(kolo::str_cat("sends[", t, "]").c_str(), sends[t], counts[t]));
-      KOLO_TRY(kolo::check_host_memory(kolo::str_cat("sends[", t, "]").c_str(), sends[t]));
+      KOLO_TRY(place(*request, kolo::str_cat("sends[", t, "]").c_str(), sends[t], &seen));
       KOLO_TRY(kolo::check_buffer(kolo::str_cat("recvs[", t, "]").c_str(), recvs[t], counts[t]));
-      KOLO_TRY(kolo::check_host_memory(kolo::str_cat("recvs[", t, "]").c_str(), recvs[t]));
+      KOLO_TRY(place(*request, kolo::str_cat("recvs[", t, "]").c_str(), recvs[t], &seen));
       KOLO_TRY(kolo::check_no_partial_overlap(sends[t], counts[t] * elem, recvs[t], counts[t] * elem));
       request->sends.push_back(sends[t]);
       request->recvs.push_back(recvs[t]);
@@ -164,8 +204,9 @@ kolo_result_t kolo_enqueue_allgather(const char* name, const void* send, size_t 
   return api_call("kolo_enqueue_allgather", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
+    bool seen = false;
     KOLO_TRY(kolo::check_buffer("send", send, rows * row_count));
-    KOLO_TRY(kolo::check_host_memory("send", send));
+    KOLO_TRY(place(*request, "send", send, &seen));
     if (!request->alloc) return error(Code::kInvalidArgument, "options->alloc is NULL: allgather needs it");
     request->sig.kind = OpKind::kAllgather;
     request->sig.counts = {row_count};
@@ -181,9 +222,10 @@ kolo_result_t kolo_enqueue_broadcast(const char* name, void* buf, size_t count, 
   return api_call("kolo_enqueue_broadcast", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
+    bool seen = false;
     KOLO_TRY(kolo::check_rank("root", root, comm->impl->size()));
     KOLO_TRY(kolo::check_buffer("buf", buf, count));
-    KOLO_TRY(kolo::check_host_memory("buf", buf));
+    KOLO_TRY(place(*request, "buf", buf, &seen));
     request->sig.kind = OpKind::kBroadcast;
     request->sig.root = root;
     request->sig.counts = {count};
@@ -199,6 +241,7 @@ kolo_result_t kolo_enqueue_alltoall(const char* name, const void* send, const si
   return api_call("kolo_enqueue_alltoall", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
+    bool seen = false;
     if (send_counts == nullptr) return error(Code::kInvalidArgument, "send_counts is NULL");
     if (!request->alloc) return error(Code::kInvalidArgument, "options->alloc is NULL: alltoall needs it");
     size_t total = 0;
@@ -207,7 +250,7 @@ kolo_result_t kolo_enqueue_alltoall(const char* name, const void* send, const si
       total += send_counts[q];
     }
     KOLO_TRY(kolo::check_buffer("send", send, total));
-    KOLO_TRY(kolo::check_host_memory("send", send));
+    KOLO_TRY(place(*request, "send", send, &seen));
     request->sig.kind = OpKind::kAlltoall;
     request->sends = {send};
     request->recvs = {nullptr};
@@ -221,11 +264,12 @@ kolo_result_t kolo_enqueue_reduce_scatter(const char* name, const void* send, vo
   return api_call("kolo_enqueue_reduce_scatter", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
+    bool seen = false;
     KOLO_TRY(check_reduce_op(op, *request));
     KOLO_TRY(kolo::check_buffer("send", send, recvcount));
-    KOLO_TRY(kolo::check_host_memory("send", send));
+    KOLO_TRY(place(*request, "send", send, &seen));
     KOLO_TRY(kolo::check_buffer("recv", recv, recvcount));
-    KOLO_TRY(kolo::check_host_memory("recv", recv));
+    KOLO_TRY(place(*request, "recv", recv, &seen));
     const size_t block = recvcount * kolo::dtype_size(request->sig.dtype);
     const char* own = static_cast<const char*>(send) + comm->impl->rank() * block;
     if (recv != own) {

@@ -1,8 +1,10 @@
 #include "engine/runtime/executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/host_kernels.h"
+#include "support/device/device.h"
 #include "support/clock.h"
 #include "support/env.h"
 
@@ -34,11 +36,17 @@ const char* phase_name(OpKind kind) {
 
 }  // namespace
 
-Executor::Executor(Communicator& comm) : comm_(comm) {}
+Executor::Executor(Communicator& comm, double timeout_seconds) : comm_(comm), timeout_seconds_(timeout_seconds) {}
+
+Status Executor::prepare(const Request& request) {
+  KOLO_TRY(lane_.use(request.sig.device ? request.device : -1));
+  return lane_.wait_ready(request.ready);
+}
 
 Status Executor::collective(const CollCall& call) { return collective_group({call}); }
 
-Status Executor::collective_group(const std::vector<CollCall>& calls) {
+Status Executor::collective_group(std::vector<CollCall> calls) {
+  for (CollCall& call : calls) lane_.place(call);
   Status s = comm_.run_group(calls);
   if (!s.ok() && comm_error_.ok()) comm_error_ = s;
   return s;
@@ -66,6 +74,7 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
   for (const Request* r : members) {
     record(*r, "NEGOTIATE", r->enqueued_at, negotiated_at);
     record(*r, "QUEUE", negotiated_at, start);
+    KOLO_TRY(prepare(*r));
   }
   // Which tensors go through the fusion buffer: the small ones, whose per-call cost the
   // packing saves. A large tensor (or a lone one) is reduced in place as its own call of
@@ -80,6 +89,7 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
       const bool real = r->sends[t] != nullptr && r->recvs[t] != nullptr;
       if (real && (tensors == 1 || count * elem >= kInPlaceBytes)) {
         CollCall call = make_call(CollKind::kAllreduce, sig, count, r->sends[t], r->recvs[t]);
+        call.spec.wire = sig.wire;
         call.prescale.factor = sig.prescale;
         call.postscale.factor = sig.postscale;
         calls.push_back(call);
@@ -89,7 +99,10 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
       }
     }
   }
-  if (fusion_.size() < packed_count * elem) fusion_.resize(packed_count * elem);
+  auto fusion = lane_.fusion(packed_count * elem);
+  if (!fusion.ok()) return fusion.status();
+  char* const buffer = fusion.value();
+  fusion_bytes_ = std::max(fusion_bytes_, packed_count * elem);
   const Scale prescale{sig.prescale, 1};
   // AVG divides in the copy out: the collective sums, and the integer case truncates once.
   const Scale postscale{sig.postscale, sig.op == ReduceOp::kAvg ? comm_.size() : 1};
@@ -97,13 +110,14 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
   const double t0 = now_seconds();
   for (const auto& [r, t] : packed) {
     const size_t count = r->sig.counts[t];
-    char* at = fusion_.data() + offset * elem;
-    if (r->sends[t] == nullptr) std::memset(at, 0, count * elem);
-    else KOLO_TRY(scale_copy(at, r->sends[t], count, sig.dtype, prescale));
+    char* at = buffer + offset * elem;
+    if (r->sends[t] == nullptr) KOLO_TRY(lane_.zero(at, count * elem));
+    else KOLO_TRY(lane_.scale_copy(at, r->sends[t], count, sig.dtype, prescale));
     offset += count;
   }
   if (packed_count > 0) {
-    CollCall call = make_call(CollKind::kAllreduce, sig, packed_count, fusion_.data(), fusion_.data());
+    CollCall call = make_call(CollKind::kAllreduce, sig, packed_count, buffer, buffer);
+    call.spec.wire = sig.wire;
     if (sig.op == ReduceOp::kAvg) call.spec.op = ReduceOp::kSum;
     calls.push_back(call);
   }
@@ -116,10 +130,11 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
   for (const auto& [r, t] : packed) {
     const size_t count = r->sig.counts[t];
     if (r->recvs[t] != nullptr) {
-      KOLO_TRY(scale_copy(r->recvs[t], fusion_.data() + offset * elem, count, sig.dtype, postscale));
+      KOLO_TRY(lane_.scale_copy(r->recvs[t], buffer + offset * elem, count, sig.dtype, postscale));
     }
     offset += count;
   }
+  KOLO_TRY(lane_.finish(timeout_seconds_));
   const double t3 = now_seconds();
   if (timeline_ == nullptr) return Status();
   size_t bytes = 0;
@@ -138,11 +153,22 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
 
 void* Executor::output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure) {
   void* out = request.alloc ? request.alloc(count, rank_counts) : nullptr;
-  if (out != nullptr || count == 0) return out;
-  *failure = error(Code::kSystem, "tensor '", request.name, "': the output allocator returned NULL for ", count,
-                   " elements");
-  scratch_.resize(count * dtype_size(request.sig.dtype));
-  return scratch_.data();
+  const bool on_device = out != nullptr && device::runtime().pointer_info(out).kind == device::MemoryKind::kDevice;
+  if ((out != nullptr && on_device == request.sig.device) || count == 0) return out;
+  if (out == nullptr) {
+    *failure = error(Code::kSystem, "tensor '", request.name, "': the output allocator returned NULL for ", count,
+                     " elements");
+  } else {
+    *failure = error(Code::kInvalidArgument, "tensor '", request.name, "': the output allocator returned ",
+                     on_device ? "device" : "host", " memory for ", request.sig.device ? "device" : "host",
+                     " tensors");
+  }
+  auto scratch = lane_.scratch(count * dtype_size(request.sig.dtype));
+  if (!scratch.ok()) {
+    *failure = scratch.status();
+    return nullptr;  // the collective then fails its argument check on this rank
+  }
+  return scratch.value();
 }
 
 Status Executor::allgather(const Response& resp, Request& request, CollSpec* spec) {
@@ -181,7 +207,7 @@ Status Executor::alltoall(const Response& resp, Request& request) {
   for (int q = 0; q < size; ++q) {
     const size_t send_n = resp.locals[me][q], recv_n = recv_counts[q];
     if (q == me) {
-      if (send_n > 0) std::memcpy(out + recv_at * elem, in + send_at * elem, send_n * elem);
+      if (send_n > 0) KOLO_TRY(lane_.copy(out + recv_at * elem, in + send_at * elem, send_n * elem));
     } else {
       CollCall send = make_call(CollKind::kSend, resp.sig, send_n, in + send_at * elem, nullptr);
       send.spec.peer = q;
@@ -201,6 +227,7 @@ Status Executor::run(const Response& resp, Request& request, double negotiated_a
   const double start = now_seconds();
   record(request, "NEGOTIATE", request.enqueued_at, negotiated_at);
   record(request, "QUEUE", negotiated_at, start);
+  KOLO_TRY(prepare(request));
   Status status;
   CollSpec spec;
   switch (resp.sig.kind) {
@@ -230,6 +257,7 @@ Status Executor::run(const Response& resp, Request& request, double negotiated_a
     default:
       return error(Code::kInternal, "tensor '", request.name, "': ", op_kind_name(resp.sig.kind), " is not run here");
   }
+  if (status.ok()) status = lane_.finish(timeout_seconds_);
   record(request, phase_name(resp.sig.kind), start, now_seconds(), str_cat("\"algorithm\": \"", algorithm(spec), "\""));
   return status;
 }

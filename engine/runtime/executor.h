@@ -2,13 +2,16 @@
 // buffer, all of a group's tensors run as one collective group), and the other
 // named operations one by one, on the runtime's own communicator. Copies into and out of
 // the fusion buffer go through the kernels' scale_copy, so prescale, postscale and AVG's
-// division happen during the copies instead of in extra passes over the data.
+// division happen during the copies instead of in extra passes over the data. Device
+// tensors go the same way on the runtime's own stream (lane.h); their requests complete
+// once that stream has finished.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "engine/communicator.h"
+#include "engine/runtime/lane.h"
 #include "engine/runtime/message.h"
 #include "engine/runtime/timeline.h"
 
@@ -22,19 +25,23 @@ class Executor {
   // ResNet-50's step measured 1.14-1.17x one allreduce with 64 KB, 1.30-1.43x with 1 MB.
   static constexpr size_t kInPlaceBytes = size_t{64} << 10;
 
-  explicit Executor(Communicator& comm);
+  Executor(Communicator& comm, double timeout_seconds);
 
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   // members: the allreduce requests of one fusion group (from plan_fusion), in order.
   Status allreduce(const std::vector<Request*>& members, double negotiated_at);
   Status run(const Response& resp, Request& request, double negotiated_at);
-  size_t fusion_buffer_bytes() const { return fusion_.size(); }
+  size_t fusion_buffer_bytes() const { return fusion_bytes_; }
   // Not ok once a collective failed: the communicator is dead and the runtime must stop.
   const Status& comm_error() const { return comm_error_; }
 
  private:
+  // Switches the lane to the request's memory and makes its stream wait for the request's
+  // producer (device tensors).
+  Status prepare(const Request& request);
+  // On the lane: the calls run on its stream (device) or now (host).
   Status collective(const CollCall& call);
-  Status collective_group(const std::vector<CollCall>& calls);
+  Status collective_group(std::vector<CollCall> calls);
   Status allgather(const Response& resp, Request& request, CollSpec* spec);
   Status alltoall(const Response& resp, Request& request);
   // The output buffer from the request's allocator; a scratch buffer (and an error for
@@ -46,8 +53,9 @@ class Executor {
 
   Communicator& comm_;
   Timeline* timeline_ = nullptr;
-  std::vector<char> fusion_;   // grows to the largest fused group
-  std::vector<char> scratch_;  // a joined rank's zeros, a failed allocation's output
+  double timeout_seconds_;
+  Lane lane_;  // host or device memory of the current group; holds the fusion buffer
+  size_t fusion_bytes_ = 0;
   Status comm_error_;
 };
 

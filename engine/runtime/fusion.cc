@@ -11,15 +11,15 @@ std::vector<std::vector<size_t>> plan_fusion(const std::vector<Response>& ready,
     size_t bytes;
   };
   std::vector<std::vector<size_t>> groups;
-  std::vector<Open> open;  // one open group per (dtype, op, scales)
+  std::vector<Open> open;  // one open group per (dtype, op, scales, wire, memory)
   for (size_t i = 0; i < ready.size(); ++i) {
     const Response& resp = ready[i];
     if (resp.code != Code::kOk || resp.sig.kind != OpKind::kAllreduce) continue;
     const Signature& sig = resp.sig;
     const size_t bytes = sig.total_count() * dtype_size(sig.dtype);
     auto same = [&](const Open& o) {
-      return std::tie(o.sig->dtype, o.sig->op, o.sig->prescale, o.sig->postscale) ==
-             std::tie(sig.dtype, sig.op, sig.prescale, sig.postscale);
+      return std::tie(o.sig->dtype, o.sig->op, o.sig->prescale, o.sig->postscale, o.sig->wire, o.sig->device) ==
+             std::tie(sig.dtype, sig.op, sig.prescale, sig.postscale, sig.wire, sig.device);
     };
     size_t k = 0;
     while (k < open.size() && !same(open[k])) ++k;

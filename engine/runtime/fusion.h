@@ -1,5 +1,5 @@
-// Tensor fusion: which ready allreduces run together. Allreduces with the same dtype, op
-// and scales are packed, in response order, into groups of at most `threshold` bytes; a
+// Tensor fusion: which ready allreduces run together. Allreduces with the same dtype, op,
+// scales, wire type and memory (host or device) are packed, in response order, into groups of at most `threshold` bytes; a
 // request larger than the threshold (or a grouped enqueue) is a group of its own. Every
 // rank plans from the same response list and threshold, so the groups agree everywhere.
 #pragma once

@@ -12,6 +12,8 @@ void put(WireWriter& w, const Signature& sig) {
   w.i64(sig.root);
   w.f64(sig.prescale);
   w.f64(sig.postscale);
+  w.u8(static_cast<uint8_t>(sig.wire));
+  w.u8(sig.device ? 1 : 0);
   w.u64s(sig.counts);
 }
 
@@ -31,6 +33,15 @@ Status get(WireReader& r, Signature& sig) {
   KOLO_TRY(r.i64(sig.root));
   KOLO_TRY(r.f64(sig.prescale));
   KOLO_TRY(r.f64(sig.postscale));
+  uint8_t wire = 0, device = 0;
+  KOLO_TRY(r.u8(wire));
+  KOLO_TRY(r.u8(device));
+  if (wire > static_cast<uint8_t>(DType::kCount) || device > 1) {
+    return error(Code::kRemote, "malformed runtime message: wire dtype ", int(wire), ", memory ", int(device),
+                 " out of range");
+  }
+  sig.wire = static_cast<DType>(wire);
+  sig.device = device == 1;
   return r.u64s(sig.counts);
 }
 

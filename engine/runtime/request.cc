@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "support/device/device.h"
+
 namespace kolo::runtime {
 
 const char* op_kind_name(OpKind kind) {
@@ -46,7 +48,18 @@ std::string Signature::difference(const Signature& a, const Signature& b, std::s
   if (a.root != b.root) return differ("root", str_cat(a.root), str_cat(b.root));
   if (a.prescale != b.prescale) return differ("prescale", str_cat(a.prescale), str_cat(b.prescale));
   if (a.postscale != b.postscale) return differ("postscale", str_cat(a.postscale), str_cat(b.postscale));
+  if (a.wire != b.wire) {
+    auto wire = [](DType t) { return std::string(t == DType::kCount ? "none" : dtype_name(t)); };
+    return differ("wire_dtype", wire(a.wire), wire(b.wire));
+  }
+  if (a.device != b.device) {
+    return differ("memory", a.device ? "device" : "host", b.device ? "device" : "host");
+  }
   return "";
+}
+
+Request::~Request() {
+  if (ready != nullptr) (void)device::runtime().event_destroy(ready);
 }
 
 void Request::complete(const Status& status) {

@@ -28,6 +28,8 @@ struct Signature {
   int64_t root = 0;              // broadcast
   double prescale = 1.0;         // allreduce
   double postscale = 1.0;        // allreduce
+  DType wire = DType::kCount;    // allreduce: the type on the wire (kCount: the data's own)
+  bool device = false;           // the tensors are device memory (every rank's must be)
   // allreduce: elements of each tensor of the group; broadcast: {count};
   // reduce_scatter: {recvcount}; allgather: {elements per row}; alltoall: {}.
   std::vector<uint64_t> counts;
@@ -44,6 +46,11 @@ using OutputAlloc = std::function<void*(size_t total_count, const std::vector<si
 
 class Request {
  public:
+  Request() = default;
+  ~Request();  // destroys the ready event
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
   std::string name;
   Signature sig;
   // allgather: {rows}; alltoall: elements sent to each peer; empty otherwise.
@@ -53,6 +60,11 @@ class Request {
   OutputAlloc alloc;
   std::function<void(const Status&)> on_complete;  // on the runtime's thread, once
   double enqueued_at = 0;  // now_seconds(), for the timeline and the stall inspector
+  // Device tensors (sig.device): the device that holds them, and an event recorded at
+  // enqueue on the stream that produces them; the runtime's stream waits for it before
+  // reading them. Outputs from `alloc` must be memory of the same device.
+  int device = -1;
+  void* ready = nullptr;
 
   // Runs on_complete, then marks the request done with `status` and wakes waiters.
   // Called once, by the runtime's thread.

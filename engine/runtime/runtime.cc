@@ -5,6 +5,7 @@
 
 #include "engine/runtime/fusion.h"
 #include "support/clock.h"
+#include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
 
@@ -59,7 +60,7 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm, const RuntimeSettings& sett
     : comm_(std::move(comm)),
       settings_(settings),
       negotiator_(*comm_, settings.cache_capacity, settings.stall),
-      executor_(*comm_),
+      executor_(*comm_, settings.timeout_seconds),
       autotuner_(settings.autotune && comm_->rank() == 0, settings.fusion_threshold, settings.cycle_ms) {}
 
 Runtime::~Runtime() {
@@ -80,6 +81,14 @@ Status Runtime::enqueue(std::shared_ptr<Request> request) {
   if (join_requested_) {
     return error(Code::kInvalidUsage, "tensor '", request->name,
                  "': this rank has called kolo_join; enqueue again after it returns");
+  }
+  if (request->sig.device) {
+    if (device_ < 0) device_ = request->device;
+    if (request->device != device_) {
+      return error(Code::kInvalidArgument, "tensor '", request->name, "' is memory of device ", request->device,
+                   "; this communicator's runtime runs on device ", device_,
+                   " (its first device tensor's): one device per rank");
+    }
   }
   if (!in_flight_.insert(request->name).second) {
     return error(Code::kInvalidUsage, "tensor '", request->name,
@@ -259,6 +268,11 @@ std::shared_ptr<Request> Runtime::take(const Response& resp) {
   stand_in->sends.assign(resp.sig.counts.size(), nullptr);
   stand_in->recvs.assign(resp.sig.counts.size(), nullptr);
   stand_in->enqueued_at = now_seconds();
+  if (resp.sig.device) {  // zeros from this rank's device, or the thread's current one
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto current = device::runtime().current_device();
+    stand_in->device = device_ >= 0 ? device_ : current.ok() ? current.value() : 0;
+  }
   return stand_in;
 }
 

@@ -37,3 +37,21 @@ foreach(np 2 4)
   set_tests_properties(runtime_cycle_wake_np${np} PROPERTIES LABELS multiproc TIMEOUT 180
                        ENVIRONMENT "KOLO_TIMEOUT=60;KOLO_CYCLE_TIME=1000")
 endforeach()
+# Device tensors on the emulated device: kernels over each other's memory (device_ipc),
+# and staged through host memory (KOLO_DEVICE_IPC=0), with a small threshold so that
+# fusion packs several groups.
+foreach(np 1 2 3)
+  add_test(NAME runtime_device_random_order_np${np}
+           COMMAND $<TARGET_FILE:kolorun> -np ${np} $<TARGET_FILE:kolo_runtime_worker> device_random_order)
+  set_tests_properties(runtime_device_random_order_np${np} PROPERTIES LABELS multiproc TIMEOUT 300
+                       ENVIRONMENT "KOLO_DEVICE=emulated;KOLO_TIMEOUT=60;KOLO_FUSION_THRESHOLD=65536")
+endforeach()
+add_test(NAME runtime_device_random_order_staged_np2
+         COMMAND $<TARGET_FILE:kolorun> -np 2 $<TARGET_FILE:kolo_runtime_worker> device_random_order)
+set_tests_properties(runtime_device_random_order_staged_np2 PROPERTIES LABELS multiproc TIMEOUT 300
+                     ENVIRONMENT "KOLO_DEVICE=emulated;KOLO_DEVICE_IPC=0;KOLO_TIMEOUT=60;KOLO_FUSION_THRESHOLD=65536")
+foreach(np 2 3)
+  add_test(NAME runtime_wire_np${np} COMMAND $<TARGET_FILE:kolorun> -np ${np} $<TARGET_FILE:kolo_runtime_worker> wire)
+  set_tests_properties(runtime_wire_np${np} PROPERTIES LABELS multiproc TIMEOUT 120
+                       ENVIRONMENT "KOLO_TIMEOUT=30;KOLO_FUSION_THRESHOLD=16384")
+endforeach()

@@ -169,7 +169,13 @@ kolo_result_t kolo_mem_deregister(kolo_comm_t comm, void* handle);
  * ready allreduces (KOLO_FUSION_THRESHOLD) and runs them in the same order on every rank.
  * The first kolo_enqueue_* or kolo_join on a communicator starts its runtime, which every
  * rank of the communicator must do. Buffers must stay valid until the request completes.
- * Host buffers only. A name may be reused once its request has completed. */
+ * A name may be reused once its request has completed.
+ * Host or device buffers (all of one request's of one kind, every rank's of the same kind;
+ * a rank's device tensors all on one device). Device tensors are read once the work that
+ * options->stream holds at enqueue is done (an event recorded on it), are reduced on the
+ * runtime's own stream, and the request completes once that stream has finished: outputs
+ * are then ready for any stream. A rank with no bytes in a device request (allgather of 0
+ * rows) still passes a pointer into device memory of its device. */
 typedef struct kolo_request* kolo_request_t;
 /* Called once on the runtime's thread when the operation completes, before kolo_wait
  * returns; it must not block on the runtime (no kolo_wait inside). */
@@ -181,13 +187,15 @@ typedef void* (*kolo_output_alloc_fn)(void* user_data, size_t total_count, const
 typedef struct {
   double prescale;             /* allreduce: inputs are multiplied by this (during the copy in) */
   double postscale;            /* allreduce: the result is multiplied by this (during the copy out) */
-  kolo_dtype_t wire_dtype;     /* KOLO_DTYPE_COUNT; the runtime does not compress yet */
+  kolo_dtype_t wire_dtype;     /* allreduce of FLOAT32: FLOAT16, BFLOAT16 or FLOAT8_* on the wire,
+                                  accumulated in FLOAT32 (as kolo_allreduce_ex); KOLO_DTYPE_COUNT: none */
   kolo_completion_fn callback; /* optional */
   void* callback_data;
   kolo_output_alloc_fn alloc;  /* required by allgather and alltoall */
   void* alloc_data;
+  void* stream;                /* device tensors: the stream that produces them (NULL = default) */
 } kolo_enqueue_options;
-#define KOLO_ENQUEUE_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, NULL, NULL, NULL, NULL}
+#define KOLO_ENQUEUE_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, NULL, NULL, NULL, NULL, NULL}
 
 /* options may be NULL (= KOLO_ENQUEUE_OPTIONS_INIT). On success *request is set; free it
  * with kolo_request_free after it completes. */

@@ -60,7 +60,7 @@ ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, c
 class EnqueueOptions(ctypes.Structure):
     _fields_ = [("prescale", ctypes.c_double), ("postscale", ctypes.c_double), ("wire_dtype", ctypes.c_int),
                 ("callback", COMPLETION_FN), ("callback_data", ctypes.c_void_p), ("alloc", ALLOC_FN),
-                ("alloc_data", ctypes.c_void_p)]
+                ("alloc_data", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
 
 
 def enqueue_options(prescale=1.0, postscale=1.0, alloc=None):

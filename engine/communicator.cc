@@ -357,6 +357,16 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
   return run_locked(calls.data(), calls.size());
 }
 
+Status Communicator::check_runnable(const CollCall& call) {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  KOLO_TRY(usable());
+  if (call.spec.empty()) return Status();
+  PlannedCall planned{nullptr, lowered(call), 0};
+  if (planned.call.spec.device) mark_registered(planned.call);
+  planned.plan = &plan_for(planned.call.spec, false);
+  return refuse_uncompressible(planned, id_.rank, id_.size);
+}
+
 // One call, or n as one group (n > 1). The caller holds run_mutex_.
 Status Communicator::run_locked(const CollCall* calls, size_t n) {
   KOLO_TRY(usable());

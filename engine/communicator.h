@@ -58,6 +58,11 @@ class Communicator {
   // an empty call), for the runtime's timeline. Only meaningful on the thread that ran it,
   // until the next call.
   const Plan* last_plan() const { return ran_plan_; }
+  // Whether `call` can run here as planned, without running it: an error (the same on
+  // every rank, plans being alike) for what the chosen executor refuses, such as a
+  // compressed allreduce across hosts. For callers that must not lose the communicator
+  // to a refusal (the runtime).
+  Status check_runnable(const CollCall& call);
   // The planner's view of this communicator (for plan()).
   const PlanContext& plan_context() const { return plan_context_; }
   // Ranks with the same color (>= 0) form a new communicator; color < 0 gets null.

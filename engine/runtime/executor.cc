@@ -121,6 +121,15 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
     if (sig.op == ReduceOp::kAvg) call.spec.op = ReduceOp::kSum;
     calls.push_back(call);
   }
+  // A refusal (a compressed allreduce across hosts) fails these requests on every rank
+  // alike, before anything ran, and leaves the runtime working.
+  if (sig.wire != DType::kCount) {
+    for (CollCall& call : calls) {
+      lane_.place(call);
+      Status s = comm_.check_runnable(call);
+      if (!s.ok()) return error(s.code(), "tensor '", members.front()->name, "': ", s.message());
+    }
+  }
   const double t1 = now_seconds();
   // One call at a time: on one host each runs the shared-memory path, which a group
   // (a combined schedule over links) would not; a call's start-up is about a microsecond.

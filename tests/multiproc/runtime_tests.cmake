@@ -55,3 +55,8 @@ foreach(np 2 3)
   set_tests_properties(runtime_wire_np${np} PROPERTIES LABELS multiproc TIMEOUT 120
                        ENVIRONMENT "KOLO_TIMEOUT=30;KOLO_FUSION_THRESHOLD=16384")
 endforeach()
+# Across (emulated) hosts compressed allreduces are refused per request, the runtime lives on.
+add_test(NAME runtime_wire_two_hosts_np4
+         COMMAND $<TARGET_FILE:kolorun> -np 4 $<TARGET_FILE:kolo_runtime_worker> wire)
+set_tests_properties(runtime_wire_two_hosts_np4 PROPERTIES LABELS multiproc TIMEOUT 120
+                     ENVIRONMENT "KOLO_TIMEOUT=30;KOLO_FUSION_THRESHOLD=16384;KOLO_TEST_HOSTS=2")

@@ -316,6 +316,7 @@ void scenario_wire(kolo_comm_t comm) {
   const int p = kolo_comm_size(comm), r = kolo_comm_rank(comm);
   const kolo_dtype_t wires[] = {KOLO_DTYPE_COUNT, KOLO_FLOAT16, KOLO_BFLOAT16, KOLO_FLOAT8_E4M3};
   constexpr int kTensors = 24;
+  const bool one_host = kolo_comm_local_size(comm) == p;
   size_t fp8_inexact = 0;  // proof that FLOAT8 was on the wire: exact sums would have none
   for (int step = 0; step < 2; ++step) {
     std::vector<std::vector<float>> in(kTensors), out(kTensors);
@@ -332,6 +333,15 @@ void scenario_wire(kolo_comm_t comm) {
            "enqueue wire");
     }
     for (int t = 0; t < kTensors; ++t) {
+      if (!one_host && wires[t % 4] != KOLO_DTYPE_COUNT) {
+        // Across hosts kolo does not compress yet: these fail alike on every rank, and the
+        // runtime goes on (the uncompressed tensors of the same cycle succeed).
+        const kolo_result_t rc = kolo_wait(reqs[t]);
+        expect(rc == KOLO_ERR_UNSUPPORTED && contains(kolo_last_error(), "wire_dtype"),
+               std::string("compressed across hosts: ") + kolo_result_string(rc) + ": " + kolo_last_error());
+        must(kolo_request_free(reqs[t]), "free");
+        continue;
+      }
       must(kolo_wait(reqs[t]), "wait wire");
       must(kolo_request_free(reqs[t]), "free");
       size_t wrong = 0;
@@ -348,7 +358,7 @@ void scenario_wire(kolo_comm_t comm) {
       expect(wrong == 0, "wire." + std::to_string(t) + ": " + std::to_string(wrong) + " wrong");
     }
   }
-  expect(fp8_inexact > 0, "FLOAT8 on the wire rounds some sums");
+  expect(!one_host || fp8_inexact > 0, "FLOAT8 on the wire rounds some sums");
   std::vector<float> a(64, 1.0f), b(64);
   kolo_request_t req = nullptr;
   kolo_enqueue_options options = KOLO_ENQUEUE_OPTIONS_INIT;
@@ -650,6 +660,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string scenario = argv[1];
+  // KOLO_TEST_HOSTS=k: the ranks as k emulated hosts (KOLO_HOSTID), before kolo_init.
+  const char* hosts = std::getenv("KOLO_TEST_HOSTS");
+  const char* rank = std::getenv("KOLO_RANK");
+  const char* size = std::getenv("KOLO_SIZE");
+  if (hosts != nullptr && rank != nullptr && size != nullptr && std::atoi(size) > 0) {
+    const int host = std::atoi(rank) * std::atoi(hosts) / std::atoi(size);
+    setenv("KOLO_HOSTID", ("emulated-host-" + std::to_string(host)).c_str(), 1);
+  }
   kolo_comm_t comm = nullptr;
   must(kolo_init(&comm), "kolo_init");
   g_rank = kolo_comm_rank(comm);

@@ -197,6 +197,17 @@ if n > 1:
     except hvd.HorovodInternalError as e:
         expect("MISMATCH" in str(e) or "mismatch" in str(e), f"mismatch error: {e}")
 
+# ---- Compression.fp16 on one host: kolo's wire (each contribution encoded once, fp32 sum) --
+# 2048 and 1s are exact in fp16, 2048 + (n - 1) is not (fp16 has 11 significant bits): a
+# cast-then-fp16-sum gives 2048, kolo's fp32 accumulation gives the exact sum.
+if n > 1:
+    t = torch.full((16,), 2048.0 if me == 0 else 1.0)
+    out = hvd.allreduce(t, op=hvd.Sum, compression=hvd.Compression.fp16)
+    expect(out.dtype == torch.float32 and bool((out == 2048.0 + (n - 1)).all()),
+           f"Compression.fp16 sums in fp32 on one host: got {out[0].item()}, want {2048 + n - 1}")
+    out = hvd.allreduce(t.double(), op=hvd.Sum, compression=hvd.Compression.fp16)  # not fp32: cast, as Horovod
+    expect(out.dtype == torch.float64, f"Compression.fp16 of float64 comes back as float64, got {out.dtype}")
+
 # ---- training: DistributedOptimizer == one process on the whole batch ---------------------
 def train(model, opt, batches, distributed):
     for xb, yb in batches:

@@ -63,11 +63,15 @@ class EnqueueOptions(ctypes.Structure):
                 ("alloc_data", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
 
 
-def enqueue_options(prescale=1.0, postscale=1.0, alloc=None):
+def enqueue_options(prescale=1.0, postscale=1.0, alloc=None, stream=None, wire=None):
+    """stream: for device tensors, the stream producing them (the runtime waits for its
+    work so far); wire: FLOAT16, BFLOAT16 or FLOAT8_* to compress a FLOAT32 allreduce."""
     o = EnqueueOptions()
-    o.prescale, o.postscale, o.wire_dtype = prescale, postscale, DTYPE_COUNT
+    o.prescale, o.postscale = prescale, postscale
+    o.wire_dtype = DTYPE_COUNT if wire is None else wire
     o.callback = COMPLETION_FN()
     o.alloc = alloc if alloc is not None else ALLOC_FN()
+    o.stream = stream
     return o
 
 

@@ -1,7 +1,10 @@
 """Horovod's collectives over kolo's runtime (named asynchronous operations, fused and
-ordered alike on every rank by a background thread: engine/runtime). Tensors are CPU
-tensors, handed over through their data pointers (contiguous ones without a copy).
-A handle is an int; synchronize() waits for it and returns the output."""
+ordered alike on every rank by a background thread: engine/runtime). CPU and CUDA
+tensors, handed over through their data pointers (contiguous ones without a copy). A
+CUDA tensor is read once the work torch's current stream on its device holds at the call
+is done (the runtime waits for an event recorded there), as Horovod does; outputs are
+ready for any stream once synchronize() returns. A handle is an int; synchronize() waits
+for it and returns the output."""
 import ctypes
 import itertools
 import threading
@@ -33,11 +36,28 @@ def _check_tensor(tensor, what, any_dtype=False):
     """any_dtype: the operation only moves bytes (broadcast), so any dtype will do."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"kolo.torch: {what} takes a torch.Tensor, not {type(tensor).__name__}")
-    if tensor.device.type != "cpu":
-        raise ValueError(f"kolo.torch: {what}: a {tensor.device.type} tensor; kolo.torch carries CPU tensors so far "
-                         "(kolo's runtime works on host memory; move it with .cpu())")
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"kolo.torch: {what}: a {tensor.device.type} tensor; kolo.torch carries CPU and CUDA tensors")
     if not any_dtype:
         kolo_dtype(tensor)
+
+
+def _stream(tensor):
+    """The stream producing a CUDA tensor (torch's current one on its device), None for CPU."""
+    return torch.cuda.current_stream(tensor.device).cuda_stream if tensor.is_cuda else None
+
+
+def wire_for(compression, tensor, op, comm):
+    """The kolo wire type for Compression.fp16/bf16 where kolo compresses on the wire
+    (FLOAT32 sums and averages on a communicator within one host): each contribution is
+    encoded once and summed in FLOAT32, unlike a cast followed by a 16-bit sum. None
+    elsewhere: the compressor then casts, as Horovod does."""
+    wire = getattr(compression, "kolo_wire", None)
+    if wire is None or tensor.dtype != torch.float32 or op not in (Sum, Average):
+        return None
+    if _capi.lib.kolo_comm_local_size(comm) != _capi.lib.kolo_comm_size(comm):
+        return None
+    return wire
 
 
 def as_bytes(tensor):
@@ -144,12 +164,21 @@ def _ptr(tensor):
     return ctypes.c_void_p(tensor.data_ptr())
 
 
+def _source(tensor):
+    """A pointer for the runtime and what keeps it alive: an empty CUDA tensor has no
+    memory, but the runtime must still see a pointer of its device (kolo.h)."""
+    if tensor.is_cuda and tensor.numel() == 0:
+        stand_in = torch.empty(1, dtype=tensor.dtype, device=tensor.device)
+        return _ptr(stand_in), stand_in
+    return _ptr(tensor), tensor
+
+
 # ---- allreduce -----------------------------------------------------------------------
 
-def _allreduce_into(tensor, output, name, op, prescale_factor, postscale_factor, comm):
+def _allreduce_into(tensor, output, name, op, prescale_factor, postscale_factor, comm, wire=None):
     src = _contiguous(tensor)
     dst = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
-    opts = _capi.enqueue_options(prescale_factor, postscale_factor)
+    opts = _capi.enqueue_options(prescale_factor, postscale_factor, stream=_stream(src), wire=wire)
     request = _enqueue(_capi.lib.kolo_enqueue_allreduce, name, _ptr(src), _ptr(dst), src.numel(), kolo_dtype(src),
                        _KOLO_OPS[op], ctypes.byref(opts), comm)
 
@@ -161,19 +190,20 @@ def _allreduce_into(tensor, output, name, op, prescale_factor, postscale_factor,
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                    process_set=None):
+                    process_set=None, wire=None):
+    """wire (kolo's): a wire type from wire_for(), compressing on the wire."""
     _check_tensor(tensor, "allreduce_async")
     op = _resolve_op(op, average, "allreduce_async")
     return _allreduce_into(tensor, torch.empty_like(tensor), _name("allreduce", name, process_set), op,
-                           prescale_factor, postscale_factor, _state.comm_of(process_set))
+                           prescale_factor, postscale_factor, _state.comm_of(process_set), wire)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                     process_set=None):
+                     process_set=None, wire=None):
     _check_tensor(tensor, "allreduce_async_")
     op = _resolve_op(op, average, "allreduce_async_")
     return _allreduce_into(tensor, tensor, _name("allreduce", name, process_set), op, prescale_factor,
-                           postscale_factor, _state.comm_of(process_set))
+                           postscale_factor, _state.comm_of(process_set), wire)
 
 
 class _AllreduceFunction(torch.autograd.Function):
@@ -196,6 +226,10 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
     _check_tensor(tensor, "allreduce")
     op = _resolve_op(op, average, "allreduce")
     if compression is not None:
+        wire = wire_for(compression, tensor, op, _state.comm_of(process_set))
+        if wire is not None and not tensor.requires_grad:
+            return synchronize(allreduce_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
+                                               postscale_factor=postscale_factor, process_set=process_set, wire=wire))
         compressed, ctx = compression.compress(tensor)
         out = allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
                         postscale_factor=postscale_factor, process_set=process_set)
@@ -224,7 +258,7 @@ def _grouped(tensors, outputs, name, op, prescale_factor, postscale_factor, comm
     sends = (ctypes.c_void_p * n)(*[s.data_ptr() for s in srcs])
     recvs = (ctypes.c_void_p * n)(*[d.data_ptr() for d in dsts])
     counts = (ctypes.c_size_t * n)(*[s.numel() for s in srcs])
-    opts = _capi.enqueue_options(prescale_factor, postscale_factor)
+    opts = _capi.enqueue_options(prescale_factor, postscale_factor, stream=_stream(srcs[0]))
     request = _enqueue(_capi.lib.kolo_enqueue_allreduce_group, name, n, sends, recvs, counts, kolo_dtype(srcs[0]),
                        _KOLO_OPS[op], ctypes.byref(opts), comm)
 
@@ -287,7 +321,7 @@ class _Output:
             for d in self.row_shape:
                 row *= d
             rows = total // row if row else sum(self.rank_counts)
-            self.tensor = torch.empty((rows,) + tuple(self.row_shape), dtype=self.like.dtype)
+            self.tensor = torch.empty((rows,) + tuple(self.row_shape), dtype=self.like.dtype, device=self.like.device)
             return self.tensor.data_ptr() if self.tensor.numel() else 1  # a non-null pointer for empty outputs
         except Exception:  # the runtime fails the operation on this rank
             return None
@@ -302,10 +336,11 @@ def allgather_async(tensor, name=None, process_set=None):
     for d in row_shape:
         row_count *= d
     out = _Output(src, row_shape)
-    opts = _capi.enqueue_options(alloc=out.fn)
-    request = _enqueue(_capi.lib.kolo_enqueue_allgather, _name("allgather", name, process_set), _ptr(src), rows,
+    opts = _capi.enqueue_options(alloc=out.fn, stream=_stream(src))
+    ptr, keep = _source(src)
+    request = _enqueue(_capi.lib.kolo_enqueue_allgather, _name("allgather", name, process_set), ptr, rows,
                        row_count, kolo_dtype(src), ctypes.byref(opts), _state.comm_of(process_set))
-    return _register(request, (src, out, opts), lambda: out.tensor)
+    return _register(request, (src, keep, out, opts), lambda: out.tensor)
 
 
 class _AllgatherFunction(torch.autograd.Function):
@@ -321,7 +356,7 @@ class _AllgatherFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         summed = allreduce(grad.contiguous(), op=Sum, process_set=ctx.ps)
-        rows = synchronize(allgather_async(torch.tensor([ctx.rows], dtype=torch.int64), process_set=ctx.ps))
+        rows = synchronize(allgather_async(torch.tensor([ctx.rows], dtype=torch.int64), process_set=ctx.ps)).cpu()
         start = int(rows[:_state_rank(ctx.ps)].sum())
         return summed[start:start + ctx.rows], None, None
 
@@ -357,14 +392,15 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
         row_count *= d
     counts = (ctypes.c_size_t * n)(*[s * row_count for s in splits])
     out = _Output(src, row_shape)
-    opts = _capi.enqueue_options(alloc=out.fn)
-    request = _enqueue(_capi.lib.kolo_enqueue_alltoall, _name("alltoall", name, process_set), _ptr(src), counts,
+    opts = _capi.enqueue_options(alloc=out.fn, stream=_stream(src))
+    ptr, keep = _source(src)
+    request = _enqueue(_capi.lib.kolo_enqueue_alltoall, _name("alltoall", name, process_set), ptr, counts,
                        kolo_dtype(src), ctypes.byref(opts), comm)
 
     def finish():
         received = torch.tensor([c // row_count if row_count else 0 for c in out.rank_counts], dtype=torch.int32)
         return out.tensor, received
-    return _register(request, (src, counts, out, opts), finish)
+    return _register(request, (src, keep, counts, out, opts), finish)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=None):
@@ -385,15 +421,16 @@ def _broadcast_into(tensor, output, root_rank, name, comm):
         output.copy_(tensor)
     buf = _contiguous(output)
     carried = as_bytes(buf)
-    opts = _capi.enqueue_options()
-    request = _enqueue(_capi.lib.kolo_enqueue_broadcast, name, _ptr(carried), carried.numel(), kolo_dtype(carried),
+    opts = _capi.enqueue_options(stream=_stream(buf))
+    ptr, keep = _source(carried)
+    request = _enqueue(_capi.lib.kolo_enqueue_broadcast, name, ptr, carried.numel(), kolo_dtype(carried),
                        root_rank, ctypes.byref(opts), comm)
 
     def finish():
         if buf is not output:
             output.copy_(buf)
         return output
-    return _register(request, (buf, opts), finish)
+    return _register(request, (buf, keep, opts), finish)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
@@ -430,12 +467,13 @@ def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_f
                          "evenly (uneven shares are not supported yet)")
     share = rows // n
     row_count = src[0].numel() if rows else 0
-    out = torch.empty((share,) + tuple(src.shape[1:]), dtype=src.dtype)
-    opts = _capi.enqueue_options(prescale_factor, postscale_factor)
+    out = torch.empty((share,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
+    opts = _capi.enqueue_options(prescale_factor, postscale_factor, stream=_stream(src))
     kop = _KOLO_OPS[op]
-    request = _enqueue(_capi.lib.kolo_enqueue_reduce_scatter, _name("reducescatter", name, process_set), _ptr(src),
-                       _ptr(out), share * row_count, kolo_dtype(src), kop, ctypes.byref(opts), comm)
-    return _register(request, (src, out, opts), lambda: out)
+    (send, keep_send), (recv, keep_recv) = _source(src), _source(out)
+    request = _enqueue(_capi.lib.kolo_enqueue_reduce_scatter, _name("reducescatter", name, process_set), send,
+                       recv, share * row_count, kolo_dtype(src), kop, ctypes.byref(opts), comm)
+    return _register(request, (src, out, keep_send, keep_recv, opts), lambda: out)
 
 
 def reducescatter(tensor, name=None, compression=None, op=None, process_set=None, prescale_factor=1.0,

@@ -10,7 +10,7 @@ import pickle
 
 import torch
 
-from kolo.torch import _ops
+from kolo.torch import _ops, _state
 from kolo.torch.compression import Compression
 
 
@@ -114,10 +114,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _allreduce_grad(self, p):
         grad = self._grad_for_allreduce(p)
-        compressed, ctx = self._compression.compress(grad)
+        # Where kolo compresses on the wire (FLOAT32 sums within one host), the gradient goes
+        # as it is and is encoded once, summed in FLOAT32; elsewhere the compressor casts.
+        wire = _ops.wire_for(self._compression, grad, self._op, _state.comm_of(self._process_set))
+        compressed, ctx = (grad, None) if wire is not None else self._compression.compress(grad)
         handle = _ops.allreduce_async_(compressed, name=self._names[p], op=self._op,
                                        prescale_factor=self._prescale, postscale_factor=self._postscale,
-                                       process_set=self._process_set)
+                                       process_set=self._process_set, wire=wire)
         return handle, (compressed, ctx)
 
     def _group_gradient_ready(self, p):

@@ -1,8 +1,12 @@
-"""Horovod's gradient compression: Compression.none, .fp16, and .bf16. kolo's runtime does
-not compress on the wire yet, so fp16/bf16 cast before the allreduce and back after, as
-Horovod does (the sum then runs in the 16-bit type: kolo's own wire compression, which
-accumulates in fp32, runs on device buffers of one host through kolo_allreduce_ex)."""
+"""Horovod's gradient compression: Compression.none, .fp16, and .bf16. Where kolo
+compresses on the wire (allreduce of float32 sums and averages on a communicator within
+one host), fp16/bf16 use it: each rank's tensor is encoded once and the sum runs in fp32
+(kolo_wire, read by kolo.torch's allreduce and DistributedOptimizer). Elsewhere they cast
+before the allreduce and back after, as Horovod does (the sum then runs in the 16-bit
+type)."""
 import torch
+
+from kolo import _capi
 
 
 class Compressor:
@@ -21,6 +25,7 @@ class NoneCompressor(Compressor):
 
 class _CastCompressor(Compressor):
     wire = None
+    kolo_wire = None
 
     @classmethod
     def compress(cls, tensor):
@@ -35,10 +40,12 @@ class _CastCompressor(Compressor):
 
 class FP16Compressor(_CastCompressor):
     wire = torch.float16
+    kolo_wire = _capi.FLOAT16
 
 
 class BF16Compressor(_CastCompressor):
     wire = torch.bfloat16
+    kolo_wire = _capi.BFLOAT16
 
 
 class Compression:

@@ -4,8 +4,9 @@ torchrun, file://, tcp://) and DDP run their collectives on kolo.
 
 The process group is a Python subclass of torch's ProcessGroup over kolo's direct C API:
 rank 0 makes a kolo unique id and hands it to the others through torch's store (it holds
-the job's secret: the store must be one the job trusts, as for NCCL's unique id). CPU
-tensors. Allreduces of one contiguous tensor (DDP's buckets) go through kolo's runtime and
+the job's secret: the store must be one the job trusts, as for NCCL's unique id). CPU and
+CUDA tensors: CUDA collectives are enqueued on torch's current stream of the tensor's
+device (kolo's device path), so later work on that stream sees their results. Allreduces of one contiguous tensor (DDP's buckets) go through kolo's runtime and
 return at once, their futures completing on the runtime's thread; the other collectives
 run to completion when called (kolo's host calls block), returning finished work."""
 import atexit
@@ -18,7 +19,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
 
 from kolo import _capi
-from kolo.torch._ops import as_bytes, kolo_dtype
+from kolo.torch._ops import _stream, as_bytes, kolo_dtype
 
 _OPS = {dist.ReduceOp.SUM: _capi.OP_SUM, dist.ReduceOp.PRODUCT: _capi.OP_PROD, dist.ReduceOp.MIN: _capi.OP_MIN,
         dist.ReduceOp.MAX: _capi.OP_MAX}
@@ -33,10 +34,11 @@ def _op(reduce_op):
     raise ValueError(f"kolo backend: reduce op {reduce_op} is not supported (SUM, PRODUCT, MIN, MAX, AVG)")
 
 
-def _cpu(tensor, what, any_dtype=False):
-    if tensor.device.type != "cpu":
-        raise ValueError(f"kolo backend: {what}: a {tensor.device.type} tensor; the kolo backend carries CPU tensors "
-                         "so far")
+def _carried(tensor, what, any_dtype=False):
+    """Checks a tensor kolo can carry: CPU or CUDA memory, a dtype kolo knows."""
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"kolo backend: {what}: a {tensor.device.type} tensor; the kolo backend carries CPU and CUDA "
+                         "tensors")
     if not any_dtype:
         kolo_dtype(tensor)
     return tensor
@@ -99,7 +101,7 @@ class KoloProcessGroup(ProcessGroup):
         """fn on each tensor, contiguous; any_dtype: fn only moves bytes (broadcast, send,
         recv), so a dtype kolo does not carry (DDP's bool buffers) goes as its bytes."""
         for t in tensors:
-            _cpu(t, what, any_dtype)
+            _carried(t, what, any_dtype)
             buf = t if t.is_contiguous() else t.contiguous()
             fn(as_bytes(buf) if any_dtype else buf)
             if buf is not t:
@@ -108,10 +110,10 @@ class KoloProcessGroup(ProcessGroup):
 
     def allreduce(self, tensors, opts):
         op = _op(opts.reduceOp)
-        if len(tensors) == 1 and tensors[0].is_contiguous() and tensors[0].device.type == "cpu":
+        if len(tensors) == 1 and tensors[0].is_contiguous():
             return self._allreduce_async(tensors[0], op)
         return self._each(tensors, "allreduce", lambda b: _capi.check(_capi.lib.kolo_allreduce(
-            _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), op, self._comm, None)))
+            _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), op, self._comm, _stream(b))))
 
     def _allreduce_async(self, tensor, op):
         """Through kolo's runtime (its background thread, on a communicator of its own):
@@ -128,7 +130,7 @@ class KoloProcessGroup(ProcessGroup):
                 future.set_exception(_capi.KoloError(result, "allreduce through kolo's runtime failed (a peer died or "
                                                              "made another call; see the log)"))
         callback = _capi.COMPLETION_FN(done)
-        options = _capi.enqueue_options()
+        options = _capi.enqueue_options(stream=_stream(tensor))
         options.callback = callback
         request = ctypes.c_void_p()
         name = f"pg.allreduce.{self._sequence}".encode()
@@ -155,43 +157,44 @@ class KoloProcessGroup(ProcessGroup):
     def broadcast(self, tensors, opts):
         root = opts.rootRank
         return self._each(tensors, "broadcast", lambda b: _capi.check(_capi.lib.kolo_broadcast(
-            _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), root, self._comm, None)), any_dtype=True)
+            _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), root, self._comm, _stream(b))), any_dtype=True)
 
     def reduce(self, tensors, opts):
         op, root = _op(opts.reduceOp), opts.rootRank
         return self._each(tensors, "reduce", lambda b: _capi.check(_capi.lib.kolo_reduce(
-            _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), op, root, self._comm, None)))
+            _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), op, root, self._comm, _stream(b))))
 
     def _allgather_base(self, output, input, opts=None):
-        _cpu(output, "allgather")
-        _cpu(input, "allgather")
+        _carried(output, "allgather")
+        _carried(input, "allgather")
         src = input.contiguous()
         if output.numel() != src.numel() * self._size:
             raise ValueError(f"kolo backend: allgather into {output.numel()} elements of {src.numel()} x {self._size}")
         dst = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
-        _capi.check(_capi.lib.kolo_allgather(_ptr(src), _ptr(dst), src.numel(), kolo_dtype(src), self._comm, None))
+        _capi.check(_capi.lib.kolo_allgather(_ptr(src), _ptr(dst), src.numel(), kolo_dtype(src), self._comm,
+                                              _stream(src)))
         if dst is not output:
             output.copy_(dst)
         return _Done([output])
 
     def allgather(self, output_lists, inputs, opts=None):
         for outs, inp in zip(output_lists, inputs):
-            flat = torch.empty((self._size,) + tuple(inp.shape), dtype=inp.dtype)
+            flat = torch.empty((self._size,) + tuple(inp.shape), dtype=inp.dtype, device=inp.device)
             self._allgather_base(flat, inp)
             for r, o in enumerate(outs):
                 o.copy_(flat[r])
         return _Done(output_lists)
 
     def _reduce_scatter_base(self, output, input, opts):
-        _cpu(output, "reduce_scatter")
-        _cpu(input, "reduce_scatter")
+        _carried(output, "reduce_scatter")
+        _carried(input, "reduce_scatter")
         src = input.contiguous()
         if src.numel() != output.numel() * self._size:
             raise ValueError(f"kolo backend: reduce_scatter of {src.numel()} elements into {output.numel()} x "
                              f"{self._size}")
         dst = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
         _capi.check(_capi.lib.kolo_reduce_scatter(_ptr(src), _ptr(dst), dst.numel(), kolo_dtype(src),
-                                                  _op(opts.reduceOp), self._comm, None))
+                                                  _op(opts.reduceOp), self._comm, _stream(src)))
         if dst is not output:
             output.copy_(dst)
         return _Done([output])
@@ -202,8 +205,8 @@ class KoloProcessGroup(ProcessGroup):
         return _Done(outputs)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts):
-        _cpu(output, "alltoall")
-        _cpu(input, "alltoall")
+        _carried(output, "alltoall")
+        _carried(input, "alltoall")
         n = self._size
         src = input.contiguous()
         dst = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
@@ -211,7 +214,7 @@ class KoloProcessGroup(ProcessGroup):
             if src.numel() % n or dst.numel() != src.numel():
                 raise ValueError(f"kolo backend: alltoall of {src.numel()} elements on {n} ranks")
             _capi.check(_capi.lib.kolo_alltoall(_ptr(src), _ptr(dst), src.numel() // n, kolo_dtype(src), self._comm,
-                                                None))
+                                                _stream(src)))
         else:
             # Uneven splits (rows of the first dimension): a group of sends and receives.
             row_in = src[0].numel() if src.shape[0] else 0
@@ -227,9 +230,9 @@ class KoloProcessGroup(ProcessGroup):
                         dst[at_out:at_out + outs[q]].copy_(src[at_in:at_in + ins[q]])
                     else:
                         _capi.check(_capi.lib.kolo_send(ctypes.c_void_p(src.data_ptr() + at_in * row_in * es),
-                                                        ins[q] * row_in, kolo_dtype(src), q, self._comm, None))
+                                                        ins[q] * row_in, kolo_dtype(src), q, self._comm, _stream(src)))
                         _capi.check(_capi.lib.kolo_recv(ctypes.c_void_p(dst.data_ptr() + at_out * row_out * es),
-                                                        outs[q] * row_out, kolo_dtype(dst), q, self._comm, None))
+                                                        outs[q] * row_out, kolo_dtype(dst), q, self._comm, _stream(dst)))
                     at_in += ins[q]
                     at_out += outs[q]
             finally:
@@ -240,8 +243,8 @@ class KoloProcessGroup(ProcessGroup):
 
     def alltoall(self, outputs, inputs, opts):
         for o, i in zip(outputs, inputs):
-            _cpu(o, "alltoall")
-            _cpu(i, "alltoall")
+            _carried(o, "alltoall")
+            _carried(i, "alltoall")
         # The sends and receives run at the group's end: their buffers must live until
         # then (contiguous copies kept here), and strided outputs are filled afterwards.
         srcs = [i.contiguous() for i in inputs]
@@ -254,8 +257,8 @@ class KoloProcessGroup(ProcessGroup):
                 if q == self._rank:
                     dst.copy_(src)
                     continue
-                _capi.check(_capi.lib.kolo_send(_ptr(src), src.numel(), kolo_dtype(src), q, self._comm, None))
-                _capi.check(_capi.lib.kolo_recv(_ptr(dst), dst.numel(), kolo_dtype(dst), q, self._comm, None))
+                _capi.check(_capi.lib.kolo_send(_ptr(src), src.numel(), kolo_dtype(src), q, self._comm, _stream(src)))
+                _capi.check(_capi.lib.kolo_recv(_ptr(dst), dst.numel(), kolo_dtype(dst), q, self._comm, _stream(dst)))
         finally:
             _capi.check(_capi.lib.kolo_group_end())
         for d, o in zip(dsts, outputs):
@@ -265,11 +268,11 @@ class KoloProcessGroup(ProcessGroup):
 
     def send(self, tensors, dst, tag):
         return self._each(tensors, "send", lambda b: _capi.check(_capi.lib.kolo_send(
-            _ptr(b), b.numel(), kolo_dtype(b), dst, self._comm, None)), any_dtype=True)
+            _ptr(b), b.numel(), kolo_dtype(b), dst, self._comm, _stream(b))), any_dtype=True)
 
     def recv(self, tensors, src, tag):
         return self._each(tensors, "recv", lambda b: _capi.check(_capi.lib.kolo_recv(
-            _ptr(b), b.numel(), kolo_dtype(b), src, self._comm, None)), any_dtype=True)
+            _ptr(b), b.numel(), kolo_dtype(b), src, self._comm, _stream(b))), any_dtype=True)
 
     def barrier(self, opts=None):
         _capi.check(_capi.lib.kolo_barrier(self._comm))

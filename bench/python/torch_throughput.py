@@ -1,8 +1,10 @@
 """Training throughput on CPU, side by side in one run under kolorun (2 ranks by default):
 kolo.torch's DistributedOptimizer (Horovod's API), DDP on kolo's backend, and DDP on
-torch's Gloo backend, for the examples' CNN and for a communication-heavy wide MLP (67 MB
-of gradients). Prints steps per second and the ratios to Gloo (rank 0), and with
---overhead the cost of kolo.torch's Python layer per allreduce over the C runtime's.
+torch's Gloo backend, for the examples' CNN and for two communication-heavy models with
+67 MB of gradients: a wide MLP and a DLRM-like recommender (an embedding table with dense
+gradients). Prints steps per second and the ratios to Gloo (rank 0), each model's step
+without communication (one rank's compute alone, the ceiling of any ratio), and the cost
+of kolo.torch's Python layer per allreduce over the C runtime's.
 
     kolorun -np 2 /usr/bin/python3 bench/python/torch_throughput.py [--steps 20]
 """
@@ -40,8 +42,27 @@ def wide_mlp():
     return torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 16))
 
 
+class Recommender(torch.nn.Module):
+    """DLRM-like: a 67 MB embedding table with dense gradients (torch's default) and a small
+    MLP. Its step is mostly the gradient's allreduce, as in recommendation models, where
+    the wide MLP's step is mostly torch's single-threaded matrix products."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.EmbeddingBag(262144, 64, mode="sum")
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
+
+    def forward(self, x):
+        return self.mlp(self.table(x))
+
+
 MODELS = {"cnn (examples/, batch 32 per rank)": (Net, lambda: (torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,)))),
-          "wide MLP (67 MB of gradients, batch 1)": (wide_mlp, lambda: (torch.randn(1, 4096), torch.randint(0, 16, (1,))))}
+          "wide MLP (67 MB of gradients, batch 1)": (wide_mlp, lambda: (torch.randn(1, 4096), torch.randint(0, 16, (1,)))),
+          "recommender (67 MB embedding, batch 32)": (Recommender, lambda: (torch.randint(0, 262144, (32, 8)),
+                                                                           torch.randint(0, 16, (32,))))}
+
+
+COMPUTE_ONLY = "no allreduce (compute alone)"
 
 
 def run(make_model, batch, mode):
@@ -51,6 +72,8 @@ def run(make_model, batch, mode):
         opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
                                        named_parameters=model.named_parameters())
         net = model
+    elif mode == COMPUTE_ONLY:  # every rank steps alone, at the same time: the ceiling
+        net, opt = model, torch.optim.SGD(model.parameters(), lr=0.01)
     else:
         net = torch.nn.parallel.DistributedDataParallel(model, process_group=kolo_group if "kolo" in mode else None)
         opt = torch.optim.SGD(net.parameters(), lr=0.01)
@@ -70,7 +93,7 @@ def run(make_model, batch, mode):
 
 results = {}
 for name, (make, batch) in MODELS.items():
-    for mode in ["DDP, Gloo backend", "DDP, kolo backend", "kolo.torch (Horovod API)"]:
+    for mode in ["DDP, Gloo backend", "DDP, kolo backend", "kolo.torch (Horovod API)", COMPUTE_ONLY]:
         results[(name, mode)] = run(make, batch, mode)
 
 # The Python layer's cost: allreduce of a small tensor through kolo.torch vs the runtime's C

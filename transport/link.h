@@ -1,5 +1,5 @@
-// The point-to-point interface every transport implements (tcp now; shm, cuda_ipc, ucx
-// later). A Link joins this rank to one peer and moves tagged byte ranges:
+// The point-to-point interface every transport implements (tcp, shm, ucx). A Link joins
+// this rank to one peer and moves tagged byte ranges:
 //   post_send / post_recv hand a buffer over; the request completes later;
 //   progress() moves bytes without blocking;
 //   close() shuts the link; pending requests then fail.

@@ -31,7 +31,7 @@ Result<std::vector<std::string>> parse_transports(const std::string& text) {
       std::string known;
       for (const TransportRow& row : transport_table()) known += (known.empty() ? "" : ", ") + std::string(row.name);
       return error(Code::kInvalidArgument, "KOLO_TRANSPORTS='", text, "': '", name, "' is not a transport of kolo (",
-                   known, ")");
+                   known, ")", name == "ucx" ? "; this kolo was built without UCX (libucx-dev)" : "");
     }
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     start = end + 1;

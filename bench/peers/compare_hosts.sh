@@ -4,12 +4,13 @@
 # allreduce busbw with the flat ring, the hierarchical two-level schedule and the
 # planner's own choice, against the link rate. Needs root (namespaces); brings its hosts
 # down again at exit.
-#   bench/peers/compare_hosts.sh [build-dir] [hosts] [ranks-per-host] [rate] [rounds]
-# defaults: build 2 2 2gbit 3. Per size the median time of the rounds, alternating the
+#   bench/peers/compare_hosts.sh [build-dir] [hosts] [ranks-per-host] [rate] [rounds] [transport]
+# defaults: build 2 2 2gbit 3 tcp (transport between hosts: tcp or ucx; shm within). Per size the median time of the rounds, alternating the
 # algorithms. Open MPI across the same namespaces is not here yet (its launcher and the
 # namespaces' host names do not agree: "routed" errors).
 set -euo pipefail
-build=${1:-build} hosts=${2:-2} per_host=${3:-2} rate=${4:-2gbit} rounds=${5:-3}
+build=${1:-build} hosts=${2:-2} per_host=${3:-2} rate=${4:-2gbit} rounds=${5:-3} transport=${6:-tcp}
+export KOLO_TRANSPORTS=shm,$transport
 here=$(cd "$(dirname "$0")" && pwd)
 testhosts="$here/../../tools/testhosts.sh"
 prefix=kbench
@@ -24,7 +25,7 @@ np=$((hosts * per_host))
 link_gbs=$(awk -v r="$rate" 'BEGIN { n = r + 0; u = r; sub(/^[0-9.]+/, "", u);
   m = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1; printf "%.3f", n * m / 8 / 1e9 }')
 echo "# $hosts test hosts x $per_host ranks ($list), each host's link shaped to $rate = $link_gbs GB/s per direction"
-echo "# allreduce float sum over TCP between hosts (shared memory within), median of $rounds alternating rounds"
+echo "# allreduce float sum over $transport between hosts (shared memory within), median of $rounds alternating rounds"
 for round in $(seq 1 "$rounds"); do
   for algo in ring hierarchical auto; do
     value=$algo
@@ -33,6 +34,9 @@ for round in $(seq 1 "$rounds"); do
       "$build/bench/perf/kolo-perf" allreduce -b 1M -e 64M -f 4 -n 5 -w 1 -c 1 | grep -v '^#' >>"$tmp/$algo"
   done
 done
+# Small-message latency across the hosts: 8 B allreduce, min/median/p99.
+"$build/tools/kolorun/kolorun" --no-prefix --timeout 600 --launcher 'ip netns exec {host}' -H "$list" \
+  "$build/bench/perf/kolo-perf" allreduce -b 8 -e 8 -n 2000 -w 100 -c 1 --latency | grep -v '^#' | sed 's/^/# 8 B latency: /'
 printf "%12s  %12s  %12s  %12s  %9s  %9s  %9s\n" size ring_busbw hier_busbw auto_busbw hier/ring ring/link hier/link
 awk -v link="$link_gbs" '
   { name = FILENAME; sub(/.*\//, "", name); t[name, $1] = t[name, $1] " " $6; sizes[$1] = 1 }

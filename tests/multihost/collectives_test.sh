@@ -16,7 +16,7 @@ for scenario in quick split p2p unique_id small_messages; do
   start=$(date +%s)
   rc=0
   # Generous limits: CI machines are small and loaded. INIT logs each rank's local/cross.
-  out=$(KOLO_TIMEOUT=120 KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=INIT timeout 500 \
+  out=$(KOLO_TIMEOUT=120 KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=INIT,TRANSPORT timeout 500 \
         "$kolorun" --timeout 400 --launcher "$LAUNCHER" -H "$hosts" "$worker" "$scenario" 2>&1) || rc=$?
   if [ "$rc" -ne 0 ]; then
     tail -40 <<< "$out"
@@ -27,6 +27,10 @@ for scenario in quick split p2p unique_id small_messages; do
   if [ "$seen" -ne "$np" ]; then
     grep "communicator world0" <<< "$out" || true
     fail "$scenario: $seen of $np ranks saw $n hosts of $slots ranks"
+  fi
+  # With KOLO_TRANSPORTS naming ucx before tcp, the hosts must have talked over UCX.
+  if [[ "${KOLO_TRANSPORTS:-}" == *ucx* && "${KOLO_TRANSPORTS:-}" != *tcp*ucx* ]]; then
+    grep -q "peers over ucx" <<< "$out" || fail "$scenario: KOLO_TRANSPORTS=$KOLO_TRANSPORTS but no rank connected over ucx"
   fi
   echo "ok: $scenario on $hosts ($np ranks) in $(( $(date +%s) - start ))s"
 done

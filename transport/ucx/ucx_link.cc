@@ -1,0 +1,217 @@
+#include "transport/ucx/ucx_link.h"
+
+#include <poll.h>
+
+#include <vector>
+
+#include "support/clock.h"
+#include "support/log.h"
+
+namespace kolo::ucx {
+
+uint64_t ucx_tag(int source, uint64_t tag) {
+  return (uint64_t(static_cast<uint32_t>(source) & (kMaxRanks - 1)) << 44) | ((tag >> 63) << 43) |
+         (((tag >> 32) & 0x7ff) << 32) | (tag & 0xffffffffu);
+}
+
+Result<std::unique_ptr<UcxLink>> UcxLink::connect(int self, int peer, std::shared_ptr<UcxWorker> worker,
+                                                  const std::string& address) {
+  std::unique_ptr<UcxLink> link(new UcxLink(self, peer, std::move(worker)));
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  // Not UCP_ERR_HANDLING_MODE_PEER: with it UCX 1.13 failed healthy endpoints with
+  // "Endpoint timeout" while a peer was busy between calls (3+ ranks, TCP and shared
+  // memory alike). Without it a dead peer shows as kolo's deadline (KOLO_TIMEOUT) instead
+  // of at once; UCX errors it does report still reach the handler.
+  params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  params.err_handler.cb = peer_error;
+  params.err_handler.arg = link.get();
+  ucs_status_t st = ucp_ep_create(link->worker_->get(), &params, &link->ep_);
+  if (st != UCS_OK) return ucx_error(st, str_cat("ucx transport: rank ", self, " making an endpoint to rank ", peer));
+  return link;
+}
+
+void UcxLink::peer_error(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<UcxLink*>(arg)->on_peer_error(status); }
+
+UcxLink::~UcxLink() {
+  close();
+  // UCX still holds these requests (a send it could not cancel in time): their callbacks
+  // will only free them.
+  for (Op* op : ops_) op->link = nullptr;
+}
+
+short UcxLink::poll_events() const { return POLLIN; }
+
+void UcxLink::send_done(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<Op*>(user_data);
+  ucp_request_free(request);
+  if (op->link == nullptr) {
+    delete op;
+    return;
+  }
+  op->link->finish(op, status, op->expected);
+  op->link->forget(op);
+}
+
+void UcxLink::recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
+  auto* op = static_cast<Op*>(user_data);
+  ucp_request_free(request);
+  if (op->link == nullptr) {
+    delete op;
+    return;
+  }
+  op->link->finish(op, status, status == UCS_OK && info != nullptr ? info->length : op->expected);
+  op->link->forget(op);
+}
+
+void UcxLink::finish(Op* op, ucs_status_t status, size_t length) {
+  if (op->req == nullptr) return;
+  TransferRequest* req = op->req;
+  op->req = nullptr;
+  if (status == UCS_OK && op->is_recv && length != op->expected) {
+    req->status = error(Code::kMismatch, "rank ", self_, ": rank ", peer_, " sent ", length,
+                        " bytes where rank ", self_, " expected ", op->expected,
+                        " (the ranks made different calls)");
+    if (failed_.ok()) failed_ = req->status;
+  } else if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+    req->status = error(Code::kMismatch, "rank ", self_, ": rank ", peer_, " sent more than the ",
+                        op->expected, " bytes rank ", self_, " expected (the ranks made different calls)");
+    if (failed_.ok()) failed_ = req->status;
+  } else if (status != UCS_OK) {
+    req->status = !failed_.ok() ? failed_
+                                : ucx_error(status, str_cat("rank ", self_, ": ", op->is_recv ? "receive from" : "send to",
+                                                            " rank ", peer_));
+  } else {
+    req->status = Status();
+  }
+  req->done = true;
+}
+
+void UcxLink::forget(Op* op) {
+  if (op == starting_) {
+    finished_while_starting_ = true;
+    op_status_ = op->is_recv && !failed_.ok() ? failed_ : Status();
+  }
+  ops_.remove(op);
+  delete op;
+}
+
+// UCX may run the callback inside the call that posts (a receive whose message is
+// already here): the op is listed first, and `starting_` tells whether it is gone.
+template <class Post>
+Status UcxLink::start(Op* op, Post&& post) {
+  ops_.push_back(op);
+  starting_ = op;
+  finished_while_starting_ = false;
+  ucs_status_ptr_t result = post();
+  starting_ = nullptr;
+  if (finished_while_starting_) return op_status_;
+  if (result == nullptr) {  // a send done at once; UCX calls no callback
+    finish(op, UCS_OK, op->expected);
+    forget(op);
+    return Status();
+  }
+  if (UCS_PTR_IS_ERR(result)) {
+    const ucs_status_t st = UCS_PTR_STATUS(result);
+    if (failed_.ok()) failed_ = ucx_error(st, str_cat("rank ", self_, ": posting a transfer with rank ", peer_));
+    finish(op, st, 0);
+    forget(op);
+    return failed_;
+  }
+  op->ucx_request = result;
+  return Status();
+}
+
+Status UcxLink::post_send(uint64_t tag, const void* data, size_t bytes, TransferRequest* req) {
+  req->done = false;
+  req->status = Status();
+  if (!failed_.ok()) return failed_;
+  auto* op = new Op{this, req, bytes, false};
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
+                       UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  param.cb.send = send_done;
+  param.user_data = op;
+  param.datatype = ucp_dt_make_contig(1);
+  param.memory_type = UCS_MEMORY_TYPE_HOST;  // device buffers reach links through the device path's staging
+  return start(op, [&] { return ucp_tag_send_nbx(ep_, data, bytes, ucx_tag(self_, tag), &param); });
+}
+
+Status UcxLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) {
+  req->done = false;
+  req->status = Status();
+  if (!failed_.ok()) return failed_;
+  auto* op = new Op{this, req, bytes, true};
+  ucp_request_param_t param{};
+  // Always through the callback: UCX 1.13 leaves recv_info's length 0 on an immediate
+  // completion, and the length is how a size mismatch shows.
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
+                       UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = recv_done;
+  param.user_data = op;
+  param.datatype = ucp_dt_make_contig(1);
+  param.memory_type = UCS_MEMORY_TYPE_HOST;
+  return start(op, [&] { return ucp_tag_recv_nbx(worker_->get(), data, bytes, ucx_tag(peer_, tag), ~uint64_t{0}, &param); });
+}
+
+Status UcxLink::progress() {
+  worker_->progress();
+  return failed_;
+}
+
+// Receives are posted on the worker, not the endpoint: a dead peer does not end them, so
+// the link cancels them (their callbacks then fail them with the link's error).
+void UcxLink::cancel_receives() {
+  std::vector<void*> receives;
+  for (Op* op : ops_) {
+    if (op->is_recv) receives.push_back(op->ucx_request);
+  }
+  for (void* request : receives) ucp_request_cancel(worker_->get(), request);
+}
+
+void UcxLink::on_peer_error(ucs_status_t status) {
+  if (failed_.ok()) {
+    failed_ = ucx_error(status, str_cat("rank ", self_, ": the link to rank ", peer_, " failed (the peer died or "
+                                        "the network between them failed)"));
+  }
+  cancel_receives();
+}
+
+void UcxLink::close() {
+  if (closed_) return;
+  closed_ = true;
+  if (failed_.ok()) failed_ = error(Code::kAborted, "rank ", self_, ": the link to rank ", peer_, " was closed");
+  for (Op* op : ops_) {
+    if (op->req == nullptr) continue;
+    op->req->status = failed_;
+    op->req->done = true;
+    op->req = nullptr;
+  }
+  cancel_receives();
+  if (ep_ != nullptr) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t closing = ucp_ep_close_nbx(ep_, &param);
+    ep_ = nullptr;
+    // Bounded: a forced close completes locally.
+    Deadline deadline(2.0);
+    while (closing != nullptr && !UCS_PTR_IS_ERR(closing) && !deadline.expired()) {
+      ucp_worker_progress(worker_->get());
+      if (ucp_request_check_status(closing) != UCS_INPROGRESS) {
+        ucp_request_free(closing);
+        closing = nullptr;
+      }
+    }
+  }
+  Deadline deadline(1.0);
+  while (!ops_.empty() && !deadline.expired()) ucp_worker_progress(worker_->get());
+  if (!ops_.empty()) {
+    log_warn(Subsys::kTransport, "rank ", self_, ": ", ops_.size(), " UCX requests to rank ", peer_,
+             " still pending after closing the link");
+  }
+}
+
+}  // namespace kolo::ucx

@@ -1,0 +1,57 @@
+#include "transport/ucx/ucx_worker.h"
+
+namespace kolo::ucx {
+
+Status ucx_error(ucs_status_t status, const std::string& what) {
+  const Code code = status == UCS_ERR_CANCELED ? Code::kAborted
+                    : status == UCS_ERR_MESSAGE_TRUNCATED ? Code::kMismatch
+                                                          : Code::kRemote;
+  return error(code, what, ": ", ucs_status_string(status), " (UCX)");
+}
+
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create() {
+  std::unique_ptr<UcxWorker> w(new UcxWorker());
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return ucx_error(st, "ucx transport: reading UCX's configuration (UCX_* variables)");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  st = ucp_init(&params, config, &w->context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) return ucx_error(st, "ucx transport: ucp_init");
+  ucp_worker_params_t wparams{};
+  wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  // One call at a time per communicator, from whichever thread makes it.
+  wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  st = ucp_worker_create(w->context_, &wparams, &w->worker_);
+  if (st != UCS_OK) return ucx_error(st, "ucx transport: ucp_worker_create");
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  st = ucp_worker_get_address(w->worker_, &address, &length);
+  if (st != UCS_OK) return ucx_error(st, "ucx transport: ucp_worker_get_address");
+  w->address_.assign(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(w->worker_, address);
+  st = ucp_worker_get_efd(w->worker_, &w->efd_);
+  if (st != UCS_OK) return ucx_error(st, "ucx transport: ucp_worker_get_efd");
+  return w;
+}
+
+UcxWorker::~UcxWorker() {
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+void UcxWorker::progress() {
+  // UCX's wake-up protocol: progress until idle, then arm; BUSY means events arrived
+  // meanwhile, so progress again. Bounded: a busy worker is served by the next pass.
+  for (int round = 0; round < 64; ++round) {
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    if (ucp_worker_arm(worker_) != UCS_ERR_BUSY) return;
+  }
+}
+
+void UcxWorker::signal() { (void)ucp_worker_signal(worker_); }
+
+}  // namespace kolo::ucx

@@ -65,33 +65,59 @@ void Executor::record(const Request& request, const char* phase, double start, d
   if (timeline_ != nullptr) timeline_->span(request.name, phase, start, end, args);
 }
 
+Status Executor::fatal(Status status) {
+  if (comm_error_.ok()) comm_error_ = status;
+  return status;
+}
+
+namespace {
+// Waits for the lane on every way out of a group, so that no request completes while work
+// queued on the runtime's stream may still use its buffers.
+struct FinishLane {
+  Lane& lane;
+  double timeout;
+  ~FinishLane() { (void)lane.finish(timeout); }
+};
+}  // namespace
+
 Status Executor::allreduce(const std::vector<Request*>& members, double negotiated_at) {
   const Signature& sig = members.front()->sig;
   const size_t elem = dtype_size(sig.dtype);
   size_t tensors = 0;
   for (const Request* r : members) tensors += r->sig.counts.size();
   const double start = now_seconds();
+  FinishLane finish_lane{lane_, timeout_seconds_};
+  // A failure of this rank's own copies or memory after negotiation is fatal to the
+  // runtime: the peers are about to run the collective, and this rank cannot go on out of
+  // step with them.
   for (const Request* r : members) {
     record(*r, "NEGOTIATE", r->enqueued_at, negotiated_at);
     record(*r, "QUEUE", negotiated_at, start);
-    KOLO_TRY(prepare(*r));
+    Status s = prepare(*r);
+    if (!s.ok()) return fatal(s);
   }
   // Which tensors go through the fusion buffer: the small ones, whose per-call cost the
   // packing saves. A large tensor (or a lone one) is reduced in place as its own call of
   // the same group: copying it in and out would cost more memory traffic than the
   // allreduce itself on a host, while its per-call start-up is small next to its bytes.
+  // Decided from the signature alone, so a joined rank (null buffers: zeros) makes the
+  // same calls as the others; its large tensors are zeros in the scratch buffer.
   std::vector<CollCall> calls;
   std::vector<std::pair<const Request*, size_t>> packed;  // (request, tensor index)
-  size_t packed_count = 0;
+  std::vector<std::pair<size_t, size_t>> zeros;           // (call index, bytes) of a joined rank's large tensors
+  size_t packed_count = 0, zero_bytes = 0;
   for (const Request* r : members) {
     for (size_t t = 0; t < r->sig.counts.size(); ++t) {
       const size_t count = r->sig.counts[t];
-      const bool real = r->sends[t] != nullptr && r->recvs[t] != nullptr;
-      if (real && (tensors == 1 || count * elem >= kInPlaceBytes)) {
+      if (tensors == 1 || count * elem >= kInPlaceBytes) {
         CollCall call = make_call(CollKind::kAllreduce, sig, count, r->sends[t], r->recvs[t]);
         call.spec.wire = sig.wire;
         call.prescale.factor = sig.prescale;
         call.postscale.factor = sig.postscale;
+        if (r->sends[t] == nullptr || r->recvs[t] == nullptr) {
+          zeros.emplace_back(calls.size(), count * elem);
+          zero_bytes += count * elem;
+        }
         calls.push_back(call);
       } else {
         packed.emplace_back(r, t);
@@ -99,10 +125,37 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
       }
     }
   }
+  if (zero_bytes > 0) {
+    auto scratch = lane_.scratch(zero_bytes);
+    if (!scratch.ok()) return fatal(scratch.status());
+    Status s = lane_.zero(scratch.value(), zero_bytes);
+    if (!s.ok()) return fatal(s);
+    size_t at = 0;
+    for (const auto& [index, bytes] : zeros) {
+      calls[index].send = calls[index].recv = scratch.value() + at;
+      calls[index].spec.in_place = true;
+      at += bytes;
+    }
+  }
   auto fusion = lane_.fusion(packed_count * elem);
-  if (!fusion.ok()) return fusion.status();
+  if (!fusion.ok()) return fatal(fusion.status());
   char* const buffer = fusion.value();
   fusion_bytes_ = std::max(fusion_bytes_, packed_count * elem);
+  if (packed_count > 0) {
+    CollCall call = make_call(CollKind::kAllreduce, sig, packed_count, buffer, buffer);
+    call.spec.wire = sig.wire;
+    if (sig.op == ReduceOp::kAvg) call.spec.op = ReduceOp::kSum;
+    calls.push_back(call);
+  }
+  // A refusal (a compressed allreduce across hosts) fails these requests on every rank
+  // alike, before anything ran or was copied, and leaves the runtime working.
+  if (sig.wire != DType::kCount) {
+    for (CollCall call : calls) {
+      lane_.place(call);
+      Status s = comm_.check_runnable(call);
+      if (!s.ok()) return error(s.code(), "tensor '", members.front()->name, "': ", s.message());
+    }
+  }
   const Scale prescale{sig.prescale, 1};
   // AVG divides in the copy out: the collective sums, and the integer case truncates once.
   const Scale postscale{sig.postscale, sig.op == ReduceOp::kAvg ? comm_.size() : 1};
@@ -111,24 +164,10 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
   for (const auto& [r, t] : packed) {
     const size_t count = r->sig.counts[t];
     char* at = buffer + offset * elem;
-    if (r->sends[t] == nullptr) KOLO_TRY(lane_.zero(at, count * elem));
-    else KOLO_TRY(lane_.scale_copy(at, r->sends[t], count, sig.dtype, prescale));
+    Status s = r->sends[t] == nullptr ? lane_.zero(at, count * elem)
+                                      : lane_.scale_copy(at, r->sends[t], count, sig.dtype, prescale);
+    if (!s.ok()) return fatal(s);
     offset += count;
-  }
-  if (packed_count > 0) {
-    CollCall call = make_call(CollKind::kAllreduce, sig, packed_count, buffer, buffer);
-    call.spec.wire = sig.wire;
-    if (sig.op == ReduceOp::kAvg) call.spec.op = ReduceOp::kSum;
-    calls.push_back(call);
-  }
-  // A refusal (a compressed allreduce across hosts) fails these requests on every rank
-  // alike, before anything ran, and leaves the runtime working.
-  if (sig.wire != DType::kCount) {
-    for (CollCall& call : calls) {
-      lane_.place(call);
-      Status s = comm_.check_runnable(call);
-      if (!s.ok()) return error(s.code(), "tensor '", members.front()->name, "': ", s.message());
-    }
   }
   const double t1 = now_seconds();
   // One call at a time: on one host each runs the shared-memory path, which a group
@@ -139,11 +178,13 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
   for (const auto& [r, t] : packed) {
     const size_t count = r->sig.counts[t];
     if (r->recvs[t] != nullptr) {
-      KOLO_TRY(lane_.scale_copy(r->recvs[t], buffer + offset * elem, count, sig.dtype, postscale));
+      Status s = lane_.scale_copy(r->recvs[t], buffer + offset * elem, count, sig.dtype, postscale);
+      if (!s.ok()) return fatal(s);
     }
     offset += count;
   }
-  KOLO_TRY(lane_.finish(timeout_seconds_));
+  Status finished = lane_.finish(timeout_seconds_);
+  if (!finished.ok()) return fatal(finished);
   const double t3 = now_seconds();
   if (timeline_ == nullptr) return Status();
   size_t bytes = 0;
@@ -162,11 +203,16 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
 
 void* Executor::output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure) {
   void* out = request.alloc ? request.alloc(count, rank_counts) : nullptr;
-  const bool on_device = out != nullptr && device::runtime().pointer_info(out).kind == device::MemoryKind::kDevice;
-  if ((out != nullptr && on_device == request.sig.device) || count == 0) return out;
+  const device::PointerInfo info = out != nullptr ? device::runtime().pointer_info(out) : device::PointerInfo{};
+  const bool on_device = info.kind == device::MemoryKind::kDevice;
+  const bool right_device = !on_device || info.device == request.device;
+  if ((out != nullptr && on_device == request.sig.device && right_device) || count == 0) return out;
   if (out == nullptr) {
     *failure = error(Code::kSystem, "tensor '", request.name, "': the output allocator returned NULL for ", count,
                      " elements");
+  } else if (!right_device) {
+    *failure = error(Code::kInvalidArgument, "tensor '", request.name, "': the output allocator returned memory of "
+                     "device ", info.device, " for tensors on device ", request.device);
   } else {
     *failure = error(Code::kInvalidArgument, "tensor '", request.name, "': the output allocator returned ",
                      on_device ? "device" : "host", " memory for ", request.sig.device ? "device" : "host",
@@ -216,7 +262,7 @@ Status Executor::alltoall(const Response& resp, Request& request) {
   for (int q = 0; q < size; ++q) {
     const size_t send_n = resp.locals[me][q], recv_n = recv_counts[q];
     if (q == me) {
-      if (send_n > 0) KOLO_TRY(lane_.copy(out + recv_at * elem, in + send_at * elem, send_n * elem));
+      if (send_n > 0 && out != nullptr) KOLO_TRY(lane_.copy(out + recv_at * elem, in + send_at * elem, send_n * elem));
     } else {
       CollCall send = make_call(CollKind::kSend, resp.sig, send_n, in + send_at * elem, nullptr);
       send.spec.peer = q;
@@ -236,7 +282,9 @@ Status Executor::run(const Response& resp, Request& request, double negotiated_a
   const double start = now_seconds();
   record(request, "NEGOTIATE", request.enqueued_at, negotiated_at);
   record(request, "QUEUE", negotiated_at, start);
-  KOLO_TRY(prepare(request));
+  FinishLane finish_lane{lane_, timeout_seconds_};
+  Status prepared = prepare(request);
+  if (!prepared.ok()) return fatal(prepared);
   Status status;
   CollSpec spec;
   switch (resp.sig.kind) {
@@ -266,7 +314,9 @@ Status Executor::run(const Response& resp, Request& request, double negotiated_a
     default:
       return error(Code::kInternal, "tensor '", request.name, "': ", op_kind_name(resp.sig.kind), " is not run here");
   }
-  if (status.ok()) status = lane_.finish(timeout_seconds_);
+  Status finished = lane_.finish(timeout_seconds_);  // also after a failure: queued work may use the buffers
+  if (!finished.ok()) (void)fatal(finished);
+  if (status.ok()) status = finished;
   record(request, phase_name(resp.sig.kind), start, now_seconds(), str_cat("\"algorithm\": \"", algorithm(spec), "\""));
   return status;
 }

@@ -39,6 +39,9 @@ class Executor {
   // Switches the lane to the request's memory and makes its stream wait for the request's
   // producer (device tensors).
   Status prepare(const Request& request);
+  // A failure of this rank's own work after negotiation: recorded as comm_error(), so the
+  // runtime stops instead of running on out of step with its peers.
+  Status fatal(Status status);
   // On the lane: the calls run on its stream (device) or now (host).
   Status collective(const CollCall& call);
   Status collective_group(std::vector<CollCall> calls);

@@ -106,6 +106,10 @@ Result<int> Runtime::join() {
   if (!dead_.ok()) return error(Code::kAborted, "the runtime stopped after an earlier failure (", dead_.message(), ")");
   if (join_requested_) return error(Code::kInvalidUsage, "kolo_join is already running on this communicator");
   join_requested_ = true;
+  // The runtime's thread has no device of its own: a joined rank that never enqueued a
+  // device tensor contributes zeros from the device current on the joining thread.
+  auto current = device::runtime().current_device();
+  join_device_ = current.ok() ? current.value() : 0;
   const uint64_t round = join_round_;
   wake_.notify_one();
   const auto until = std::chrono::steady_clock::now() +
@@ -268,10 +272,9 @@ std::shared_ptr<Request> Runtime::take(const Response& resp) {
   stand_in->sends.assign(resp.sig.counts.size(), nullptr);
   stand_in->recvs.assign(resp.sig.counts.size(), nullptr);
   stand_in->enqueued_at = now_seconds();
-  if (resp.sig.device) {  // zeros from this rank's device, or the thread's current one
+  if (resp.sig.device) {  // zeros from this rank's device, or the one current where kolo_join was called
     std::lock_guard<std::mutex> lock(mutex_);
-    auto current = device::runtime().current_device();
-    stand_in->device = device_ >= 0 ? device_ : current.ok() ? current.value() : 0;
+    stand_in->device = device_ >= 0 ? device_ : join_device_;
   }
   return stand_in;
 }

@@ -100,7 +100,8 @@ class Runtime {
   bool join_requested_ = false;
   uint64_t join_round_ = 0;  // completed joins; a caller waits for it to move
   int last_joined_ = -1;
-  int device_ = -1;  // the device of this rank's device tensors (the first one's)
+  int device_ = -1;       // the device of this rank's device tensors (the first one's)
+  int join_device_ = 0;   // the device current on the thread that called kolo_join
   Status join_status_;
   std::shared_ptr<Timeline> timeline_;  // a cycle holds a copy, so stop never pulls it away mid-cycle
   RuntimeStats stats_;

@@ -24,7 +24,7 @@ Result<std::unique_ptr<UcxLink>> UcxLink::connect(int self, int peer, std::share
   // Not UCP_ERR_HANDLING_MODE_PEER: with it UCX 1.13 failed healthy endpoints with
   // "Endpoint timeout" while a peer was busy between calls (3+ ranks, TCP and shared
   // memory alike). Without it a dead peer shows as kolo's deadline (KOLO_TIMEOUT) instead
-  // of at once; UCX errors it does report still reach the handler.
+  // of at once, and UCX calls no error handler (the one set here waits for PEER mode).
   params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.cb = peer_error;
   params.err_handler.arg = link.get();
@@ -166,7 +166,7 @@ Status UcxLink::progress() {
 void UcxLink::cancel_receives() {
   std::vector<void*> receives;
   for (Op* op : ops_) {
-    if (op->is_recv) receives.push_back(op->ucx_request);
+    if (op->is_recv && op->ucx_request != nullptr) receives.push_back(op->ucx_request);
   }
   for (void* request : receives) ucp_request_cancel(worker_->get(), request);
 }
@@ -183,20 +183,15 @@ void UcxLink::close() {
   if (closed_) return;
   closed_ = true;
   if (failed_.ok()) failed_ = error(Code::kAborted, "rank ", self_, ": the link to rank ", peer_, " was closed");
-  for (Op* op : ops_) {
-    if (op->req == nullptr) continue;
-    op->req->status = failed_;
-    op->req->done = true;
-    op->req = nullptr;
-  }
+  // Pending requests fail through their callbacks (cancelled receives; sends when the
+  // endpoint closes), so that "done" means UCX has let go of the buffer.
   cancel_receives();
   if (ep_ != nullptr) {
+    // Flushing, not forced: UCX allows a forced close only with UCP_ERR_HANDLING_MODE_PEER
+    // on both sides (ucp.h), which these endpoints do not use. Bounded by a deadline.
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t closing = ucp_ep_close_nbx(ep_, &param);
     ep_ = nullptr;
-    // Bounded: a forced close completes locally.
     Deadline deadline(2.0);
     while (closing != nullptr && !UCS_PTR_IS_ERR(closing) && !deadline.expired()) {
       ucp_worker_progress(worker_->get());
@@ -208,9 +203,16 @@ void UcxLink::close() {
   }
   Deadline deadline(1.0);
   while (!ops_.empty() && !deadline.expired()) ucp_worker_progress(worker_->get());
-  if (!ops_.empty()) {
-    log_warn(Subsys::kTransport, "rank ", self_, ": ", ops_.size(), " UCX requests to rank ", peer_,
-             " still pending after closing the link");
+  if (ops_.empty()) return;
+  // Still held by UCX: the caller's requests end here, but their buffers may yet be
+  // touched; a callback that comes later only frees its op.
+  log_warn(Subsys::kTransport, "rank ", self_, ": ", ops_.size(), " UCX requests to rank ", peer_,
+           " still pending after closing the link; their buffers may still be in use");
+  for (Op* op : ops_) {
+    if (op->req == nullptr) continue;
+    op->req->status = failed_;
+    op->req->done = true;
+    op->req = nullptr;
   }
 }
 

@@ -2,8 +2,9 @@
 // (ucp_tag_send_nbx / ucp_tag_recv_nbx, host memory type given explicitly), matched by
 // UCX. UCX matches tags across the whole worker, so the UCX tag carries the sender's rank
 // beside kolo's tag (ucx_tag()); messages of one sender with one tag match in order, which
-// is kolo's Link contract. A peer failure (UCP_ERR_HANDLING_MODE_PEER) fails the link with
-// UCX's message.
+// is kolo's Link contract. Errors UCX returns fail the link with UCX's message; a dead peer
+// shows as kolo's deadline (the endpoints cannot use UCP_ERR_HANDLING_MODE_PEER yet, see
+// ucx_link.cc).
 #pragma once
 
 #include <ucp/api/ucp.h>

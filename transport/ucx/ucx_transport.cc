@@ -28,11 +28,22 @@ Mac hello_mac(const TransportEnv& env, int from, int to) {
 // the secret.
 Status exchange_hellos(const TransportEnv& env, const std::vector<int>& peers,
                        std::vector<std::unique_ptr<Link>>& links, const Deadline& deadline) {
+  // On any failure the links are closed before `hellos` goes: UCX may hold its buffers.
+  struct CloseOnFailure {
+    const std::vector<int>& peers;
+    std::vector<std::unique_ptr<Link>>& links;
+    bool armed = true;
+    ~CloseOnFailure() {
+      if (!armed) return;
+      for (int peer : peers) links[peer]->close();
+    }
+  };
   struct Hello {
     Mac out, in;
     TransferRequest sent, received;
   };
   std::vector<Hello> hellos(peers.size());
+  CloseOnFailure guard{peers, links};  // declared after hellos: runs before they go
   std::vector<bool> said(peers.size(), false);
   // The lower rank of a pair speaks first and the higher answers once it has heard, so
   // UCX sets up each pair's connection from one side only (connections made from both
@@ -79,6 +90,7 @@ Status exchange_hellos(const TransportEnv& env, const std::vector<int>& peers,
                    "'s hello does not carry the job's secret (another job, or a forged peer)");
     }
   }
+  guard.armed = false;
   return Status();
 }
 
@@ -92,8 +104,8 @@ class UcxWake final : public WakeSource {
   void arm() override {}
   void sleep(int timeout_ms) override {
     if (aborted_.load(std::memory_order_relaxed)) return;
-    worker_->progress();  // ends armed
-    pollfd fd{worker_->event_fd(), POLLIN, 0};
+    if (worker_->progress()) return;  // work done: the caller looks at it first
+    pollfd fd{worker_->event_fd(), POLLIN, 0};  // progress() left the worker armed
     ::poll(&fd, 1, std::min(timeout_ms, 1));
   }
   void abort() override {

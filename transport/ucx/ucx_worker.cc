@@ -42,14 +42,15 @@ UcxWorker::~UcxWorker() {
   if (context_ != nullptr) ucp_cleanup(context_);
 }
 
-void UcxWorker::progress() {
+bool UcxWorker::progress() {
   // UCX's wake-up protocol: progress until idle, then arm; BUSY means events arrived
   // meanwhile, so progress again. Bounded: a busy worker is served by the next pass.
+  bool did = false;
   for (int round = 0; round < 64; ++round) {
-    while (ucp_worker_progress(worker_) != 0) {
-    }
-    if (ucp_worker_arm(worker_) != UCS_ERR_BUSY) return;
+    while (ucp_worker_progress(worker_) != 0) did = true;
+    if (ucp_worker_arm(worker_) != UCS_ERR_BUSY) return did;
   }
+  return true;
 }
 
 void UcxWorker::signal() { (void)ucp_worker_signal(worker_); }

@@ -28,8 +28,9 @@ class UcxWorker {
   const std::string& address() const { return address_; }
   int event_fd() const { return efd_; }
   // Progresses until UCX has nothing left to do now, then arms the event descriptor, so
-  // that a poll() on it after this returns wakes on the next event.
-  void progress();
+  // that a poll() on it after this returns wakes on the next event. True when UCX did
+  // something.
+  bool progress();
   // From any thread: wakes a poll() on the event descriptor (kolo_comm_abort).
   void signal();
 

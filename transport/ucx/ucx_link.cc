@@ -21,11 +21,9 @@ Result<std::unique_ptr<UcxLink>> UcxLink::connect(int self, int peer, std::share
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t*>(address.data());
-  // Not UCP_ERR_HANDLING_MODE_PEER: with it UCX 1.13 failed healthy endpoints with
-  // "Endpoint timeout" while a peer was busy between calls (3+ ranks, TCP and shared
-  // memory alike). Without it a dead peer shows as kolo's deadline (KOLO_TIMEOUT) instead
-  // of at once, and UCX calls no error handler (the one set here waits for PEER mode).
-  params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  // Peer failures reach peer_error(): a dead peer fails the link at once. (With several
+  // rails per peer UCX 1.13 failed healthy endpoints this way; ucx_worker.cc keeps one.)
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = peer_error;
   params.err_handler.arg = link.get();
   ucs_status_t st = ucp_ep_create(link->worker_->get(), &params, &link->ep_);
@@ -172,6 +170,7 @@ void UcxLink::cancel_receives() {
 }
 
 void UcxLink::on_peer_error(ucs_status_t status) {
+  peer_failed_ = true;
   if (failed_.ok()) {
     failed_ = ucx_error(status, str_cat("rank ", self_, ": the link to rank ", peer_, " failed (the peer died or "
                                         "the network between them failed)"));
@@ -187,9 +186,13 @@ void UcxLink::close() {
   // endpoint closes), so that "done" means UCX has let go of the buffer.
   cancel_receives();
   if (ep_ != nullptr) {
-    // Flushing, not forced: UCX allows a forced close only with UCP_ERR_HANDLING_MODE_PEER
-    // on both sides (ucp.h), which these endpoints do not use. Bounded by a deadline.
+    // A working link flushes what it sent; a failed one is closed at once (forcing is
+    // allowed: every endpoint runs in UCP_ERR_HANDLING_MODE_PEER). Bounded by a deadline.
     ucp_request_param_t param{};
+    if (peer_failed_) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
     ucs_status_ptr_t closing = ucp_ep_close_nbx(ep_, &param);
     ep_ = nullptr;
     Deadline deadline(2.0);

@@ -2,9 +2,8 @@
 // (ucp_tag_send_nbx / ucp_tag_recv_nbx, host memory type given explicitly), matched by
 // UCX. UCX matches tags across the whole worker, so the UCX tag carries the sender's rank
 // beside kolo's tag (ucx_tag()); messages of one sender with one tag match in order, which
-// is kolo's Link contract. Errors UCX returns fail the link with UCX's message; a dead peer
-// shows as kolo's deadline (the endpoints cannot use UCP_ERR_HANDLING_MODE_PEER yet, see
-// ucx_link.cc).
+// is kolo's Link contract. A peer failure (UCP_ERR_HANDLING_MODE_PEER) fails the link with
+// UCX's message.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -78,6 +77,7 @@ class UcxLink final : public Link {
   ucp_ep_h ep_ = nullptr;
   Status failed_;
   bool closed_ = false;
+  bool peer_failed_ = false;  // UCX reported the endpoint failed (close may force)
   std::list<Op*> ops_;
   Op* starting_ = nullptr;  // the op being posted (start())
   bool finished_while_starting_ = false;

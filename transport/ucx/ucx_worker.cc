@@ -1,5 +1,7 @@
 #include "transport/ucx/ucx_worker.h"
 
+#include <cstdlib>
+
 namespace kolo::ucx {
 
 Status ucx_error(ucs_status_t status, const std::string& what) {
@@ -14,6 +16,18 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return ucx_error(st, "ucx transport: reading UCX's configuration (UCX_* variables)");
+  // One rail per peer unless the user asks for more (UCX_MAX_EAGER_RAILS/_RNDV_RAILS):
+  // with a connection on each interface (lo and eth0 on one host) UCX 1.13 failed healthy
+  // endpoints mid-run with "Endpoint timeout" (TCP, 3+ ranks, 4 runs in 4); with one rail
+  // none failed in 40. kolo spreads its own rings over the NICs.
+  for (const char* name : {"MAX_EAGER_RAILS", "MAX_RNDV_RAILS"}) {
+    if (std::getenv((std::string("UCX_") + name).c_str()) != nullptr) continue;
+    st = ucp_config_modify(config, name, "1");
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return ucx_error(st, std::string("ucx transport: setting ") + name);
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;

@@ -58,13 +58,14 @@ bool same_plan_key(const CollSpec& a, const CollSpec& b) {
 Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
   const ExecutorKind executor = c.plan->executor;
   if (!c.call.spec.compressed() || executor == ExecutorKind::kDeviceIpc || executor == ExecutorKind::kLocal ||
-      size == 1) {
+      executor == ExecutorKind::kCompressed || size == 1) {
     return Status();
   }
   return error(Code::kUnsupported, "rank ", rank, ": wire_dtype = ", dtype_name(c.call.spec.wire),
-               ": compressed allreduce runs where every rank is on one host (shared memory for host buffers, "
-               "device_ipc for device buffers, not in a group) so far; this call was planned for the ",
-               executor_name(c.plan->executor), " executor");
+               executor == ExecutorKind::kDeviceStaged
+                   ? ": compressed allreduce of device buffers runs where every rank is on one host (device_ipc) "
+                     "so far; across hosts, stage the buffers through host memory"
+                   : ": compressed allreduce does not run in a group of calls yet");
 }
 
 }  // namespace

@@ -113,5 +113,6 @@ MadeExecutor create_local_executor(const ExecutorEnv& env);
 MadeExecutor create_staged_device_executor(const ExecutorEnv& env);
 MadeExecutor create_nccl_executor(const ExecutorEnv& env);
 MadeExecutor create_ipc_device_executor(const ExecutorEnv& env);
+MadeExecutor create_compressed_link_executor(const ExecutorEnv& env);
 
 }  // namespace kolo

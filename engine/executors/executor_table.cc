@@ -12,6 +12,7 @@ constexpr ExecutorRow kRows[kExecutorCount] = {
     {ExecutorKind::kDeviceStaged, "device_staged", create_staged_device_executor},
     {ExecutorKind::kNccl, "nccl", create_nccl_executor},
     {ExecutorKind::kDeviceIpc, "device_ipc", create_ipc_device_executor},
+    {ExecutorKind::kCompressed, "compressed", create_compressed_link_executor},
 };
 
 }  // namespace

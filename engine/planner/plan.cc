@@ -204,6 +204,13 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
                                          ctx.local_params != nullptr ? *ctx.local_params : planner_params());
     return p;
   }
+  if (spec.compressed() && spec.kind == CollKind::kAllreduce && !grouped) {
+    // A wire type where shared memory cannot run the call: encoded blocks over the links,
+    // each contribution encoded once (a ring would re-encode partial sums).
+    p.executor = ExecutorKind::kCompressed;
+    p.algorithm = Algorithm::kTwoShot;
+    return p;
+  }
   p.executor = ExecutorKind::kSchedule;
   p.algorithm = choose_algorithm(spec, ctx);
   p.schedule = schedule_of(p.algorithm, spec, ctx);
@@ -251,6 +258,7 @@ const char* executor_name(ExecutorKind kind) {
     case ExecutorKind::kDeviceStaged: return "device_staged";
     case ExecutorKind::kNccl: return "nccl";
     case ExecutorKind::kDeviceIpc: return "device_ipc";
+    case ExecutorKind::kCompressed: return "compressed";
   }
   return "?";
 }

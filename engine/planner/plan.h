@@ -22,8 +22,9 @@ enum class ExecutorKind : uint8_t {
                       // around the host plan of the same call (engine/executors)
   kNccl = 3,          // device buffers through NCCL (KOLO_BACKEND=nccl)
   kDeviceIpc = 4,     // device buffers, one host: kernels over the peers' mapped memory
+  kCompressed = 5,    // allreduce with a wire type over the links (ranks on several hosts)
 };
-constexpr int kExecutorCount = 5;
+constexpr int kExecutorCount = 6;
 const char* executor_name(ExecutorKind kind);
 
 struct Plan {

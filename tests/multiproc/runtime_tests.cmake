@@ -55,7 +55,7 @@ foreach(np 2 3)
   set_tests_properties(runtime_wire_np${np} PROPERTIES LABELS multiproc TIMEOUT 120
                        ENVIRONMENT "KOLO_TIMEOUT=30;KOLO_FUSION_THRESHOLD=16384")
 endforeach()
-# Across (emulated) hosts compressed allreduces are refused per request, the runtime lives on.
+# Across (emulated) hosts: the compressed executor over the links.
 add_test(NAME runtime_wire_two_hosts_np4
          COMMAND $<TARGET_FILE:kolorun> -np 4 $<TARGET_FILE:kolo_runtime_worker> wire)
 set_tests_properties(runtime_wire_two_hosts_np4 PROPERTIES LABELS multiproc TIMEOUT 120

@@ -314,14 +314,13 @@ void scenario_device_random_order(kolo_comm_t comm) {
 }
 
 // wire_dtype through the runtime: FLOAT32 data carried as FLOAT16 / BFLOAT16 / FLOAT8,
-// summed in FLOAT32. Small integers are exact in FLOAT16 and BFLOAT16, so those sums are;
+// summed in FLOAT32, on one host (shared memory) or several (the compressed executor). Small integers are exact in FLOAT16 and BFLOAT16, so those sums are;
 // fused groups never mix wire types; ranks asking for different wire types get a
 // mismatch naming wire_dtype.
 void scenario_wire(kolo_comm_t comm) {
   const int p = kolo_comm_size(comm), r = kolo_comm_rank(comm);
   const kolo_dtype_t wires[] = {KOLO_DTYPE_COUNT, KOLO_FLOAT16, KOLO_BFLOAT16, KOLO_FLOAT8_E4M3};
   constexpr int kTensors = 24;
-  const bool one_host = kolo_comm_local_size(comm) == p;
   size_t fp8_inexact = 0;  // proof that FLOAT8 was on the wire: exact sums would have none
   for (int step = 0; step < 2; ++step) {
     std::vector<std::vector<float>> in(kTensors), out(kTensors);
@@ -338,15 +337,6 @@ void scenario_wire(kolo_comm_t comm) {
            "enqueue wire");
     }
     for (int t = 0; t < kTensors; ++t) {
-      if (!one_host && wires[t % 4] != KOLO_DTYPE_COUNT) {
-        // Across hosts kolo does not compress yet: these fail alike on every rank, and the
-        // runtime goes on (the uncompressed tensors of the same cycle succeed).
-        const kolo_result_t rc = kolo_wait(reqs[t]);
-        expect(rc == KOLO_ERR_UNSUPPORTED && contains(kolo_last_error(), "wire_dtype"),
-               std::string("compressed across hosts: ") + kolo_result_string(rc) + ": " + kolo_last_error());
-        must(kolo_request_free(reqs[t]), "free");
-        continue;
-      }
       must(kolo_wait(reqs[t]), "wait wire");
       must(kolo_request_free(reqs[t]), "free");
       size_t wrong = 0;
@@ -363,7 +353,7 @@ void scenario_wire(kolo_comm_t comm) {
       expect(wrong == 0, "wire." + std::to_string(t) + ": " + std::to_string(wrong) + " wrong");
     }
   }
-  expect(!one_host || fp8_inexact > 0, "FLOAT8 on the wire rounds some sums");
+  expect(fp8_inexact > 0, "FLOAT8 on the wire rounds some sums");
   std::vector<float> a(64, 1.0f), b(64);
   kolo_request_t req = nullptr;
   kolo_enqueue_options options = KOLO_ENQUEUE_OPTIONS_INIT;

@@ -76,3 +76,10 @@ add_test(NAME shm_single_copy_bad_value_refused
                  $<TARGET_FILE:kolorun> -np 2 $<TARGET_FILE:kolo_test_worker> quick)
 set_tests_properties(shm_single_copy_bad_value_refused PROPERTIES LABELS multiproc TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "KOLO_SHM_SINGLE_COPY='yes' is not 0 or 1")
+# Compressed allreduce across (emulated) hosts and over links: the compressed executor
+# (encoded blocks over the links, each contribution encoded once), same bound and same
+# bits on every rank; shm within hosts and tcp between, all-tcp, and 3 hosts of uneven size.
+kolo_forced_test(compressed_two_hosts_np2 2 compressed "allreduce of .*: compressed two_shot" KOLO_TEST_HOSTS=2)
+kolo_forced_test(compressed_two_hosts_np4 4 compressed "allreduce of .*: compressed two_shot" KOLO_TEST_HOSTS=2)
+kolo_forced_test(compressed_three_hosts_np5 5 compressed "allreduce of .*: compressed two_shot" KOLO_TEST_HOSTS=3)
+kolo_forced_test(compressed_all_tcp_np3 3 compressed "allreduce of .*: compressed two_shot" KOLO_TRANSPORTS=tcp)

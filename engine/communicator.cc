@@ -63,8 +63,9 @@ Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
   }
   return error(Code::kUnsupported, "rank ", rank, ": wire_dtype = ", dtype_name(c.call.spec.wire),
                executor == ExecutorKind::kDeviceStaged
-                   ? ": compressed allreduce of device buffers runs where every rank is on one host (device_ipc) "
-                     "so far; across hosts, stage the buffers through host memory"
+                   ? ": compressed allreduce runs in shared memory or device_ipc for device buffers on one host, and "
+                     "over the links for host buffers; device buffers that must be staged (across hosts, or without "
+                     "peer access) are not compressed yet: copy them to host memory"
                    : ": compressed allreduce does not run in a group of calls yet");
 }
 

@@ -2,10 +2,15 @@
 // handled a block at a time: for fp8 one scale block (its size a template parameter, so
 // the loops have compile-time trip counts and GCC's -O2 vectoriser takes them), for fp16
 // and bf16 kChunk values. A short last block runs the same code with a run-time count.
+// fp16 uses the CPU's F16C conversions where it has them (same bits, see F16cConv).
 #include "kernels/compress.h"
 
 #include <cmath>
 #include <cstdint>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define KOLO_HAVE_F16C_PATH 1
+#endif
 
 #include "kernels/compress_math.h"
 #include "kernels/host_kernels.h"
@@ -34,8 +39,55 @@ struct CodecArgs {
   float m;
 };
 
+// How codes become floats and back, n at a time: one element at a time through the
+// traits (what GCC's vectoriser takes), or for fp16 with the CPU's F16C conversions.
+struct TraitsConv {
+  template <class Tr>
+  __attribute__((always_inline)) static inline void decode(const typename Tr::Code* in, float* out, size_t n) {
+    for (size_t j = 0; j < n; ++j) out[j] = Tr::decode(in[j]);
+  }
+  template <class Tr>
+  __attribute__((always_inline)) static inline void encode(const float* in, typename Tr::Code* out, size_t n) {
+    for (size_t j = 0; j < n; ++j) out[j] = Tr::encode(in[j]);
+  }
+};
+
+#ifdef KOLO_HAVE_F16C_PATH
+// IEEE conversions, round to nearest even, as float_to_half/half_to_float do (the unit
+// tests compare every fp16 code and the float classes bit for bit). A group of 8 with a
+// NaN goes through the traits, whose NaN codes are kolo's own. Called once per chunk of
+// kChunk values (not inlined: GCC inlines target-specific code only into callers of the
+// same target).
+struct F16cConv {
+  template <class Tr>
+  __attribute__((noinline, target("avx2,f16c"))) static void decode(const uint16_t* in, float* out,
+                                                                                size_t n) {
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      _mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j))));
+    }
+    for (; j < n; ++j) out[j] = Tr::decode(in[j]);
+  }
+  template <class Tr>
+  __attribute__((noinline, target("avx2,f16c"))) static void encode(const float* in, uint16_t* out,
+                                                                                size_t n) {
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m256 v = _mm256_loadu_ps(in + j);
+      if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+        for (size_t k = j; k < j + 8; ++k) out[k] = Tr::encode(in[k]);
+        continue;
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j),
+                       _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; j < n; ++j) out[j] = Tr::encode(in[j]);
+  }
+};
+#endif
+
 // Values [off, off + n) with n <= kB; the block's scale index is b.
-template <DType W, CodecOp Op, size_t kB>
+template <DType W, CodecOp Op, size_t kB, class Conv = TraitsConv>
 __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_t off, size_t n,
                                                        size_t b) {
   using Tr = WireTraits<W>;
@@ -52,14 +104,17 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
       if constexpr (Tr::kBlocked) {
         in_scale = reinterpret_cast<const float*>(static_cast<const char*>(a.win[k]) + a.scales_offset)[b];
       }
-      for (size_t j = 0; j < n; ++j) {
-        float d;
-        if constexpr (Tr::kBlocked) {
-          d = decode_blocked<Tr>(win[j], in_scale);
-        } else {
-          d = Tr::decode(win[j]);
+      if constexpr (Tr::kBlocked) {
+        for (size_t j = 0; j < n; ++j) {
+          const float d = decode_blocked<Tr>(win[j], in_scale);
+          dec[j] = k == 0 ? d : add_rn(dec[j], d);
         }
-        dec[j] = k == 0 ? d : add_rn(dec[j], d);
+      } else if (k == 0) {
+        Conv::template decode<Tr>(win, dec, n);
+      } else {
+        float d[kB];
+        Conv::template decode<Tr>(win, d, n);
+        for (size_t j = 0; j < n; ++j) dec[j] = add_rn(dec[j], d[j]);
       }
     }
   }
@@ -80,7 +135,7 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
       for (size_t j = 0; j < n; ++j) wout[j] = encode_blocked<Tr>(v[j], s.inv);
       reinterpret_cast<float*>(static_cast<char*>(a.wout) + a.scales_offset)[b] = s.scale;
     } else {
-      for (size_t j = 0; j < n; ++j) wout[j] = Tr::encode(v[j]);
+      Conv::template encode<Tr>(v, wout, n);
     }
   } else {
     float* fout = a.fout + off;
@@ -95,10 +150,28 @@ KOLO_CODEC_CLONES void codec_loop(const CodecArgs& a) {
   if (off < a.count) codec_block<W, Op, kB>(a, off, a.count - off, b);
 }
 
+#ifdef KOLO_HAVE_F16C_PATH
+template <CodecOp Op>
+__attribute__((target("avx2,f16c"))) void codec_loop_f16c(const CodecArgs& a) {
+  size_t off = 0, b = 0;
+  for (; a.count - off >= kChunk; off += kChunk, ++b) codec_block<DType::kFloat16, Op, kChunk, F16cConv>(a, off, kChunk, b);
+  if (off < a.count) codec_block<DType::kFloat16, Op, kChunk, F16cConv>(a, off, a.count - off, b);
+}
+
+bool have_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+#endif
+
 template <CodecOp Op>
 void codec_dispatch(const CodecArgs& a, WireFormat fmt) {
   switch (fmt.dtype) {
-    case DType::kFloat16: return codec_loop<DType::kFloat16, Op, kChunk>(a);
+    case DType::kFloat16:
+#ifdef KOLO_HAVE_F16C_PATH
+      if (have_f16c()) return codec_loop_f16c<Op>(a);
+#endif
+      return codec_loop<DType::kFloat16, Op, kChunk>(a);
     case DType::kBFloat16: return codec_loop<DType::kBFloat16, Op, kChunk>(a);
     case DType::kFloat8E4M3:
       return fmt.block == 128 ? codec_loop<DType::kFloat8E4M3, Op, 128>(a)

@@ -5,7 +5,9 @@
 # usage: device_gpu_test.sh KOLORUN WORKER KOLO_PERF
 set -uo pipefail
 kolorun=$1 worker=$2 perf=$3
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
+# The list captured first: `nvidia-smi | grep -q` under pipefail fails when grep stops reading.
+gpus=$(command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null || true)
+if ! grep -q GPU <<<"$gpus"; then
   echo "SKIP: no GPU here (nvidia-smi lists none)"
   exit 77
 fi

@@ -15,5 +15,7 @@ if [[ "$loaded" != "$expected" ]]; then
   echo "FAIL: libnccl.so.2 resolves to $loaded, expected kolo's drop-in $expected"
   exit 1
 fi
-env -u LD_LIBRARY_PATH ldd "$2" | grep -q 'libkolo\.so\.0 => /' || { echo "FAIL: the drop-in does not find libkolo"; exit 1; }
+# Not `ldd | grep -q`: grep -q stops reading, ldd dies of SIGPIPE, and pipefail fails the test.
+deps=$(env -u LD_LIBRARY_PATH ldd "$2")
+grep -q 'libkolo\.so\.0 => /' <<<"$deps" || { echo "FAIL: the drop-in does not find libkolo"; exit 1; }
 echo "PASS: libnccl.so.2 is $loaded"

@@ -276,6 +276,41 @@ TEST(CompressHost, Fp16OverflowAndNaNAndExactRoundTrip) {
   for (size_t i = 3; i < src.size(); ++i) EXPECT_EQ(float_to_bits(out[i]), float_to_bits(src[i]));
 }
 
+// The fp16 codecs (F16C on CPUs that have it) give the bits of the scalar conversions the
+// device twins share: every fp16 code decoded, and floats of every class encoded (a
+// stride through all 2^32 bit patterns, the boundaries of half's range, NaNs with
+// payloads), in runs that cover the vector groups and their scalar tails.
+TEST(CompressHost, Fp16CodecsMatchTheScalarConversionsBitForBit) {
+  const WireFormat wf{DType::kFloat16, 0};
+  std::vector<uint16_t> codes(65536);
+  for (uint32_t c = 0; c < 65536; ++c) codes[c] = static_cast<uint16_t>(c);
+  std::vector<float> decoded(codes.size());
+  ASSERT_TRUE(decompress(decoded.data(), codes.data(), codes.size(), wf, Scale{}).ok());
+  size_t wrong = 0;
+  for (uint32_t c = 0; c < 65536; ++c) wrong += float_to_bits(decoded[c]) != float_to_bits(half_to_float(codes[c]));
+  EXPECT_EQ(wrong, 0u) << "fp16 codes decoded differently from half_to_float";
+
+  std::vector<float> src;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 7919) src.push_back(bits_to_float(static_cast<uint32_t>(bits)));
+  for (float f : {65504.0f, 65519.99f, 65520.0f, 6.1035156e-05f, 6.0975552e-05f, 5.9604645e-08f, 2.9802322e-08f,
+                  2.9802326e-08f, 1e-9f}) {
+    src.push_back(f);
+    src.push_back(-f);
+  }
+  for (uint32_t payload : {1u, 0x1fffu, 0x2000u, 0x3fffffu, 0x400000u, 0x7fffffu}) {
+    src.push_back(bits_to_float(0x7f800000u | payload));
+    src.push_back(bits_to_float(0xff800000u | payload));
+  }
+  for (size_t start : {size_t{0}, size_t{3}}) {  // vector groups aligned differently
+    const size_t n = src.size() - start;
+    std::vector<uint16_t> wire(n);
+    ASSERT_TRUE(compress(wire.data(), src.data() + start, n, wf, Scale{}).ok());
+    wrong = 0;
+    for (size_t i = 0; i < n; ++i) wrong += wire[i] != float_to_half(src[start + i]);
+    EXPECT_EQ(wrong, 0u) << "floats encoded differently from float_to_half (start " << start << ")";
+  }
+}
+
 // Re-encoding where the chunk arrived gives the same bytes as a separate output buffer.
 TEST(CompressHost, DecompressReduceCompressInPlace) {
   for (const Fmt& f : kFmts) {

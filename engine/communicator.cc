@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "engine/net_calibration.h"
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
@@ -78,6 +79,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   KOLO_TRY(comm->exchange_hosts(deadline));
   KOLO_TRY(comm->exchange_topology(deadline));
   KOLO_TRY(comm->connect(deadline));
+  KOLO_TRY(comm->calibrate_network(deadline));
   comm->send_seq_.assign(comm->size(), 0);
   comm->recv_seq_.assign(comm->size(), 0);
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
@@ -236,6 +238,14 @@ Status Communicator::connect(const Deadline& deadline) {
     plan_context_.local_params = &local_params_;
   }
   return Status();
+}
+
+// Several hosts: the cost model's network figures from a measurement (net_calibration.h).
+Status Communicator::calibrate_network(const Deadline& deadline) {
+  if (cross_size_ < 2 || env_string("KOLO_NET_CALIBRATE") == "0") return Status();
+  auto measured = kolo::calibrate_network(connections_->fabric(), *store_->client, id_.prefix, id_.rank,
+                                          host_of_rank_, planner_params().host_net.efficiency, topology_, deadline);
+  return measured.ok() ? Status() : measured.status();
 }
 
 // AVG is a sum divided by the communicator size on the way out, for every executor.

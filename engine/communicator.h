@@ -94,6 +94,7 @@ class Communicator {
   Status usable();  // the first error again once the communicator has failed
   Status exchange_hosts(const Deadline& deadline);
   Status exchange_topology(const Deadline& deadline);
+  Status calibrate_network(const Deadline& deadline);
   const Plan& plan_for(const CollSpec& spec, bool grouped);
   Status run_locked(const CollCall* calls, size_t n);
   Status drain_device();

@@ -76,6 +76,8 @@ class HostTopology {
   const std::vector<TopoNode>& nodes() const { return nodes_; }
   const std::vector<TopoLink>& links() const { return links_; }
   TopoNode& node(int n) { return nodes_[n]; }
+  // A measured figure replaces the nominal one (engine/net_calibration.h).
+  void set_link_bandwidth(int link, double gbs) { links_[link].bw_gbs = gbs; }
   const TopoNode& node(int n) const { return nodes_[n]; }
   std::vector<PeerAccess> peers;
   // A name not yet used: prefix followed by the first free number.

@@ -314,13 +314,20 @@ struct Event {
   uint64_t recorded = 0;  // generation of the last record
   uint64_t reached = 0;   // the highest generation whose preceding work is done
 };
+// What a void* event points to. Queued records and waits hold the Event itself, so that
+// destroying an event whose record or wait is still queued is safe, as CUDA allows (its
+// resources go once the work is done).
+struct EventHandle {
+  std::shared_ptr<Event> event = std::make_shared<Event>();
+};
+std::shared_ptr<Event> event_of(void* event) { return static_cast<EventHandle*>(event)->event; }
 
 Status emu_event_create(void** event) {
-  *event = new Event();
+  *event = new EventHandle();
   return Status();
 }
 Status emu_event_destroy(void* event) {
-  delete static_cast<Event*>(event);
+  delete static_cast<EventHandle*>(event);
   return Status();
 }
 Status refuse_event_in_capture(void* stream, const char* what) {
@@ -331,7 +338,7 @@ Status refuse_event_in_capture(void* stream, const char* what) {
 
 Status emu_event_record(void* event, void* stream) {
   KOLO_TRY(refuse_event_in_capture(stream, "event_record"));
-  Event* e = static_cast<Event*>(event);
+  std::shared_ptr<Event> e = event_of(event);
   uint64_t g;
   {
     std::lock_guard<std::mutex> lock(e->m);
@@ -348,18 +355,18 @@ Status emu_event_record(void* event, void* stream) {
   return Status();
 }
 
-Status wait_generation(Event* e, uint64_t g, const Deadline& deadline) {
-  std::unique_lock<std::mutex> lock(e->m);
-  while (e->reached < g) {
+Status wait_generation(Event& e, uint64_t g, const Deadline& deadline) {
+  std::unique_lock<std::mutex> lock(e.m);
+  while (e.reached < g) {
     if (deadline.expired()) return error(Code::kTimeout, "emulated device: event not reached before the deadline");
-    e->cv.wait_for(lock, std::chrono::milliseconds(10));
+    e.cv.wait_for(lock, std::chrono::milliseconds(10));
   }
   return Status();
 }
 
 Status emu_stream_wait_event(void* stream, void* event) {
   KOLO_TRY(refuse_event_in_capture(stream, "stream_wait_event"));
-  Event* e = static_cast<Event*>(event);
+  std::shared_ptr<Event> e = event_of(event);
   uint64_t g;
   {
     std::lock_guard<std::mutex> lock(e->m);
@@ -368,22 +375,22 @@ Status emu_stream_wait_event(void* stream, void* event) {
   if (g == 0) return Status();
   // A stream waiting for an event that never comes is released with an error within
   // KOLO_TIMEOUT, never held forever.
-  stream_of(stream).enqueue([e, g] { return wait_generation(e, g, Deadline(env_timeout_seconds())); });
+  stream_of(stream).enqueue([e, g] { return wait_generation(*e, g, Deadline(env_timeout_seconds())); });
   return Status();
 }
 Result<bool> emu_event_query(void* event) {
-  Event* e = static_cast<Event*>(event);
+  std::shared_ptr<Event> e = event_of(event);
   std::lock_guard<std::mutex> lock(e->m);
   return e->reached >= e->recorded;
 }
 Status emu_event_synchronize(void* event, const Deadline& deadline) {
-  Event* e = static_cast<Event*>(event);
+  std::shared_ptr<Event> e = event_of(event);
   uint64_t g;
   {
     std::lock_guard<std::mutex> lock(e->m);
     g = e->recorded;
   }
-  return wait_generation(e, g, deadline);
+  return wait_generation(*e, g, deadline);
 }
 
 Status emu_launch_host_func(void* stream, void (*fn)(void*), void* arg) {

@@ -102,6 +102,30 @@ TEST(DeviceEmulated, EventOrdersTwoStreamsAndStreamsDoNotWaitForEachOther) {
   EXPECT_TRUE(emu().event_destroy(event).ok());
 }
 
+// As CUDA allows: an event destroyed while its record and a stream's wait on it are still
+// queued (the runtime frees a request's ready event once the request is done, which may
+// be before its producer stream reached the record). The queued work still runs, in order.
+TEST(DeviceEmulated, EventDestroyedWhileItsRecordAndWaitAreQueued) {
+  void *a = nullptr, *b = nullptr, *event = nullptr;
+  ASSERT_TRUE(emu().stream_create(&a).ok());
+  ASSERT_TRUE(emu().stream_create(&b).ok());
+  ASSERT_TRUE(emu().event_create(&event).ok());
+  gate = false;
+  std::atomic<int> after_wait{0};
+  ASSERT_TRUE(emu().launch_host_func(a, wait_for_gate, nullptr).ok());
+  ASSERT_TRUE(emu().event_record(event, a).ok());
+  ASSERT_TRUE(emu().stream_wait_event(b, event).ok());
+  ASSERT_TRUE(emu().launch_host_func(b, set_flag, &after_wait).ok());
+  EXPECT_TRUE(emu().event_destroy(event).ok());  // record and wait still queued
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(after_wait.load(), 0);  // b still waits for a's record
+  gate = true;
+  ASSERT_TRUE(emu().stream_synchronize(a, Deadline(10)).ok());
+  ASSERT_TRUE(emu().stream_synchronize(b, Deadline(10)).ok());
+  EXPECT_EQ(after_wait.load(), 1);
+  for (void* s : {a, b}) EXPECT_TRUE(emu().stream_destroy(s).ok());
+}
+
 TEST(DeviceEmulated, WaitsEndAtTheirDeadline) {
   void *a = nullptr, *event = nullptr;
   ASSERT_TRUE(emu().stream_create(&a).ok());

@@ -11,16 +11,9 @@
 set -euo pipefail
 build=${1:-build} hosts=${2:-2} per_host=${3:-2} rate=${4:-2gbit} rounds=${5:-3} transport=${6:-tcp}
 export KOLO_TRANSPORTS=shm,$transport
-here=$(cd "$(dirname "$0")" && pwd)
-testhosts="$here/../../tools/testhosts.sh"
-prefix=kbench
-tmp=$(mktemp -d)
-trap '"$testhosts" --prefix "$prefix" down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-"$testhosts" check >/dev/null || { echo "compare_hosts: cannot make test hosts here (needs root and ip netns)"; exit 1; }
-"$testhosts" --prefix "$prefix" down >/dev/null 2>&1 || true
-"$testhosts" --prefix "$prefix" up "$hosts" --rate "$rate" >/dev/null
-list=
-for i in $(seq 0 $((hosts - 1))); do list+=${list:+,}$prefix-h$i:$per_host; done
+# shellcheck source=hosts_lib.sh
+source "$(dirname "$0")/hosts_lib.sh"
+bench_hosts_up compare_hosts kbench "$hosts" "$per_host" "$rate"
 np=$((hosts * per_host))
 link_gbs=$(awk -v r="$rate" 'BEGIN { n = r + 0; u = r; sub(/^[0-9.]+/, "", u);
   m = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1; printf "%.3f", n * m / 8 / 1e9 }')

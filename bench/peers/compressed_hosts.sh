@@ -8,16 +8,9 @@
 # defaults: build 2 1 2gbit 3. Per size the median of the rounds, alternating wire types.
 set -euo pipefail
 build=${1:-build} hosts=${2:-2} per_host=${3:-1} rate=${4:-2gbit} rounds=${5:-3}
-here=$(cd "$(dirname "$0")" && pwd)
-testhosts="$here/../../tools/testhosts.sh"
-prefix=kwire
-tmp=$(mktemp -d)
-trap '"$testhosts" --prefix "$prefix" down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-"$testhosts" check >/dev/null || { echo "compressed_hosts: cannot make test hosts here (needs root and ip netns)"; exit 1; }
-"$testhosts" --prefix "$prefix" down >/dev/null 2>&1 || true
-"$testhosts" --prefix "$prefix" up "$hosts" --rate "$rate" >/dev/null
-list=
-for i in $(seq 0 $((hosts - 1))); do list+=${list:+,}$prefix-h$i:$per_host; done
+# shellcheck source=hosts_lib.sh
+source "$(dirname "$0")/hosts_lib.sh"
+bench_hosts_up compressed_hosts kwire "$hosts" "$per_host" "$rate"
 echo "# $hosts test hosts x $per_host ranks ($list), links shaped to $rate; fp32 allreduce (sum), tcp between hosts"
 for round in $(seq 1 "$rounds"); do
   for wire in none half bfloat16 f8e4m3; do

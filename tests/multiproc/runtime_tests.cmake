@@ -1,7 +1,7 @@
 # Multi-process tests of the Horovod-style runtime (engine/runtime/), included from
 # CMakeLists.txt here. Real ranks started by kolorun, through the real bootstrap.
 find_package(nlohmann_json 3 REQUIRED)
-add_executable(kolo_runtime_worker runtime_worker.cc)
+add_executable(kolo_runtime_worker runtime_worker.cc runtime_device_scenarios.cc)
 # kolo_internal: the worker reads the runtime's counters (cache hits, fused tensors).
 target_link_libraries(kolo_runtime_worker PRIVATE kolo_perf_cases kolo_internal nlohmann_json::nlohmann_json)
 

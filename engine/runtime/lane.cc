@@ -11,6 +11,8 @@ namespace kolo::runtime {
 
 Lane::~Lane() {
   device::ScopedDevice on(device_);
+  // Queued work may still read the buffers: let the stream finish first (bounded).
+  if (stream_ != nullptr) (void)device::runtime().stream_synchronize(stream_, Deadline(env_timeout_seconds()));
   release(fusion_);
   release(scratch_);
   if (stream_ != nullptr) (void)device::runtime().stream_destroy(stream_);

@@ -32,8 +32,11 @@ struct EmulatedBlock {
 void emulated_reduce_block(const void* args, unsigned block_index, unsigned grid, unsigned block) {
   ReduceArgs a;
   std::memcpy(&a, args, sizeof(a));  // Launch::args are bytes; copy out, aligned
+  if (a.skip_if != nullptr && __atomic_load_n(a.skip_if, __ATOMIC_ACQUIRE) != 0) return;
   dispatch_reduce<EmulatedBlock>(a.dtype, a.op, a, block_index, grid, block);
 }
+
+thread_local const uint32_t* t_kernel_guard = nullptr;
 
 void emulated_barrier_block(const void* args, unsigned, unsigned, unsigned) {
   BarrierArgs a;
@@ -95,6 +98,7 @@ Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst
   a.head = plan.head;
   a.npacks = plan.npacks;
   a.scale = scale_args(dtype, scale);
+  a.skip_if = t_kernel_guard;
 
   device::Launch l;
   l.grid = plan.grid;
@@ -180,6 +184,9 @@ CodecLaunch codec_sum(CodecOp op, const void* const* wires, int nwires, size_t c
 }
 
 }  // namespace
+
+ScopedKernelGuard::ScopedKernelGuard(const uint32_t* status) : previous_(t_kernel_guard) { t_kernel_guard = status; }
+ScopedKernelGuard::~ScopedKernelGuard() { t_kernel_guard = previous_; }
 
 Status device_compress(const device::DeviceOps& dev, void* wire, const float* src, size_t count, WireFormat fmt,
                        Scale scale, void* stream) {

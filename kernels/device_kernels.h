@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/barrier_body.h"
 #include "kernels/compress.h"
@@ -22,6 +23,21 @@ namespace kolo {
 constexpr unsigned kKernelThreads = 256;  // threads per block
 // Grid-stride loops cover any count; more blocks than this only adds scheduling work.
 constexpr unsigned kKernelMaxBlocks = 1u << 20;
+
+// While one lives on this thread, the reduce and scale-copy kernels it launches skip their
+// work on the emulated device when *status is nonzero at the time they run (a barrier
+// before them gave up). Set by device_ipc around its calls; the CUDA kernels do not check
+// it yet.
+class ScopedKernelGuard {
+ public:
+  explicit ScopedKernelGuard(const uint32_t* status);
+  ~ScopedKernelGuard();
+  ScopedKernelGuard(const ScopedKernelGuard&) = delete;
+  ScopedKernelGuard& operator=(const ScopedKernelGuard&) = delete;
+
+ private:
+  const uint32_t* previous_;
+};
 
 // With the runtime this process chose (device::runtime()).
 Status device_reduce_into(void* dst, const void* const* srcs, int nsrcs, size_t count,

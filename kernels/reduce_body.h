@@ -90,6 +90,11 @@ struct ReduceArgs {
   size_t head = 0;    // elements before the vector part (< 16)
   size_t npacks = 0;  // 16-byte packs after the head; 0: element by element throughout
   ReduceScaleArgs scale;
+  // The emulated device only (device_kernels.cc): when nonzero here, a barrier queued
+  // before this kernel gave up (a peer's different call, a dead peer), so the peers'
+  // buffers it names may be wrong or gone: the kernel touches nothing. Not yet checked by
+  // the CUDA wrapper.
+  const uint32_t* skip_if = nullptr;
 };
 
 // The scaler reduce_into picks on the host for the same Scale, chosen by mode at run time

@@ -128,6 +128,8 @@ class IpcDeviceExecutor final : public Executor {
   // before any is enqueued, so that a refusal leaves nothing enqueued and the
   // communicator usable (executor.h); a failure while enqueuing fails it.
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
+    // Kernels queued behind a barrier that gives up must not read the peers' buffers.
+    ScopedKernelGuard guard(control_ != nullptr ? &control_->status : nullptr);
     std::vector<Admitted> admitted(n);
     for (size_t i = 0; i < n; ++i) KOLO_TRY(admit(calls[i], deadline, &admitted[i]));
     for (size_t i = 0; i < n; ++i) {

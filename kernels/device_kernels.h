@@ -25,9 +25,9 @@ constexpr unsigned kKernelThreads = 256;  // threads per block
 constexpr unsigned kKernelMaxBlocks = 1u << 20;
 
 // While one lives on this thread, the reduce and scale-copy kernels it launches skip their
-// work on the emulated device when *status is nonzero at the time they run (a barrier
-// before them gave up). Set by device_ipc around its calls; the CUDA kernels do not check
-// it yet.
+// work when *status (host memory the device can read) is nonzero at the time they run (a
+// barrier before them gave up). Set by device_ipc around its calls. Copies that are a
+// plain memcpy_async (one input, no scale) are not guarded.
 class ScopedKernelGuard {
  public:
   explicit ScopedKernelGuard(const uint32_t* status);

@@ -90,10 +90,10 @@ struct ReduceArgs {
   size_t head = 0;    // elements before the vector part (< 16)
   size_t npacks = 0;  // 16-byte packs after the head; 0: element by element throughout
   ReduceScaleArgs scale;
-  // The emulated device only (device_kernels.cc): when nonzero here, a barrier queued
-  // before this kernel gave up (a peer's different call, a dead peer), so the peers'
-  // buffers it names may be wrong or gone: the kernel touches nothing. Not yet checked by
-  // the CUDA wrapper.
+  // When nonzero here, a barrier queued before this kernel gave up (a peer's different
+  // call, a dead peer), so the peers' buffers it names may be wrong or gone: the kernel
+  // touches nothing. Read once per block by the wrappers (device_kernels.cc and
+  // cuda/reduce_kernels.cu), not by the body.
   const uint32_t* skip_if = nullptr;
 };
 

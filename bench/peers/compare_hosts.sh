@@ -31,13 +31,8 @@ done
 "$build/tools/kolorun/kolorun" --no-prefix --timeout 600 --launcher 'ip netns exec {host}' -H "$list" \
   "$build/bench/perf/kolo-perf" allreduce -b 8 -e 8 -n 2000 -w 100 -c 1 --latency | grep -v '^#' | sed 's/^/# 8 B latency: /'
 printf "%12s  %12s  %12s  %12s  %9s  %9s  %9s\n" size ring_busbw hier_busbw auto_busbw hier/ring ring/link hier/link
-awk -v link="$link_gbs" '
+awk -v link="$link_gbs" "$MEDIAN_AWK"'
   { name = FILENAME; sub(/.*\//, "", name); t[name, $1] = t[name, $1] " " $6; sizes[$1] = 1 }
-  function median(list,   n, a, i, j, x) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; ++i) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; --j) a[j + 1] = a[j]; a[j + 1] = x }
-    return a[int((n + 1) / 2)]
-  }
   END {
     for (s in sizes) {
       r = median(t["ring", s]); h = median(t["hierarchical", s]); a = median(t["auto", s])

@@ -21,13 +21,8 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 printf "%12s  %10s  %10s  %10s  %10s  %8s  %8s  %8s\n" size none half bfloat16 f8e4m3 half/x bf16/x fp8/x
-awk '
+awk "$MEDIAN_AWK"'
   { name = FILENAME; sub(/.*\//, "", name); t[name, $1] = t[name, $1] " " $8; sizes[$1] = 1 }
-  function median(list,   n, a, i, j, x) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; ++i) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; --j) a[j + 1] = a[j]; a[j + 1] = x }
-    return a[int((n + 1) / 2)]
-  }
   END {
     for (s in sizes) {
       n = median(t["none", s]); h = median(t["half", s]); b = median(t["bfloat16", s]); f = median(t["f8e4m3", s])

@@ -125,9 +125,11 @@ typedef struct {
   kolo_dtype_t wire_dtype; /* KOLO_DTYPE_COUNT = as the data; FLOAT16, BFLOAT16,
                               FLOAT8_E4M3/E5M2 (a scale per 128 values) on FLOAT32 data with
                               SUM or AVG = each contribution compressed once on the wire,
-                              accumulated in FLOAT32. Runs on device buffers of one host
-                              (the device_ipc path); elsewhere KOLO_ERR_UNSUPPORTED on
-                              more than one rank. Error bound: docs/device.md */
+                              accumulated in FLOAT32. Runs on host buffers (one host: the
+                              staging slots; several hosts: encoded blocks over the links)
+                              and on device buffers of one host (device_ipc); staged
+                              device buffers and groups get KOLO_ERR_UNSUPPORTED on more
+                              than one rank. Error bound: docs/numerics.md, docs/device.md */
   int algorithm;           /* 0 = automatic; otherwise a KOLO_ALGO_* value */
 } kolo_coll_options;
 #define KOLO_COLL_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, 0}

@@ -92,6 +92,38 @@ Status check_scale(const char* name, double value) {
 }
 
 
+// kolo_coll_options on a call: the scales (reductions only: elsewhere they must be 1),
+// the wire type (FLOAT32 data, whole floats) and a forced algorithm.
+Status apply_options(CollCall& call, const kolo_coll_options* options, kolo_dtype_t dtype, kolo_op_t op,
+                     bool reduces) {
+  if (options == nullptr) return Status();
+  KOLO_TRY(check_scale("prescale", options->prescale));
+  KOLO_TRY(check_scale("postscale", options->postscale));
+  if (!reduces && (options->prescale != 1.0 || options->postscale != 1.0)) {
+    return error(Code::kInvalidArgument, "prescale = ", options->prescale, ", postscale = ", options->postscale,
+                 ": ", coll_name(call.spec.kind), " does not reduce, so both must be 1");
+  }
+  if (options->wire_dtype != KOLO_DTYPE_COUNT && options->wire_dtype != dtype) {
+    KOLO_TRY(kolo::check_wire(options->wire_dtype, dtype, op));
+    // The codec kernels read and write whole floats: refused here, on this rank, rather
+    // than halfway through the collective.
+    for (const void* p : {call.send, static_cast<const void*>(call.recv)}) {
+      if (reinterpret_cast<uintptr_t>(p) % sizeof(float) != 0) {
+        return error(Code::kInvalidArgument, p == call.send ? "send" : "recv", " ", p,
+                     " is not aligned to 4 bytes (FLOAT32 with wire_dtype)");
+      }
+    }
+    call.spec.wire = static_cast<kolo::DType>(options->wire_dtype);
+  }
+  if (options->algorithm < KOLO_ALGO_AUTO || options->algorithm > KOLO_ALGO_TWO_SHOT) {
+    return error(Code::kInvalidArgument, "algorithm = ", options->algorithm, " is not a KOLO_ALGO_* value");
+  }
+  call.prescale.factor = options->prescale;
+  call.postscale.factor = options->postscale;
+  call.spec.algorithm = static_cast<kolo::Algorithm>(options->algorithm);
+  return Status();
+}
+
 }  // namespace
 
 extern "C" {
@@ -106,28 +138,7 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
     KOLO_TRY(kolo::check_no_partial_overlap(send, bytes, recv, bytes));
     CollCall call = make_call(CollKind::kAllreduce, send, recv, count, dtype, op);
     call.spec.in_place = send == recv;
-    if (options != nullptr) {
-      KOLO_TRY(check_scale("prescale", options->prescale));
-      KOLO_TRY(check_scale("postscale", options->postscale));
-      if (options->wire_dtype != KOLO_DTYPE_COUNT && options->wire_dtype != dtype) {
-        KOLO_TRY(kolo::check_wire(options->wire_dtype, dtype, op));
-        // The codec kernels read and write whole floats: refused here, on this rank, rather
-        // than halfway through the collective.
-        for (const void* p : {send, static_cast<const void*>(recv)}) {
-          if (reinterpret_cast<uintptr_t>(p) % sizeof(float) != 0) {
-            return error(Code::kInvalidArgument, p == send ? "send" : "recv", " ", p,
-                         " is not aligned to 4 bytes (FLOAT32 with wire_dtype)");
-          }
-        }
-        call.spec.wire = static_cast<kolo::DType>(options->wire_dtype);
-      }
-      if (options->algorithm < KOLO_ALGO_AUTO || options->algorithm > KOLO_ALGO_TWO_SHOT) {
-        return error(Code::kInvalidArgument, "algorithm = ", options->algorithm, " is not a KOLO_ALGO_* value");
-      }
-      call.prescale.factor = options->prescale;
-      call.postscale.factor = options->postscale;
-      call.spec.algorithm = static_cast<kolo::Algorithm>(options->algorithm);
-    }
+    KOLO_TRY(apply_options(call, options, dtype, op, true));
     return submit(comm, std::move(call), stream);
   });
 }
@@ -170,8 +181,8 @@ kolo_result_t kolo_reduce(const void* send, void* recv, size_t count, kolo_dtype
   });
 }
 
-kolo_result_t kolo_allgather(const void* send, void* recv, size_t sendcount, kolo_dtype_t dtype, kolo_comm_t comm,
-                             void* stream) {
+kolo_result_t kolo_allgather_ex(const void* send, void* recv, size_t sendcount, kolo_dtype_t dtype,
+                                const kolo_coll_options* options, kolo_comm_t comm, void* stream) {
   return api_call("kolo_allgather", [&]() -> Status {
     KOLO_TRY(check_common(comm, dtype));
     KOLO_TRY(kolo::check_buffer("send", send, sendcount));
@@ -183,8 +194,14 @@ kolo_result_t kolo_allgather(const void* send, void* recv, size_t sendcount, kol
     }
     CollCall call = make_call(CollKind::kAllgather, send, recv, sendcount, dtype, KOLO_SUM);
     call.spec.in_place = send == own;
+    KOLO_TRY(apply_options(call, options, dtype, KOLO_SUM, false));
     return submit(comm, std::move(call), stream);
   });
+}
+
+kolo_result_t kolo_allgather(const void* send, void* recv, size_t sendcount, kolo_dtype_t dtype, kolo_comm_t comm,
+                             void* stream) {
+  return kolo_allgather_ex(send, recv, sendcount, dtype, nullptr, comm, stream);
 }
 
 kolo_result_t kolo_allgatherv(const void* send, size_t sendcount, void* recv, const size_t* recvcounts,
@@ -216,8 +233,9 @@ kolo_result_t kolo_allgatherv(const void* send, size_t sendcount, void* recv, co
   });
 }
 
-kolo_result_t kolo_reduce_scatter(const void* send, void* recv, size_t recvcount, kolo_dtype_t dtype, kolo_op_t op,
-                                  kolo_comm_t comm, void* stream) {
+kolo_result_t kolo_reduce_scatter_ex(const void* send, void* recv, size_t recvcount, kolo_dtype_t dtype,
+                                     kolo_op_t op, const kolo_coll_options* options, kolo_comm_t comm,
+                                     void* stream) {
   return api_call("kolo_reduce_scatter", [&]() -> Status {
     KOLO_TRY(check_reduction(comm, dtype, op));
     KOLO_TRY(kolo::check_buffer("send", send, recvcount));
@@ -229,8 +247,14 @@ kolo_result_t kolo_reduce_scatter(const void* send, void* recv, size_t recvcount
     }
     CollCall call = make_call(CollKind::kReduceScatter, send, recv, recvcount, dtype, op);
     call.spec.in_place = recv == own;
+    KOLO_TRY(apply_options(call, options, dtype, op, true));
     return submit(comm, std::move(call), stream);
   });
+}
+
+kolo_result_t kolo_reduce_scatter(const void* send, void* recv, size_t recvcount, kolo_dtype_t dtype, kolo_op_t op,
+                                  kolo_comm_t comm, void* stream) {
+  return kolo_reduce_scatter_ex(send, recv, recvcount, dtype, op, nullptr, comm, stream);
 }
 
 kolo_result_t kolo_alltoall(const void* send, void* recv, size_t count_per_peer, kolo_dtype_t dtype,

@@ -51,23 +51,25 @@ bool same_plan_key(const CollSpec& a, const CollSpec& b) {
          a.displs == b.displs;
 }
 
-// Compression on the wire runs on the device_ipc path and on the one-host path (host
-// buffers, every rank on one host, shared memory); across hosts not yet: a compressed call
-// planned anywhere else is refused before it runs, the communicator stays usable.
-// Planning is deterministic, so every rank refuses alike. One rank has no wire: its
-// allreduce is a (scaled) copy on any path.
+// Compression on the wire runs on host buffers (one host: the staging slots; across
+// hosts: the compressed executor over the links) and, for allreduce, on device buffers of
+// one host (device_ipc). A compressed call planned anywhere else is refused before it
+// runs; the communicator stays usable. Planning is deterministic, so every rank refuses
+// alike. One rank has no wire: its allreduce is a (scaled) copy on any path.
 Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
+  const CollSpec& spec = c.call.spec;
   const ExecutorKind executor = c.plan->executor;
-  if (!c.call.spec.compressed() || executor == ExecutorKind::kDeviceIpc || executor == ExecutorKind::kLocal ||
-      executor == ExecutorKind::kCompressed || size == 1) {
+  if (!spec.compressed() || size == 1 || executor == ExecutorKind::kLocal || executor == ExecutorKind::kCompressed ||
+      (executor == ExecutorKind::kDeviceIpc && spec.kind == CollKind::kAllreduce)) {
     return Status();
   }
-  return error(Code::kUnsupported, "rank ", rank, ": wire_dtype = ", dtype_name(c.call.spec.wire),
-               executor == ExecutorKind::kDeviceStaged
-                   ? ": compressed allreduce runs in shared memory or device_ipc for device buffers on one host, and "
-                     "over the links for host buffers; device buffers that must be staged (across hosts, or without "
-                     "peer access) are not compressed yet: copy them to host memory"
-                   : ": compressed allreduce does not run in a group of calls yet");
+  const std::string what = str_cat("rank ", rank, ": wire_dtype = ", dtype_name(spec.wire), ": compressed ",
+                                   coll_name(spec.kind));
+  if (!spec.device) return error(Code::kUnsupported, what, " does not run in a group of calls yet");
+  return error(Code::kUnsupported, what,
+               " of device buffers runs only as an allreduce on device_ipc (one host, GPUs with peer access); "
+               "device buffers that must be staged (across hosts, or without peer access) and device "
+               "reduce_scatter/allgather are not compressed yet: copy them to host memory");
 }
 
 }  // namespace

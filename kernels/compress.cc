@@ -105,9 +105,11 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
         in_scale = reinterpret_cast<const float*>(static_cast<const char*>(a.win[k]) + a.scales_offset)[b];
       }
       if constexpr (Tr::kBlocked) {
-        for (size_t j = 0; j < n; ++j) {
-          const float d = decode_blocked<Tr>(win[j], in_scale);
-          dec[j] = k == 0 ? d : add_rn(dec[j], d);
+        // Two loops, not one with `k == 0 ?` inside: GCC's -O2 vectoriser does not unswitch.
+        if (k == 0) {
+          for (size_t j = 0; j < n; ++j) dec[j] = decode_blocked<Tr>(win[j], in_scale);
+        } else {
+          for (size_t j = 0; j < n; ++j) dec[j] = add_rn(dec[j], decode_blocked<Tr>(win[j], in_scale));
         }
       } else if (k == 0) {
         Conv::template decode<Tr>(win, dec, n);
@@ -300,6 +302,16 @@ Status decompress_sum(float* dst, const void* const* wires, int nwires, size_t c
   }
   if (nwires < 1) return error(Code::kInvalidArgument, "decompress_sum: ", nwires, " wire inputs (1..", kMaxWireInputs, ")");
   return run<CodecOp::kDecompress>("decompress_sum", dst, nullptr, nullptr, wires, nwires, count, fmt, scale);
+}
+
+Status decompress_sum_all(float* dst, const void* const* wires, int nwires, size_t count,
+                          WireFormat fmt, Scale scale) {
+  if (nwires <= kMaxWireInputs) return decompress_sum(dst, wires, nwires, count, fmt, scale);
+  KOLO_TRY(decompress_sum(dst, wires, kMaxWireInputs, count, fmt, Scale{}));
+  for (int k = kMaxWireInputs; k < nwires; ++k) {
+    KOLO_TRY(decompress_reduce(dst, wires[k], count, fmt, k == nwires - 1 ? scale : Scale{}));
+  }
+  return Status();
 }
 
 Status recompress_sum(void* wire_out, const void* const* wires, int nwires, size_t count,

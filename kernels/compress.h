@@ -62,6 +62,10 @@ Status decompress_sum(float* dst, const void* const* wires, int nwires, size_t c
                       WireFormat fmt, Scale scale);
 Status recompress_sum(void* wire_out, const void* const* wires, int nwires, size_t count,
                       WireFormat fmt, Scale scale);
+// decompress_sum for any number of wires (host only): kMaxWireInputs in one pass, then one
+// more per pass, still in input order, so the bits are those of one pass over them all.
+Status decompress_sum_all(float* dst, const void* const* wires, int nwires, size_t count,
+                          WireFormat fmt, Scale scale);
 
 // The checks shared by the host functions and the CUDA launchers (same words for the
 // same mistakes): wire dtype and block, scale (finite factor, divisor >= 1), and with

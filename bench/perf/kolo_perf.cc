@@ -160,7 +160,9 @@ Options parse(int argc, char** argv) {
   if (o.latency && o.graph) usage_error("--latency times each call; --graph launches them all at once");
   if (o.wire != KOLO_DTYPE_COUNT) {
     // Compression carries float sums: float data, SUM or AVG (the default dtype and op).
-    if (o.collective != "allreduce") usage_error("--wire applies to allreduce only");
+    if (o.collective != "allreduce" && o.collective != "reduce_scatter" && o.collective != "allgather") {
+      usage_error("--wire applies to allreduce, reduce_scatter and allgather");
+    }
     if (o.dtypes.size() != 1 || o.dtypes[0] != KOLO_FLOAT32) usage_error("--wire compresses float data (-d float)");
     if (o.ops.size() == KOLO_OP_COUNT) o.ops = {KOLO_SUM, KOLO_AVG};  // -o all: the ops that compress
     for (kolo_op_t op : o.ops) {
@@ -355,7 +357,8 @@ void print_header(const Options& o, kolo_comm_t comm) {
     }
     if (o.wire != KOLO_DTYPE_COUNT) {
       std::printf("# wire: %s (fp32 data compressed on the wire, accumulated in fp32); maxerr/meanerr: |result - "
-                  "exact| in units of one %s rounding of the contributions (u * sum |x_r|), both placements\n",
+                  "exact| in units of one %s rounding of the contributions (u * sum |x_r|; allgather: u * |x|; "
+                  "bound: 2 for allreduce, 1 for the others), both placements\n",
                   dtype_label(o.wire), dtype_label(o.wire));
     }
     if (o.latency) {

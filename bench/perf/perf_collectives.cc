@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "perf_data.h"
 #include "support/device/device.h"
@@ -41,25 +42,39 @@ void prepare_reduce(Buffers& b, size_t n, const Case& c, bool in_place) {
   }
   fill(in_place ? b.recv : b.send, 0, n, c, c.rank, 0, c.op);
 }
-size_t check_compressed(const std::vector<char>& out, size_t n, const Case& c) {
-  const float* got = reinterpret_cast<const float*>(out.data());
-  const double u = wire_unit_roundoff(c.wire), post = c.op == KOLO_AVG ? 1.0 / c.nranks : 1.0;
+// Compressed results: |got - exact| in units of one wire rounding of the contributions
+// (u * mag) into wire_error(); counts those above `limit` units. exact_of(i) gives the
+// exact value and its magnitude sum.
+template <class ExactOf>
+size_t check_wire_units(const float* got, size_t n, const Case& c, double limit, ExactOf exact_of) {
+  const double u = wire_unit_roundoff(c.wire);
   WireError& e = wire_error();
   size_t wrong = 0;
   for (size_t i = 0; i < n; ++i) {
-    double exact = 0, mag = 0;
-    for (int r = 0; r < c.nranks; ++r) {
-      const double v = wire_input_value(r, i);
-      exact += v;
-      mag += std::fabs(v);
-    }
-    const double units = std::fabs(got[i] - exact * post) / (u * mag * post);
-    if (!(units <= 2.05)) ++wrong;
+    const auto [exact, mag] = exact_of(i);
+    const double units = std::fabs(got[i] - exact) / (u * mag);
+    if (!(units <= limit)) ++wrong;
     e.max = std::max(e.max, units);
     e.sum += units;
     ++e.n;
   }
   return wrong;
+}
+// The sum over the ranks of element `index`, postscaled as op asks, and its magnitude.
+std::pair<double, double> wire_sum(const Case& c, size_t index) {
+  const double post = c.op == KOLO_AVG ? 1.0 / c.nranks : 1.0;
+  double exact = 0, mag = 0;
+  for (int r = 0; r < c.nranks; ++r) {
+    const double v = wire_input_value(r, index);
+    exact += v;
+    mag += std::fabs(v);
+  }
+  return {exact * post, mag * post};
+}
+// allreduce: one rounding per contribution plus one of the result.
+size_t check_compressed(const std::vector<char>& out, size_t n, const Case& c) {
+  return check_wire_units(reinterpret_cast<const float*>(out.data()), n, c, 2.05,
+                          [&](size_t i) { return wire_sum(c, i); });
 }
 size_t check_reduce_result(const std::vector<char>& out, size_t n, const Case& c) {
   size_t wrong = 0;
@@ -108,14 +123,28 @@ size_t check_broadcast(const Buffers& b, size_t n, const Case& c, bool) {
 void prepare_allgather(Buffers& b, size_t n, const Case& c, bool in_place) {
   b.send.assign(n * es(c), 0);
   b.recv.assign(n * es(c) * c.nranks, 0x7f);
+  if (c.wire != KOLO_DTYPE_COUNT) {
+    float* in = reinterpret_cast<float*>(in_place ? b.recv.data() + c.rank * n * es(c) : b.send.data());
+    for (size_t i = 0; i < n; ++i) in[i] = wire_input_value(c.rank, i);
+    return;
+  }
   if (in_place) fill(b.recv, c.rank * n, n, c, c.rank, 0, KOLO_SUM);
   else fill(b.send, 0, n, c, c.rank, 0, KOLO_SUM);
 }
 kolo_result_t call_allgather(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
   const void* send = in_place ? b.recv_ptr() + c.rank * n * es(c) : b.send_ptr();
-  return kolo_allgather(send, b.recv_ptr(), n, c.dtype, comm, b.stream);
+  kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+  options.wire_dtype = c.wire;
+  return kolo_allgather_ex(send, b.recv_ptr(), n, c.dtype, &options, comm, b.stream);
 }
 size_t check_allgather(const Buffers& b, size_t n, const Case& c, bool) {
+  if (c.wire != KOLO_DTYPE_COUNT) {
+    // Each value rounded once (relative to itself: the test values keep fp8 blocks narrow).
+    return check_wire_units(reinterpret_cast<const float*>(b.recv.data()), n * c.nranks, c, 1.05, [&](size_t k) {
+      const double v = wire_input_value(static_cast<int>(k / n), k % n);
+      return std::pair<double, double>{v, std::fabs(v)};
+    });
+  }
   size_t wrong = 0;
   for (int q = 0; q < c.nranks; ++q) {
     for (size_t i = 0; i < n; ++i) {
@@ -171,14 +200,26 @@ size_t check_allgatherv(const Buffers& b, size_t n, const Case& c, bool) {
 void prepare_reduce_scatter(Buffers& b, size_t n, const Case& c, bool in_place) {
   b.send.assign(n * es(c) * c.nranks, 0);
   b.recv.assign(n * es(c), 0x7f);
+  if (c.wire != KOLO_DTYPE_COUNT) {
+    float* in = reinterpret_cast<float*>(b.send.data());
+    for (size_t i = 0; i < n * c.nranks; ++i) in[i] = wire_input_value(c.rank, i);
+    return;
+  }
   fill(b.send, 0, n * c.nranks, c, c.rank, 0, c.op);
 }
 kolo_result_t call_reduce_scatter(Buffers& b, size_t n, const Case& c, bool in_place, kolo_comm_t comm) {
   void* recv = in_place ? b.send_ptr() + c.rank * n * es(c) : b.recv_ptr();
-  return kolo_reduce_scatter(b.send_ptr(), recv, n, c.dtype, c.op, comm, b.stream);
+  kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+  options.wire_dtype = c.wire;
+  return kolo_reduce_scatter_ex(b.send_ptr(), recv, n, c.dtype, c.op, &options, comm, b.stream);
 }
 size_t check_reduce_scatter(const Buffers& b, size_t n, const Case& c, bool in_place) {
   const char* out = in_place ? b.send.data() + c.rank * n * es(c) : b.recv.data();
+  if (c.wire != KOLO_DTYPE_COUNT) {
+    // One rounding per contribution; the fp32 sum is the result.
+    return check_wire_units(reinterpret_cast<const float*>(out), n, c, 1.05,
+                            [&](size_t i) { return wire_sum(c, c.rank * n + i); });
+  }
   size_t wrong = 0;
   for (size_t i = 0; i < n; ++i) {
     double expected = expected_reduction(c.op, c.dtype, c.nranks, c.rank * n + i);

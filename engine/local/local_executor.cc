@@ -84,12 +84,7 @@ class HostOps {
   }
   // dst = scale(sum of the decoded wires), added in input order.
   Status sum_wires(float* dst, const void* const* wires, int n, size_t count, WireFormat fmt, ScaleUse use) {
-    if (n <= kMaxWireInputs) return decompress_sum(dst, wires, n, count, fmt, scale(use));
-    KOLO_TRY(decompress_sum(dst, wires, kMaxWireInputs, count, fmt, Scale{}));
-    for (int k = kMaxWireInputs; k < n; ++k) {
-      KOLO_TRY(decompress_reduce(dst, wires[k], count, fmt, k == n - 1 ? scale(use) : Scale{}));
-    }
-    return Status();
+    return decompress_sum_all(dst, wires, n, count, fmt, scale(use));
   }
   char* scratch(size_t bytes) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
@@ -178,8 +173,9 @@ class LocalExecutor final : public Executor {
       HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);
       ops.stream_outputs(output_bytes(call.spec, geometry_.size) >= stream_bytes_);
       LocalPrograms<HostOps> programs(ops, next_chunk_);
-      status = call.spec.compressed() ? programs.compressed_allreduce(call, algorithm != Algorithm::kTwoShot)
-                                      : programs.run(call, algorithm);
+      if (!call.spec.compressed()) status = programs.run(call, algorithm);
+      else if (call.spec.kind == CollKind::kAllreduce) status = programs.compressed_allreduce(call, algorithm != Algorithm::kTwoShot);
+      else status = programs.compressed_scatter_or_gather(call);
     }
     ++op_sequence_;
     if (!status.ok()) d_.mark_failed();  // the peers must not wait for us until their deadline

@@ -234,6 +234,61 @@ class LocalPrograms {
     return p.run(Shape{chunks, true, true, -1}, fill, first, second);
   }
 
+  // reduce_scatter and allgather of FLOAT32 with a wire type: the compressed two-shot's
+  // phases alone, the same bound and the same bits on every rank.
+  //   reduce_scatter  every rank encodes each of its n blocks once into its slot; rank q
+  //                   sums block q of every slot in fp32, in rank order (postscaled): one
+  //                   rounding per contribution;
+  //   allgather       every rank encodes its input once into its slot, and every rank
+  //                   decodes every slot, its own too: one rounding of each value.
+  Status compressed_scatter_or_gather(const CollCall& call) {
+    const CollSpec& s = call.spec;
+    const WireFormat fmt = wire_format(s.wire);
+    const int n = ops_.size(), me = ops_.index();
+    const bool scatter = s.kind == CollKind::kReduceScatter;
+    const size_t chunk_elems = wire_values_per_slot(fmt, scatter ? n : 1);
+    if (chunk_elems == 0) {
+      return error(Code::kUnsupported, "wire_dtype ", dtype_name(s.wire), ": a staging slot of ", ops_.slot_bytes(),
+                   " B cannot hold ", n, " ranks' blocks (raise KOLO_SHM_CHUNK_BYTES)");
+    }
+    const uint64_t chunks = local_detail::ceil_div(s.count, chunk_elems);
+    const size_t stride = wire_slot_bytes(fmt, chunk_elems);  // between a chunk's blocks in a slot
+    const float* in = static_cast<const float*>(call.send);
+    float* out = static_cast<float*>(call.recv);
+    Pipeline p = pipeline(chunks);
+    auto elems = [&](uint64_t i) { return std::min<size_t>(chunk_elems, s.count - i * chunk_elems); };
+    // In place, the output block is read (encoded) by fill(i) before first(i) writes it.
+    auto fill = [&](uint64_t i, char* slot) -> Status {
+      if (!scatter) return ops_.compress(slot, in + i * chunk_elems, elems(i), fmt, ScaleUse::kPre);
+      for (int q = 0; q < n; ++q) {
+        KOLO_TRY(ops_.compress(slot + q * stride, in + q * s.count + i * chunk_elems, elems(i), fmt, ScaleUse::kPre));
+      }
+      return Status();
+    };
+    auto first = [&](uint64_t i) -> Status {
+      if (i == 0) KOLO_TRY(ops_.check_peers(-1));
+      if (scatter) {
+        std::vector<const void*> wires(n);
+        for (int k = 0; k < n; ++k) wires[k] = p.slot(k, i) + me * stride;
+        return ops_.sum_wires(out + i * chunk_elems, wires.data(), n, elems(i), fmt, ScaleUse::kPost);
+      }
+      for (int q = 0; q < n; ++q) {
+        KOLO_TRY(ops_.decompress(out + q * s.count + i * chunk_elems, p.slot(q, i), elems(i), fmt));
+      }
+      return Status();
+    };
+    return p.run(Shape{chunks, false, true, -1}, fill, first, local_detail::no_second);
+  }
+
+  // The most values (a multiple of the fp8 scale block) of which `blocks` wire buffers fit
+  // one slot; 0 when not even one block of kWireFp8Block values fits.
+  size_t wire_values_per_slot(WireFormat fmt, int blocks) const {
+    const size_t unit = kWireFp8Block;
+    size_t elems = ops_.slot_bytes() / static_cast<size_t>(blocks) / (fmt.block != 0 ? 1 : 2) / unit * unit;
+    while (elems >= unit && blocks * wire_slot_bytes(fmt, elems) > ops_.slot_bytes()) elems -= unit;
+    return elems >= unit ? elems : 0;
+  }
+
   // A slice's wire buffer in the slot, 64-byte aligned for the next one.
   static size_t wire_slot_bytes(WireFormat fmt, size_t count) { return (wire_bytes(fmt, count) + 63) & ~size_t{63}; }
   // The most values a chunk may have so that its p slices' wire buffers fill one slot (0:

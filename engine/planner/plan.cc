@@ -204,7 +204,8 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
                                          ctx.local_params != nullptr ? *ctx.local_params : planner_params());
     return p;
   }
-  if (spec.compressed() && spec.kind == CollKind::kAllreduce && !grouped) {
+  if (spec.compressed() && !grouped &&
+      (spec.kind == CollKind::kAllreduce || spec.kind == CollKind::kReduceScatter || spec.kind == CollKind::kAllgather)) {
     // A wire type where shared memory cannot run the call: encoded blocks over the links,
     // each contribution encoded once (a ring would re-encode partial sums).
     p.executor = ExecutorKind::kCompressed;

@@ -138,6 +138,79 @@ void compressed(kolo_comm_t comm) {
   }
 }
 
+// Compressed reduce_scatter and allgather (kolo_reduce_scatter_ex / kolo_allgather_ex):
+// every wire type x counts x in-place. reduce_scatter: within one rounding per
+// contribution of the fp64 sum (no rounding of the result), and not exact (the wire ran).
+// allgather: each value within one rounding, not all exact, and the same bits on every
+// rank, the block's owner included.
+void compressed_scatter_gather(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  struct Wire {
+    kolo_dtype_t dtype;
+    double unit;  // half an ulp of the wire type at 1.0: one rounding, relative
+  };
+  const Wire wires[] = {{KOLO_FLOAT16, 0x1p-11}, {KOLO_BFLOAT16, 0x1p-8}, {KOLO_FLOAT8_E4M3, 0x1p-4},
+                        {KOLO_FLOAT8_E5M2, 0x1p-3}};
+  // Values in [1, 2): relative roundings bound each contribution's error.
+  auto value = [](int rank, size_t j) { return 1.0f + static_cast<float>((j * 7 + rank * 13) % 1000) / 1000.0f; };
+  for (const Wire& w : wires) {
+    kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+    options.wire_dtype = w.dtype;
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 18) + 3}) {
+      for (bool in_place : {false, true}) {
+        const std::string tail = std::string(", wire ") + std::to_string(w.dtype) + ", count " + std::to_string(count) +
+                                 (in_place ? " in-place" : "");
+        // reduce_scatter: rank me gets block me of the sum.
+        std::vector<float> in(count * p), out(count, -1.0f);
+        for (size_t j = 0; j < in.size(); ++j) in[j] = value(me, j);
+        float* result = in_place ? in.data() + me * count : out.data();
+        std::string what = "compressed reduce_scatter" + tail;
+        must(kolo_reduce_scatter_ex(in.data(), result, count, KOLO_FLOAT32, KOLO_SUM, &options, comm, nullptr), what);
+        size_t wrong = 0, inexact = 0;
+        for (size_t i = 0; i < count; ++i) {
+          double exact = 0;
+          for (int q = 0; q < p; ++q) exact += value(q, me * count + i);
+          const double bound = exact * (w.unit + p * 0x1p-23) * 1.01;
+          wrong += !(std::fabs(result[i] - exact) <= bound);
+          inexact += std::fabs(result[i] - exact) > exact * p * 0x1p-23;
+        }
+        expect(wrong == 0, what + ": " + std::to_string(wrong) + " elements out of bound");
+        expect(count < 1000 || inexact > 0, what + ": exact everywhere: the wire type did not run");
+
+        // allgather: block q is rank q's input, rounded once.
+        std::vector<float> mine(count), gathered(count * p, -1.0f);
+        for (size_t i = 0; i < count; ++i) mine[i] = value(me, i);
+        if (in_place) std::copy(mine.begin(), mine.end(), gathered.begin() + me * count);
+        const float* send = in_place ? gathered.data() + me * count : mine.data();
+        what = "compressed allgather" + tail;
+        must(kolo_allgather_ex(send, gathered.data(), count, KOLO_FLOAT32, &options, comm, nullptr), what);
+        wrong = inexact = 0;
+        for (int q = 0; q < p; ++q) {
+          for (size_t i = 0; i < count; ++i) {
+            const double exact = value(q, i), got = gathered[q * count + i];
+            wrong += !(std::fabs(got - exact) <= exact * w.unit * 1.01);
+            inexact += got != exact;
+          }
+        }
+        expect(wrong == 0, what + ": " + std::to_string(wrong) + " elements out of bound");
+        expect(count < 1000 || inexact > 0, what + ": exact everywhere: the wire type did not run");
+        std::vector<float> lo(count * p), hi(count * p);
+        must(kolo_allreduce(gathered.data(), lo.data(), count * p, KOLO_FLOAT32, KOLO_MIN, comm, nullptr), what + " (min)");
+        must(kolo_allreduce(gathered.data(), hi.data(), count * p, KOLO_FLOAT32, KOLO_MAX, comm, nullptr), what + " (max)");
+        expect(std::memcmp(lo.data(), gathered.data(), count * p * sizeof(float)) == 0 &&
+                   std::memcmp(hi.data(), gathered.data(), count * p * sizeof(float)) == 0,
+               what + ": ranks got different results");
+      }
+    }
+  }
+  // Scales are for reductions: an allgather with one is refused on the calling rank.
+  kolo_coll_options scaled = KOLO_COLL_OPTIONS_INIT;
+  scaled.postscale = 2.0;
+  float x = 1.0f, all[64];
+  expect(kolo_allgather_ex(&x, all, 1, KOLO_FLOAT32, &scaled, comm, nullptr) == KOLO_ERR_INVALID_ARGUMENT,
+         "allgather with a postscale refused");
+}
+
 // Ranks that ask for different wire types get KOLO_ERR_MISMATCH (or the failure of the
 // rank that saw it), not data summed in two codes.
 int mismatch_wire(kolo_comm_t comm) {

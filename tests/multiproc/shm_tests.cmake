@@ -45,6 +45,12 @@ kolo_forced_test(shm_compressed_two_shot_np5 5 compressed "allreduce of .*: loca
 kolo_forced_test(shm_compressed_small_slots_np4 4 compressed "allreduce of .*: local two_shot" KOLO_ALGO=two_shot
                  KOLO_SHM_CHUNK_BYTES=4096)
 kolo_shm_test(shm_mismatch_wire_np3 3 mismatch_wire)
+# Compressed reduce_scatter and allgather (the two-shot's phases alone), 1-5 ranks.
+kolo_shm_test(shm_compressed_scatter_gather_np1 1 compressed_scatter_gather)
+kolo_forced_test(shm_compressed_scatter_gather_np2 2 compressed_scatter_gather "reduce_scatter of .*: local")
+kolo_forced_test(shm_compressed_scatter_gather_np3 3 compressed_scatter_gather "allgather of .*: local")
+kolo_forced_test(shm_compressed_scatter_gather_small_slots_np5 5 compressed_scatter_gather "reduce_scatter of .*: local"
+                 KOLO_SHM_CHUNK_BYTES=4096)
 set_tests_properties(shm_mismatch_paths_np3 shm_mismatch_root_runs_on_np3 PROPERTIES TIMEOUT 30)
 # One rank bound to a single CPU, the others not: the one-shot/two-shot choice must agree.
 kolo_shm_test(shm_uneven_cpus_np3 3 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=0)
@@ -83,3 +89,9 @@ kolo_forced_test(compressed_two_hosts_np2 2 compressed "allreduce of .*: compres
 kolo_forced_test(compressed_two_hosts_np4 4 compressed "allreduce of .*: compressed two_shot" KOLO_TEST_HOSTS=2)
 kolo_forced_test(compressed_three_hosts_np5 5 compressed "allreduce of .*: compressed two_shot" KOLO_TEST_HOSTS=3)
 kolo_forced_test(compressed_all_tcp_np3 3 compressed "allreduce of .*: compressed two_shot" KOLO_TRANSPORTS=tcp)
+kolo_forced_test(compressed_scatter_gather_two_hosts_np4 4 compressed_scatter_gather
+                 "reduce_scatter of .*: compressed two_shot" KOLO_TEST_HOSTS=2)
+kolo_forced_test(compressed_scatter_gather_three_hosts_np5 5 compressed_scatter_gather
+                 "allgather of .*: compressed two_shot" KOLO_TEST_HOSTS=3)
+kolo_forced_test(compressed_scatter_gather_all_tcp_np2 2 compressed_scatter_gather
+                 "allgather of .*: compressed two_shot" KOLO_TRANSPORTS=tcp)

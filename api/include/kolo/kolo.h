@@ -120,22 +120,33 @@ kolo_result_t kolo_group_start(void);
 kolo_result_t kolo_group_end(void);
 
 typedef struct {
-  double prescale;         /* inputs are multiplied by this before reducing */
-  double postscale;        /* the result is multiplied by this */
+  double prescale;         /* inputs are multiplied by this before reducing (reductions only;
+                              allgather: must be 1) */
+  double postscale;        /* the result is multiplied by this (reductions only) */
   kolo_dtype_t wire_dtype; /* KOLO_DTYPE_COUNT = as the data; FLOAT16, BFLOAT16,
-                              FLOAT8_E4M3/E5M2 (a scale per 128 values) on FLOAT32 data with
-                              SUM or AVG = each contribution compressed once on the wire,
-                              accumulated in FLOAT32. Runs on host buffers (one host: the
-                              staging slots; several hosts: encoded blocks over the links)
-                              and on device buffers of one host (device_ipc); staged
-                              device buffers and groups get KOLO_ERR_UNSUPPORTED on more
-                              than one rank. Error bound: docs/numerics.md, docs/device.md */
+                              FLOAT8_E4M3/E5M2 (a scale per 128 values) on FLOAT32 data:
+                              allreduce and reduce_scatter (SUM or AVG): each contribution
+                              compressed once on the wire, accumulated in FLOAT32 (allreduce:
+                              the result once more); allgather: each rank's block compressed
+                              once, every rank decoding the same bytes (the same bits
+                              everywhere, the block's owner included). Runs on host buffers
+                              (one host: the staging slots; several hosts: encoded blocks
+                              over the links) and, allreduce only, on device buffers of one
+                              host (device_ipc); staged device buffers, device
+                              reduce_scatter/allgather and groups get KOLO_ERR_UNSUPPORTED on
+                              more than one rank. Error bounds: docs/numerics.md */
   int algorithm;           /* 0 = automatic; otherwise a KOLO_ALGO_* value */
 } kolo_coll_options;
 #define KOLO_COLL_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, 0}
 kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo_dtype_t dtype,
                                 kolo_op_t op, const kolo_coll_options* options, kolo_comm_t comm,
                                 void* stream);
+kolo_result_t kolo_reduce_scatter_ex(const void* send, void* recv, size_t recvcount,
+                                     kolo_dtype_t dtype, kolo_op_t op,
+                                     const kolo_coll_options* options, kolo_comm_t comm,
+                                     void* stream);
+kolo_result_t kolo_allgather_ex(const void* send, void* recv, size_t sendcount, kolo_dtype_t dtype,
+                                const kolo_coll_options* options, kolo_comm_t comm, void* stream);
 
 /* ---- Registered device memory (as NCCL's ncclMemAlloc / ncclCommRegister) ----
  * Device collectives on one host normally copy each rank's input into a staging slot

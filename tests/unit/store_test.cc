@@ -215,7 +215,11 @@ RawClient raw_connect(const StoreServer& server) {
   EXPECT_TRUE(fd.ok()) << fd.status().to_string();
   if (!fd.ok()) return raw;
   raw.fd = fd.take();
-  EXPECT_TRUE(read_full(raw.fd.get(), raw.nonce.data(), raw.nonce.size(), Deadline(5)).ok());
+  Nonce server_nonce{};
+  EXPECT_TRUE(read_full(raw.fd.get(), server_nonce.data(), server_nonce.size(), Deadline(5)).ok());
+  Nonce client_nonce{};  // all zeros: any value will do for a test client
+  EXPECT_TRUE(write_full(raw.fd.get(), client_nonce.data(), client_nonce.size(), Deadline(5)).ok());
+  raw.nonce = kolo::store::session_nonce(server_nonce, client_nonce);
   return raw;
 }
 

@@ -127,7 +127,7 @@ class StoreClientImpl final : public StoreClient {
   std::string broken_;  // why fd_ was closed
 };
 
-// One connection attempt: nonce, HELLO, authenticated reply.
+// One connection attempt: the server's nonce, ours, HELLO, authenticated reply.
 Result<std::unique_ptr<StoreClientImpl>> handshake(Fd fd, const HostPort& server, const std::string& secret,
                                                    const Deadline& deadline) {
   (void)set_nodelay(fd.get());
@@ -136,8 +136,12 @@ Result<std::unique_ptr<StoreClientImpl>> handshake(Fd fd, const HostPort& server
   if (!s.ok()) return s.with_context("reading the store's challenge: ");
   Result<std::string> ip = local_address(fd.get());
   if (!ip.ok()) return ip.status();
-  auto client = std::make_unique<StoreClientImpl>(std::move(fd), FrameCodec(secret, nonce, Direction::kToServer),
-                                                  server, ip.take());
+  Nonce mine{};
+  KOLO_TRY(random_bytes(mine.data(), mine.size()));
+  s = write_full(fd.get(), mine.data(), mine.size(), deadline);
+  if (!s.ok()) return s.with_context("sending this rank's nonce to the store: ");
+  FrameCodec codec(secret, store::session_nonce(nonce, mine), Direction::kToServer);
+  auto client = std::make_unique<StoreClientImpl>(std::move(fd), std::move(codec), server, ip.take());
   Result<Reply> reply = client->call(Request{Op::kHello, {}, std::string(store::kProtocolMagic), 0}, deadline);
   if (!reply.ok()) {
     // The server drops a connection whose HELLO fails its MAC, and a server with another

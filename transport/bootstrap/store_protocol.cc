@@ -238,6 +238,16 @@ Result<uint32_t> parse_frame_length(const uint8_t header[kLengthBytes]) {
   return length;
 }
 
+Nonce session_nonce(const Nonce& server, const Nonce& client) {
+  std::string both(reinterpret_cast<const char*>(server.data()), server.size());
+  both.append(reinterpret_cast<const char*>(client.data()), client.size());
+  Mac mac = hmac_sha256("kolo-store/session", both.data(), both.size());  // a hash; no secret needed here
+  Nonce session{};
+  static_assert(sizeof(session) == sizeof(mac));
+  std::memcpy(session.data(), mac.data(), session.size());
+  return session;
+}
+
 Mac frame_mac(const std::string& secret, const Nonce& nonce, Direction direction, uint64_t sequence,
               std::string_view body) {
   Mac mac{};

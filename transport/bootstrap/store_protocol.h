@@ -1,14 +1,15 @@
 // The rendezvous store's wire protocol, as pure functions over bytes so that every rule
 // (lengths, MACs, sequence numbers) is testable without sockets.
 //
-// On accept the server sends a 32-byte random nonce. After that every message, in both
-// directions, is one frame:
+// On accept the server sends a 32-byte random nonce, and the client answers with its own.
+// After that every message, in both directions, is one frame:
 //
 //   u32 body length (LE) | body | 32-byte HMAC-SHA256(secret,
-//                                   nonce | direction | u64 sequence (LE) | u32 length | body)
+//                                   session | direction | u64 sequence (LE) | u32 length | body)
 //
-// Sequence numbers count from 0 per direction, so a replayed, reordered or reflected frame
-// fails its MAC. An empty secret is insecure mode: the MAC field is all zeros and unchecked.
+// where session = session_nonce(server nonce, client nonce). Sequence numbers count from 0
+// per direction, so a replayed, reordered or reflected frame fails its MAC; the session mixes
+// both ends' nonces, so neither end can bring back a recorded session on its own. An empty secret is insecure mode: the MAC field is all zeros and unchecked.
 //
 // A body is an op byte followed by fields, each either a byte string (u32 length LE, bytes)
 // or an int64 (8 bytes LE). No trailing bytes are allowed.
@@ -34,7 +35,7 @@ constexpr size_t kLengthBytes = 4;
 constexpr size_t kMaxBodyBytes = kStoreMaxValueBytes + kStoreMaxKeyBytes + 64;
 constexpr size_t kMaxFrameBytes = kLengthBytes + kMaxBodyBytes + kMacBytes;
 // Sent in HELLO so that two builds with incompatible protocols fail clearly.
-constexpr std::string_view kProtocolMagic = "kolo-store/1";
+constexpr std::string_view kProtocolMagic = "kolo-store/2";  // 2: the client sends a nonce too
 
 using Nonce = std::array<uint8_t, kNonceBytes>;
 
@@ -62,6 +63,12 @@ struct Reply {
   std::string payload;  // GET value, or the error message when code != kOk
   int64_t number = 0;   // ADD result
 };
+
+// The nonce every frame's MAC is bound to, from both ends' random nonces. With the server's
+// nonce alone (protocol 1), whoever had recorded one session could play the server to a
+// client under the same secret: send the recorded nonce, then the recorded replies (stale
+// addresses). The client's nonce makes every session's MACs new for both ends.
+Nonce session_nonce(const Nonce& server, const Nonce& client);
 
 // Encoders check the same limits as the decoders, so a client learns about a too-long key
 // before it reaches the wire (kInvalidArgument).

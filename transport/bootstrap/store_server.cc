@@ -63,7 +63,8 @@ struct Conn {
       : id(id_in),
         fd(std::move(fd_in)),
         peer(std::move(peer_in)),
-        codec(secret, nonce, Direction::kToClient),
+        server_nonce(nonce),
+        codec(secret, nonce, Direction::kToClient),  // replaced once the client's nonce is in
         accepted_at(now_seconds()) {}
 
   size_t pending_output() const { return out.size() - out_sent; }
@@ -71,6 +72,8 @@ struct Conn {
   uint64_t id;
   Fd fd;
   std::string peer;
+  Nonce server_nonce;
+  bool have_client_nonce = false;
   FrameCodec codec;
   double accepted_at;
   std::string in;
@@ -258,6 +261,15 @@ void StoreServerImpl::read_input(Conn& c) {
 }
 
 bool StoreServerImpl::process_input(Conn& c) {
+  if (c.closed) return false;
+  if (!c.have_client_nonce) {  // the client's nonce comes first, before any frame
+    if (c.in.size() < store::kNonceBytes) return false;
+    Nonce client{};
+    std::memcpy(client.data(), c.in.data(), client.size());
+    c.in.erase(0, client.size());
+    c.codec = FrameCodec(secret_, store::session_nonce(c.server_nonce, client), Direction::kToClient);
+    c.have_client_nonce = true;
+  }
   bool progress = false;
   while (!c.closed && !c.parked && c.pending_output() <= kOutputHighWater) {
     Result<std::optional<std::string>> frame = c.codec.open(c.in);

@@ -1,0 +1,110 @@
+// The rendezvous store's authentication as an attacker sees it, beyond the protocol tests
+// in tests/unit/store_test.cc: a recorded session played back by a fake server, a wrong
+// secret refused with a clear error while the store keeps serving, and the HMAC itself
+// against the RFC's vectors.
+#include <poll.h>
+
+#include <atomic>
+
+#include "security_util.h"
+#include "support/crypto.h"
+
+namespace kolo::security_test {
+namespace {
+
+TEST(Hmac, MatchesRfc4231) {
+  // RFC 4231, test case 2.
+  Mac mac = hmac_sha256("Jefe", "what do ya want for nothing?", 28);
+  EXPECT_EQ(to_hex(mac.data(), mac.size()), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  Mac other = mac;
+  other[31] ^= 1;
+  EXPECT_TRUE(mac_equal(mac, mac));
+  EXPECT_FALSE(mac_equal(mac, other));
+}
+
+// The client side of a connection through a relay that keeps what the server sent.
+void relay_and_record(int listen_fd, const HostPort& server, std::string* from_server) {
+  Result<Fd> client = accept_tcp(listen_fd, Deadline(10));
+  if (!client.ok()) return;
+  Result<Fd> upstream = connect_tcp(server, Deadline(10));
+  if (!upstream.ok()) return;
+  char chunk[4096];
+  while (true) {
+    pollfd fds[2] = {{client.value().get(), POLLIN, 0}, {upstream.value().get(), POLLIN, 0}};
+    if (::poll(fds, 2, 10000) <= 0) return;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0) continue;
+      ssize_t n = ::read(fds[i].fd, chunk, sizeof(chunk));
+      if (n <= 0) return;
+      if (i == 1) from_server->append(chunk, static_cast<size_t>(n));
+      int to = i == 0 ? upstream.value().get() : client.value().get();
+      if (!write_full(to, chunk, static_cast<size_t>(n), Deadline(5)).ok()) return;
+    }
+  }
+}
+
+// Someone on the path records a client's whole session with the store. Later (same
+// KOLO_SECRET: a fixed secret reused across jobs) they answer a client in place of the
+// store and play the recording back. The client must refuse it, or it would take recorded
+// (stale, or chosen) rendezvous data for the job's.
+TEST(StoreAuth, RecordedSessionPlayedBackByAFakeServerIsRefused) {
+  Job job;
+  Result<Fd> relay = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(relay.ok());
+  HostPort relay_address{"127.0.0.1", local_port(relay.value().get()).value()};
+  std::string recorded;
+  std::thread recorder([&] { relay_and_record(relay.value().get(), job.address(), &recorded); });
+  {
+    auto client = StoreClient::connect(relay_address, job.secret, Deadline(10));
+    ASSERT_TRUE(client.ok()) << client.status().to_string();
+  }  // the client closes: the relay ends
+  recorder.join();
+  ASSERT_GT(recorded.size(), 32u) << "the relay saw no reply";
+
+  std::atomic<bool> stop{false};
+  std::thread fake_server([&] {
+    Result<Fd> victim = accept_tcp(relay.value().get(), Deadline(10));
+    if (!victim.ok()) return;
+    (void)write_full(victim.value().get(), recorded.data(), recorded.size(), Deadline(5));
+    while (!stop.load()) read_until_quiet(victim.value().get(), 100);
+  });
+  auto fooled = StoreClient::connect(relay_address, job.secret, Deadline(5));
+  stop = true;
+  fake_server.join();
+  ASSERT_FALSE(fooled.ok()) << "the client accepted a recorded session from a fake store";
+  EXPECT_NE(fooled.status().message().find("authentication"), std::string::npos) << fooled.status().to_string();
+}
+
+// A rank with another secret is told so in words, the store counts it, and the job's
+// ranks go on using the store.
+TEST(StoreAuth, WrongSecretGetsAClearErrorAndTheStoreGoesOn) {
+  Job job;
+  auto rank0 = job.client();
+  ASSERT_TRUE(rank0 && rank0->set("before", "1", Deadline(5)).ok());
+  auto intruder = StoreClient::connect(job.address(), "another-secret-0123456789abcdefgh", Deadline(5));
+  ASSERT_FALSE(intruder.ok());
+  EXPECT_NE(intruder.status().message().find("is KOLO_SECRET the same on every rank?"), std::string::npos)
+      << intruder.status().to_string();
+  EXPECT_EQ(job.server->rejected_connections(), 1u);
+  auto rank1 = job.client();
+  ASSERT_TRUE(rank1);
+  Result<std::string> value = rank1->get("before", Deadline(5));
+  ASSERT_TRUE(value.ok()) << value.status().to_string();
+  EXPECT_EQ(value.value(), "1");
+}
+
+// Nothing of the secret shows in what a refused party is told.
+TEST(StoreAuth, ErrorsDoNotCarryTheSecret) {
+  Job job;
+  const std::string wrong = "the-wrong-secret-0123456789abcdefg";
+  auto intruder = StoreClient::connect(job.address(), wrong, Deadline(5));
+  ASSERT_FALSE(intruder.ok());
+  const std::string& message = intruder.status().message();
+  for (const std::string& secret : {job.secret, wrong}) {
+    EXPECT_EQ(message.find(secret), std::string::npos) << message;
+    EXPECT_EQ(message.find(to_hex(secret.data(), secret.size())), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace kolo::security_test

@@ -219,6 +219,7 @@ Status Communicator::connect(const Deadline& deadline) {
   };
   env.store_prefix = id_.prefix;
   env.windows = &windows_;
+  env.host_of_rank = &host_of_rank_;
   for (int k = 0; k < kExecutorCount; ++k) {
     MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);
     if (!made.ok()) return made.status().with_context(str_cat("rank ", id_.rank, ": "));

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/collective.h"
 #include "engine/planner/plan.h"
@@ -56,6 +57,8 @@ struct ExecutorEnv {
   // The user buffers registered with every rank of the host (kolo_mem_register), which
   // device_ipc reads in place; owned by the communicator, outliving its executors.
   const IpcWindows* windows = nullptr;
+  // Which host each rank is on (host indices, as PlanContext::host_of_rank).
+  const std::vector<int>* host_of_rank = nullptr;
 };
 
 class Executor {

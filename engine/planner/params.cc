@@ -16,6 +16,10 @@ const PlannerParams& planner_params() {
     p.host_copy_gbs = 10.0;   // DESIGN.md: one core copies ~10 GB/s (>= 4 MB)
     p.host_reduce_gbs = 4.0;
     p.host_cores_default = 2;
+    // kolo_kernels_bench (BM_Compress, BM_Decompress at 16 M values) on the development VM
+    // (AMD EPYC, 40 GB/s memcpy): fp16 35 / 14 GB/s, fp8 8.4 / 6.7 GB/s encode / decode.
+    p.host_codec16_gbs = 14.0;
+    p.host_codec8_gbs = 6.7;
     p.host_wakeup_us = 20.0;  // 1 KB direct/ring at 3 and 4 ranks on 2 cores
     // Shared-memory one-host path (engine/local/, formulas in local_model.cc): fitted to the
     // best of 6 kolo-perf allreduce runs (float32, out of place) for 2-4 ranks x one-shot

@@ -25,6 +25,10 @@ struct PlannerParams {
   double host_copy_gbs = 0;   // one core, memcpy-like copy (bytes written per second)
   double host_reduce_gbs = 0; // one core, bytes of output per second for a 2-input reduce
   int host_cores_default = 0; // cores per host when the topology does not say
+  // Wire codecs (kernels/compress.h) on one core, fp32 bytes per second of an encode or a
+  // decode pass (the slower of the two): fp16/bf16, and block-scaled fp8.
+  double host_codec16_gbs = 0;
+  double host_codec8_gbs = 0;
   // More processes than cores: each received message costs the receiver a wake-up (the
   // executor spins, yields, then sleeps in poll()), one at a time.
   double host_wakeup_us = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "engine/planner/compressed_model.h"
 #include "engine/planner/device_ipc_model.h"
 #include "engine/planner/selector.h"
 #include "support/log.h"
@@ -168,6 +169,18 @@ bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx) {
   return cost.zero_copy_us < std::min(cost.one_shot_us, cost.two_shot_us) + cost.copy_in_us;
 }
 
+// Allreduce over the links with a wire type: the flat two-shot or, on hosts of equal size,
+// the hierarchical form; forced (KOLO_ALGO, the call) or by the model
+// (compressed_model.h). reduce_scatter and allgather have the two-shot's phases only.
+Algorithm choose_compressed_algorithm(const CollSpec& spec, const PlanContext& ctx) {
+  if (spec.kind != CollKind::kAllreduce || !balanced_hosts(ctx)) return Algorithm::kTwoShot;
+  const Algorithm forced = forced_for(spec, ctx);
+  if (forced == Algorithm::kHierarchical || forced == Algorithm::kTwoShot) return forced;
+  const CompressedCost cost = predict_compressed_allreduce(spec, CostModel(ctx));
+  return cost.hierarchical_us > 0 && cost.hierarchical_us < cost.flat_us ? Algorithm::kHierarchical
+                                                                         : Algorithm::kTwoShot;
+}
+
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx) {
   if (find_row(algorithm, executor, spec.kind) == nullptr) return false;
   return algorithm != Algorithm::kHierarchical || balanced_hosts(ctx);
@@ -209,7 +222,7 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
     // A wire type where shared memory cannot run the call: encoded blocks over the links,
     // each contribution encoded once (a ring would re-encode partial sums).
     p.executor = ExecutorKind::kCompressed;
-    p.algorithm = Algorithm::kTwoShot;
+    p.algorithm = choose_compressed_algorithm(spec, ctx);
     return p;
   }
   p.executor = ExecutorKind::kSchedule;

@@ -60,6 +60,9 @@ bool group_runs_on_device_ipc(const CollCall* calls, size_t n, const PlanContext
 // Device allreduce on the device_ipc path: one-shot or two-shot, forced or by the
 // device-link model (device_ipc_model.h). Other collectives: one-shot (one pass).
 Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx);
+// Compressed allreduce over the links: two-shot, or hierarchical on hosts of equal size
+// (forced, or by compressed_model.h). Other compressed collectives: two-shot.
+Algorithm choose_compressed_algorithm(const CollSpec& spec, const PlanContext& ctx);
 // Whether a device_ipc call reads the peers' registered buffers in place: the spec's
 // buffers are registered, it is one of the collectives that can (not alltoall, whose
 // in-place form would overwrite what a peer still reads), neither compressed nor

@@ -89,6 +89,14 @@ kolo_forced_test(compressed_two_hosts_np2 2 compressed "allreduce of .*: compres
 kolo_forced_test(compressed_two_hosts_np4 4 compressed "allreduce of .*: compressed two_shot" KOLO_TEST_HOSTS=2)
 kolo_forced_test(compressed_three_hosts_np5 5 compressed "allreduce of .*: compressed two_shot" KOLO_TEST_HOSTS=3)
 kolo_forced_test(compressed_all_tcp_np3 3 compressed "allreduce of .*: compressed two_shot" KOLO_TRANSPORTS=tcp)
+# The hierarchical form (fp32 in each host, compressed between hosts), forced: 2 x 2 and
+# 3 x 2 ranks; the flat two-shot forced on 2 x 2.
+kolo_forced_test(compressed_hierarchical_two_hosts_np4 4 compressed "allreduce of .*: compressed hierarchical"
+                 KOLO_TEST_HOSTS=2 KOLO_ALGO=hierarchical)
+kolo_forced_test(compressed_hierarchical_three_hosts_np6 6 compressed "allreduce of .*: compressed hierarchical"
+                 KOLO_TEST_HOSTS=3 KOLO_ALGO=hierarchical)
+kolo_forced_test(compressed_flat_two_hosts_np4 4 compressed "allreduce of .*: compressed two_shot"
+                 KOLO_TEST_HOSTS=2 KOLO_ALGO=two_shot)
 kolo_forced_test(compressed_scatter_gather_two_hosts_np4 4 compressed_scatter_gather
                  "reduce_scatter of .*: compressed two_shot" KOLO_TEST_HOSTS=2)
 kolo_forced_test(compressed_scatter_gather_three_hosts_np5 5 compressed_scatter_gather

@@ -3,6 +3,9 @@
 // prediction), forcing and fallback, and the simulator's deadlock detection.
 #include <gtest/gtest.h>
 
+#include <memory>
+
+#include "engine/planner/compressed_model.h"
 #include "engine/planner/device_ipc_model.h"
 #include "engine/planner/plan.h"
 #include "engine/planner/selector.h"
@@ -252,6 +255,48 @@ TEST(PlannerModel, RegisteredBuffersReadInPlaceWhenItPays) {
   host.ctx.topology = nullptr;
   EXPECT_FALSE(device_ipc_zero_copy(spec_of(64), host.ctx));
   EXPECT_TRUE(device_ipc_zero_copy(spec_of(size_t{64} << 20), host.ctx));
+}
+
+
+// Compressed allreduce across hosts: the hierarchical form (fp32 in the host, 1/L of the
+// bytes on the network) where the network is slow, the flat two-shot where it is as fast
+// as the host's own links or there is one rank per host; the cost counts wire bytes.
+TEST(PlannerModel, CompressedHierarchicalWhereTheNetworkIsSlow) {
+  auto machine = [](int hosts, int per_host, double net_gbs) {
+    auto m = std::make_unique<Machine>("cpu_vm.json", hosts, per_host, false);
+    for (HostTopology& h : m->cluster.hosts) {
+      for (size_t l = 0; l < h.links().size(); ++l) {
+        if (h.links()[l].kind == LinkKind::kNet) h.set_link_bandwidth(static_cast<int>(l), net_gbs);
+      }
+    }
+    return m;
+  };
+  CollSpec spec = allreduce_bytes(64 << 20);
+  spec.wire = DType::kFloat16;
+  auto slow = machine(2, 2, 0.25 / 0.7);  // a 2 Gbit/s link, as calibrated
+  const CompressedCost c = predict_compressed_allreduce(spec, CostModel(slow->ctx));
+  EXPECT_GT(c.hierarchical_us, 0);
+  EXPECT_LT(c.hierarchical_us * 1.3, c.flat_us);
+  EXPECT_EQ(plan(spec, slow->ctx).executor, ExecutorKind::kCompressed);
+  EXPECT_EQ(plan(spec, slow->ctx).algorithm, Algorithm::kHierarchical);
+  // fp8 moves half of fp16's bytes: faster still, in both forms.
+  CollSpec fp8 = spec;
+  fp8.wire = DType::kFloat8E4M3;
+  const CompressedCost c8 = predict_compressed_allreduce(fp8, CostModel(slow->ctx));
+  EXPECT_LT(c8.flat_us, c.flat_us);
+  EXPECT_LT(c8.hierarchical_us, c.hierarchical_us);
+
+  auto fast = machine(2, 2, 100.0);  // the network as fast as the host's links
+  EXPECT_EQ(plan(spec, fast->ctx).algorithm, Algorithm::kTwoShot);
+  auto single = machine(2, 1, 0.25 / 0.7);  // one rank per host: one level only
+  EXPECT_EQ(predict_compressed_allreduce(spec, CostModel(single->ctx)).hierarchical_us, 0);
+  EXPECT_EQ(plan(spec, single->ctx).algorithm, Algorithm::kTwoShot);
+  // Forced either way, where the form exists.
+  spec.algorithm = Algorithm::kTwoShot;
+  EXPECT_EQ(plan(spec, slow->ctx).algorithm, Algorithm::kTwoShot);
+  spec.algorithm = Algorithm::kHierarchical;
+  EXPECT_EQ(plan(spec, fast->ctx).algorithm, Algorithm::kHierarchical);
+  EXPECT_EQ(plan(spec, single->ctx).algorithm, Algorithm::kTwoShot);
 }
 
 }  // namespace

@@ -95,7 +95,12 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
   using OpTr = CodecOpTraits<Op>;
   const float* fin = a.fin + off;
   float v[kB];
-  float dec[kB];
+  // A plain decode (no fp32 operand) sums straight into its output and scales it there:
+  // no pass through a block buffer and no copy out (the output is the one array it
+  // touches, so the loops stay vectorised). The others keep dec: their acc may be fout.
+  constexpr bool kDirect = Op == CodecOp::kDecompress;
+  float dec_block[kDirect ? 1 : kB];
+  float* dec = kDirect ? a.fout + off : dec_block;
   if constexpr (OpTr::kReadsWire) {
     // The decoded inputs summed in input order, in fp32 (one input: its value).
     for (int k = 0; k < a.nwin; ++k) {
@@ -106,9 +111,12 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
       }
       if constexpr (Tr::kBlocked) {
         // Two loops, not one with `k == 0 ?` inside: GCC's -O2 vectoriser does not unswitch.
+        // ivdep: dec may be the output, which GCC cannot tell apart from the byte codes.
         if (k == 0) {
+#pragma GCC ivdep
           for (size_t j = 0; j < n; ++j) dec[j] = decode_blocked<Tr>(win[j], in_scale);
         } else {
+#pragma GCC ivdep
           for (size_t j = 0; j < n; ++j) dec[j] = add_rn(dec[j], decode_blocked<Tr>(win[j], in_scale));
         }
       } else if (k == 0) {
@@ -116,9 +124,15 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
       } else {
         float d[kB];
         Conv::template decode<Tr>(win, d, n);
+#pragma GCC ivdep
         for (size_t j = 0; j < n; ++j) dec[j] = add_rn(dec[j], d[j]);
       }
     }
+  }
+  if constexpr (kDirect) {
+    const float m = a.m;  // a local: a store through dec could otherwise change a.m
+    for (size_t j = 0; j < n; ++j) dec[j] = codec_value<Op>(0.0f, dec[j], m);
+    return;
   }
   for (size_t j = 0; j < n; ++j) {
     float f = 0.0f;

@@ -211,6 +211,47 @@ void compressed_scatter_gather(kolo_comm_t comm) {
          "allgather with a postscale refused");
 }
 
+// Values the wire types cannot carry, as kernels/README.md says, alike on every rank: a
+// contribution above fp16's range (70000) is +inf with fp16 and finite with bf16 and fp8
+// (block-scaled); a NaN stays NaN; +inf is +inf with fp16 and bf16, and makes its whole
+// fp8 block NaN. The special values sit 400 apart, so no fp8 block of 128 holds two.
+void compressed_special_values(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  const size_t count = 4096;
+  const size_t kBig = 100, kNan = 500, kInf = 900;
+  for (kolo_dtype_t wire : {KOLO_FLOAT16, KOLO_BFLOAT16, KOLO_FLOAT8_E4M3, KOLO_FLOAT8_E5M2}) {
+    const bool fp8 = wire == KOLO_FLOAT8_E4M3 || wire == KOLO_FLOAT8_E5M2;
+    kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
+    options.wire_dtype = wire;
+    std::vector<float> in(count), out(count * p);
+    for (size_t i = 0; i < count; ++i) in[i] = 1.0f + static_cast<float>(i % 7) / 8.0f;
+    in[kBig] = 70000.0f;
+    if (me == 0) in[kNan] = std::nanf("");
+    in[kInf] = INFINITY;
+    const std::string tail = ", wire " + std::to_string(wire);
+    auto expect_special = [&](const float* got, double big, const std::string& what) {
+      expect(wire == KOLO_FLOAT16 ? got[kBig] == INFINITY : std::fabs(got[kBig] - big) <= big * 0x1p-2,
+             what + ": 70000 per rank gave " + std::to_string(got[kBig]));
+      expect(std::isnan(got[kNan]), what + ": NaN gave " + std::to_string(got[kNan]));
+      expect(fp8 ? std::isnan(got[kInf]) : got[kInf] == INFINITY, what + ": +inf gave " + std::to_string(got[kInf]));
+    };
+    // allreduce (out of place, then every rank's result gathered exactly and compared).
+    must(kolo_allreduce_ex(in.data(), out.data(), count, KOLO_FLOAT32, KOLO_SUM, &options, comm, nullptr),
+         "special values allreduce" + tail);
+    expect_special(out.data(), 70000.0 * p, "special values allreduce" + tail);
+    std::vector<float> all(count * p);
+    must(kolo_allgather(out.data(), all.data(), count, KOLO_FLOAT32, comm, nullptr), "gather results" + tail);
+    bool same = true;
+    for (int q = 1; q < p; ++q) same &= std::memcmp(all.data(), all.data() + q * count, count * sizeof(float)) == 0;
+    expect(same, "special values allreduce" + tail + ": ranks got different bits");
+    // allgather: every rank's block carries the same specials (rank 0's NaN in block 0).
+    if (me != 0) in[kNan] = std::nanf("");
+    must(kolo_allgather_ex(in.data(), out.data(), count, KOLO_FLOAT32, &options, comm, nullptr),
+         "special values allgather" + tail);
+    for (int q = 0; q < p; ++q) expect_special(out.data() + q * count, 70000.0, "special values allgather" + tail);
+  }
+}
+
 // Ranks that ask for different wire types get KOLO_ERR_MISMATCH (or the failure of the
 // rank that saw it), not data summed in two codes.
 int mismatch_wire(kolo_comm_t comm) {

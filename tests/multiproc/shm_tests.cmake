@@ -97,6 +97,14 @@ kolo_forced_test(compressed_hierarchical_three_hosts_np6 6 compressed "allreduce
                  KOLO_TEST_HOSTS=3 KOLO_ALGO=hierarchical)
 kolo_forced_test(compressed_flat_two_hosts_np4 4 compressed "allreduce of .*: compressed two_shot"
                  KOLO_TEST_HOSTS=2 KOLO_ALGO=two_shot)
+# Overflow, NaN and inf through every compressed path, the same bits on every rank.
+kolo_shm_test(shm_compressed_special_values_np3 3 compressed_special_values)
+kolo_forced_test(shm_compressed_special_values_one_shot_np2 2 compressed_special_values
+                 "allreduce of .*: local one_shot" KOLO_ALGO=one_shot)
+kolo_forced_test(compressed_special_values_hierarchical_np4 4 compressed_special_values
+                 "allreduce of .*: compressed hierarchical" KOLO_TEST_HOSTS=2 KOLO_ALGO=hierarchical)
+kolo_forced_test(compressed_special_values_flat_np3 3 compressed_special_values
+                 "allreduce of .*: compressed two_shot" KOLO_TRANSPORTS=tcp)
 kolo_forced_test(compressed_scatter_gather_two_hosts_np4 4 compressed_scatter_gather
                  "reduce_scatter of .*: compressed two_shot" KOLO_TEST_HOSTS=2)
 kolo_forced_test(compressed_scatter_gather_three_hosts_np5 5 compressed_scatter_gather

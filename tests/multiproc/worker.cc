@@ -488,6 +488,7 @@ int main(int argc, char** argv) {
   else if (scenario == "mismatch_root_runs_on") rc = one_host_scenarios::mismatch_root_runs_on(comm);
   else if (scenario == "compressed") one_host_scenarios::compressed(comm);
   else if (scenario == "compressed_scatter_gather") one_host_scenarios::compressed_scatter_gather(comm);
+  else if (scenario == "compressed_special_values") one_host_scenarios::compressed_special_values(comm);
   else if (scenario == "small_messages") one_host_scenarios::small_messages(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());

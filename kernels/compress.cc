@@ -12,8 +12,10 @@
 #define KOLO_HAVE_F16C_PATH 1
 #endif
 
+#include "kernels/codec_trace.h"
 #include "kernels/compress_math.h"
 #include "kernels/host_kernels.h"
+#include "support/clock.h"
 
 namespace kolo {
 namespace {
@@ -214,7 +216,10 @@ Status run(const char* caller, float* fout, const float* fin, void* wout, const 
   CodecArgs a{fout, fin, wout, {}, nwin, count, wire_scales_offset(fmt, count),
               static_cast<float>(scale.factor / static_cast<double>(scale.divisor))};
   for (int k = 0; k < nwin; ++k) a.win[k] = win[k];
+  CodecTrace* trace = thread_codec_trace();
+  const double start = trace != nullptr ? now_seconds() : 0;
   codec_dispatch<Op>(a, fmt);
+  if (trace != nullptr) trace->add(CodecOpTraits<Op>::kWritesWire, start, now_seconds());
   return Status::ok_status();
 }
 

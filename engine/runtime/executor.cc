@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/codec_trace.h"
 #include "kernels/host_kernels.h"
 #include "support/device/device.h"
 #include "support/clock.h"
@@ -170,9 +171,16 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
     offset += count;
   }
   const double t1 = now_seconds();
-  // One call at a time: on one host each runs the shared-memory path, which a group
-  // (a combined schedule over links) would not; a call's start-up is about a microsecond.
-  for (const CollCall& call : calls) KOLO_TRY(collective(call));
+  // With a timeline and a wire type, the host codecs' spans are kept (codec_trace.h) and
+  // drawn inside the collective's.
+  CodecTrace codecs;
+  const bool trace_codecs = timeline_ != nullptr && sig.wire != DType::kCount && !sig.device;
+  {
+    ScopedCodecTrace scope(trace_codecs ? &codecs : nullptr);
+    // One call at a time: on one host each runs the shared-memory path, which a group
+    // (a combined schedule over links) would not; a call's start-up is about a microsecond.
+    for (const CollCall& call : calls) KOLO_TRY(collective(call));
+  }
   const double t2 = now_seconds();
   offset = 0;
   for (const auto& [r, t] : packed) {
@@ -189,13 +197,19 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
   if (timeline_ == nullptr) return Status();
   size_t bytes = 0;
   for (const CollCall& c : calls) bytes += c.spec.bytes();
-  const std::string args = str_cat("\"algorithm\": \"", algorithm(calls.back().spec), "\", \"fused_tensors\": ", tensors,
-                                   ", \"packed_tensors\": ", packed.size(), ", \"bytes\": ", bytes);
+  std::string args = str_cat("\"algorithm\": \"", algorithm(calls.back().spec), "\", \"fused_tensors\": ", tensors,
+                             ", \"packed_tensors\": ", packed.size(), ", \"bytes\": ", bytes);
+  if (trace_codecs) {
+    args += str_cat(", \"wire\": \"", dtype_name(sig.wire), "\", \"encode_us\": ",
+                    static_cast<int64_t>(codecs.encode_seconds * 1e6), ", \"decode_us\": ",
+                    static_cast<int64_t>(codecs.decode_seconds * 1e6));
+  }
   for (const Request* r : members) {
     bool in_buffer = false;
     for (const auto& p : packed) in_buffer |= p.first == r;
     if (in_buffer) record(*r, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
     record(*r, "ALLREDUCE", t1, t2, args);
+    for (const CodecSpan& c : codecs.spans) record(*r, c.encode ? "WIRE_ENCODE" : "WIRE_DECODE", c.start, c.end);
     if (in_buffer) record(*r, "MEMCPY_OUT", t2, t3);
   }
   return Status();

@@ -314,7 +314,9 @@ void scenario_split(kolo_comm_t comm) {
 
 // Every event has the fields of the trace-event format; the phases of a fused allreduce
 // and the cycle marks are there.
-void validate_timeline(const std::string& path) {
+// With `wire`, some allreduces ran compressed: their codec spans (WIRE_ENCODE,
+// WIRE_DECODE) lie inside an ALLREDUCE span of the same row, which names the wire type.
+void validate_timeline(const std::string& path, bool wire = false) {
   std::ifstream in(path);
   expect(in.good(), "timeline file " + path + " exists");
   nlohmann::json doc;
@@ -340,15 +342,40 @@ void validate_timeline(const std::string& path) {
   for (const char* phase : {"NEGOTIATE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE", "MEMCPY_OUT", "CYCLE"}) {
     expect(std::find(seen.begin(), seen.end(), phase) != seen.end(), std::string("timeline has ") + phase);
   }
+  if (!wire) return;
+  int codec_spans = 0, nested = 0, named = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string name = e.value("name", "");
+    if (name == "ALLREDUCE" && e.contains("args") && e["args"].value("wire", "") == "half") ++named;
+    if (name != "WIRE_ENCODE" && name != "WIRE_DECODE") continue;
+    ++codec_spans;
+    const double ts = e["ts"].get<double>(), end = ts + e["dur"].get<double>();
+    for (const auto& a : doc["traceEvents"]) {
+      if (a.value("name", "") != "ALLREDUCE" || a["tid"] != e["tid"]) continue;
+      const double a_ts = a["ts"].get<double>(), a_end = a_ts + a["dur"].get<double>();
+      if (a_ts <= ts + 0.01 && end <= a_end + 0.01) {
+        ++nested;
+        break;
+      }
+    }
+  }
+  expect(codec_spans > 0 && std::find(seen.begin(), seen.end(), "WIRE_ENCODE") != seen.end() &&
+             std::find(seen.begin(), seen.end(), "WIRE_DECODE") != seen.end(),
+         "timeline has WIRE_ENCODE and WIRE_DECODE");
+  expect(nested == codec_spans, "every codec span lies inside an ALLREDUCE span (" + std::to_string(nested) + " of " +
+                                    std::to_string(codec_spans) + ")");
+  expect(named > 0, "the compressed ALLREDUCE spans name their wire type");
 }
 
-void run_steps(kolo_comm_t comm, int steps, const std::string& prefix) {
+void run_steps(kolo_comm_t comm, int steps, const std::string& prefix, kolo_dtype_t wire = KOLO_DTYPE_COUNT) {
   std::vector<std::vector<float>> data(20, std::vector<float>(1000, 1.0f));
+  kolo_enqueue_options options = KOLO_ENQUEUE_OPTIONS_INIT;
+  options.wire_dtype = wire;
   for (int step = 0; step < steps; ++step) {
     std::vector<kolo_request_t> reqs(data.size());
     for (size_t t = 0; t < data.size(); ++t) {
       must(kolo_enqueue_allreduce((prefix + std::to_string(t)).c_str(), data[t].data(), data[t].data(), 1000,
-                                  KOLO_FLOAT32, KOLO_AVG, nullptr, comm, &reqs[t]), "enqueue");
+                                  KOLO_FLOAT32, KOLO_AVG, &options, comm, &reqs[t]), "enqueue");
     }
     for (kolo_request_t req : reqs) {
       must(kolo_wait(req), "wait");
@@ -364,8 +391,9 @@ void scenario_timeline(kolo_comm_t comm) {
   const std::string own = std::string(std::getenv("KOLO_TIMELINE")) + ".rank" + std::to_string(r);
   must(kolo_timeline_start(comm, own.c_str()), "timeline start");
   run_steps(comm, 3, "tl2.");
+  run_steps(comm, 2, "tl3.", KOLO_FLOAT16);
   must(kolo_timeline_stop(comm), "timeline stop");
-  validate_timeline(own);
+  validate_timeline(own, true);
 }
 
 // Completion callbacks run before kolo_wait returns, once per request.

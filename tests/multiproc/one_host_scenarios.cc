@@ -105,7 +105,7 @@ void compressed(kolo_comm_t comm) {
   const Wire wires[] = {{KOLO_FLOAT16, 0x1p-11}, {KOLO_BFLOAT16, 0x1p-8}, {KOLO_FLOAT8_E4M3, 0x1p-4},
                         {KOLO_FLOAT8_E5M2, 0x1p-3}};
   for (const Wire& w : wires) {
-    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 20) + 3}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 20) + 3}) {
       for (bool in_place : {false, true}) {
         std::vector<float> in(count), out(count, -1.0f);
         // Values in [1, 2): relative roundings bound the error of each contribution.
@@ -156,7 +156,7 @@ void compressed_scatter_gather(kolo_comm_t comm) {
   for (const Wire& w : wires) {
     kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
     options.wire_dtype = w.dtype;
-    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 18) + 3}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 18) + 3}) {
       for (bool in_place : {false, true}) {
         const std::string tail = std::string(", wire ") + std::to_string(w.dtype) + ", count " + std::to_string(count) +
                                  (in_place ? " in-place" : "");

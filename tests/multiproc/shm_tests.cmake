@@ -97,6 +97,10 @@ kolo_forced_test(compressed_hierarchical_three_hosts_np6 6 compressed "allreduce
                  KOLO_TEST_HOSTS=3 KOLO_ALGO=hierarchical)
 kolo_forced_test(compressed_flat_two_hosts_np4 4 compressed "allreduce of .*: compressed two_shot"
                  KOLO_TEST_HOSTS=2 KOLO_ALGO=two_shot)
+# Mixed transports (one rank over tcp): the compressed executor over shm and tcp links.
+kolo_forced_test(compressed_mixed_transports_np3 3 compressed "allreduce of .*: compressed" KOLO_TEST_TCP_RANKS=1)
+kolo_forced_test(compressed_scatter_gather_mixed_transports_np4 4 compressed_scatter_gather
+                 "reduce_scatter of .*: compressed" KOLO_TEST_TCP_RANKS=0,2)
 # Overflow, NaN and inf through every compressed path, the same bits on every rank.
 kolo_shm_test(shm_compressed_special_values_np3 3 compressed_special_values)
 kolo_forced_test(shm_compressed_special_values_one_shot_np2 2 compressed_special_values

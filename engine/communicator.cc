@@ -67,7 +67,7 @@ Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
                                    coll_name(spec.kind));
   if (!spec.device) return error(Code::kUnsupported, what, " does not run in a group of calls yet");
   return error(Code::kUnsupported, what,
-               " of device buffers runs only as an allreduce on device_ipc (one host, GPUs with peer access); "
+               ": compression runs on device_ipc for device buffers (allreduce, one host, GPUs with peer access); "
                "device buffers that must be staged (across hosts, or without peer access) and device "
                "reduce_scatter/allgather are not compressed yet: copy them to host memory");
 }

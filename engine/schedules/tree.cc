@@ -144,7 +144,7 @@ Schedule tree_allreduce(const CollSpec& spec, const PlanContext& ctx) {
     const size_t slot_bytes = (half_count + pieces - 1) / pieces * elem;
     TreeLinks t = double_tree(ctx.size, ctx.rank, which);
     TreeRun run{b, t, elem, tag_base};
-    run.run(pieces, [&](int j) { return at(src, j); }, [&](int j) { return at(kBufOutput, j); },
+    run.run(pieces, [&, src = src](int j) { return at(src, j); }, [&](int j) { return at(kBufOutput, j); },
             [&](int j) { return at(kBufOutput, j); }, ready, slot_bytes, true);
     tag_base += 2 * pieces;
   }

@@ -69,22 +69,34 @@ void publish_cpu_mask(std::atomic<uint64_t> (&mask)[kCpuMaskWords]) {
   }
 }
 
-std::string geometry_text(const SegmentGeometry& g) {
-  return str_cat(g.ranks, " ", g.slots, " ", g.slot_bytes, " ", g.ring_bytes);
+}  // namespace
+
+std::string offer_text(const Offer& offer) {
+  const SegmentGeometry& g = offer.geometry;
+  return str_cat(offer.name, " ", g.ranks, " ", g.slots, " ", g.slot_bytes, " ", g.ring_bytes);
 }
 
-Result<SegmentGeometry> parse_geometry(std::istringstream& in, int expected_ranks) {
-  SegmentGeometry g;
-  in >> g.ranks >> g.slots >> g.slot_bytes >> g.ring_bytes;
+Result<Offer> parse_offer(const std::string& text, int expected_ranks) {
+  std::istringstream in(text);
+  Offer offer;
+  SegmentGeometry& g = offer.geometry;
+  in >> offer.name >> g.ranks >> g.slots >> g.slot_bytes >> g.ring_bytes;
   if (!in || static_cast<int>(g.ranks) != expected_ranks || g.slots < 3 || g.slots > 64 || g.slot_bytes < 4096 ||
       g.slot_bytes > (size_t{1} << 30) || g.slot_bytes % 64 != 0 || g.ring_bytes < 4096 ||
       (g.ring_bytes & (g.ring_bytes - 1)) != 0 || g.ring_bytes > (size_t{1} << 30)) {
     return error(Code::kInternal, "the shared-memory offer of this host's first rank is malformed");
   }
-  return g;
+  return offer;
 }
 
-}  // namespace
+Result<pid_t> parse_pid(const std::string& text) {
+  char* end = nullptr;
+  long pid = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || pid <= 0 || pid > INT_MAX) {
+    return error(Code::kInternal, "invalid pid '", text, "'");
+  }
+  return static_cast<pid_t>(pid);
+}
 
 Result<std::unique_ptr<Domain>> Domain::create(StoreClient& store, const DomainOptions& options,
                                                const Deadline& deadline) {
@@ -108,12 +120,9 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   for (int i = 0; i < n; ++i) {
     Result<std::string> text = store.get(str_cat(key, "pid/", i), deadline);
     if (!text.ok()) return text.status();
-    char* end = nullptr;
-    long pid = std::strtol(text.value().c_str(), &end, 10);
-    if (end == text.value().c_str() || *end != '\0' || pid <= 0 || pid > INT_MAX) {
-      return error(Code::kInternal, "rank ", members_[i], " announced an invalid pid '", text.value(), "'");
-    }
-    pids_[i] = static_cast<pid_t>(pid);
+    Result<pid_t> pid = parse_pid(text.value());
+    if (!pid.ok()) return error(Code::kInternal, "rank ", members_[i], " announced an ", pid.status().message());
+    pids_[i] = pid.value();
   }
   Fd memfd;
   if (my_index_ == 0) {
@@ -136,19 +145,16 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
     h.magic = kSegmentMagic;
     Result<FdOffer> offer = FdOffer::open();
     if (!offer.ok()) return offer.status();
-    KOLO_TRY(store.set(key + "offer", offer.value().name() + " " + geometry_text(geometry_), deadline));
+    KOLO_TRY(store.set(key + "offer", offer_text(Offer{offer.value().name(), geometry_}), deadline));
     std::vector<pid_t> peers(pids_.begin() + 1, pids_.end());
     KOLO_TRY(offer.value().serve(memfd.get(), peers, deadline));
   } else {
     Result<std::string> text = store.get(key + "offer", deadline);
     if (!text.ok()) return text.status();
-    std::istringstream in(text.value());
-    std::string name;
-    in >> name;
-    Result<SegmentGeometry> geometry = parse_geometry(in, n);
-    if (!geometry.ok()) return geometry.status();
-    geometry_ = geometry.value();
-    Result<Fd> fd = take_fd(name, deadline);
+    Result<Offer> offer = parse_offer(text.value(), n);
+    if (!offer.ok()) return offer.status();
+    geometry_ = offer.value().geometry;
+    Result<Fd> fd = take_fd(offer.value().name, deadline);
     if (!fd.ok()) return fd.status();
     memfd = fd.take();
     Result<Mapping> mapping = map_shared_memory(memfd.get(), geometry_.total_bytes());

@@ -33,6 +33,19 @@ struct DomainOptions {
   bool single_copy = true;  // large Link messages with process_vm_readv where permitted
 };
 
+// What a domain's first rank publishes in the store: the name of the socket that hands out
+// the segment's descriptor, and the segment's geometry, as
+// "<name> <ranks> <slots> <slot_bytes> <ring_bytes>". The other ranks parse it with checks
+// (the store is shared by the job, and a bad geometry would map the wrong size).
+struct Offer {
+  std::string name;
+  SegmentGeometry geometry;
+};
+std::string offer_text(const Offer& offer);
+Result<Offer> parse_offer(const std::string& text, int expected_ranks);
+// A rank's process id as it announces it in the store (decimal, > 0).
+Result<pid_t> parse_pid(const std::string& text);
+
 class Domain final : public SharedDomain {
  public:
   static Result<std::unique_ptr<Domain>> create(StoreClient& store, const DomainOptions& options,

@@ -35,6 +35,7 @@ struct Hello {
   uint8_t challenge[kChallengeBytes];
   uint8_t mac[32];
 };
+static_assert(sizeof(Hello) == kLinkHelloBytes && kChallengeBytes == kLinkChallengeBytes);
 
 Mac handshake_mac(const MeshOptions& options, const char* label, int from, int to, const Challenge& a,
                   const uint8_t* c) {
@@ -62,24 +63,15 @@ Result<int> answer_peer(int fd, const MeshOptions& options, const std::vector<st
   Challenge a{};
   KOLO_TRY(random_bytes(a.data(), a.size()));
   KOLO_TRY(write_full(fd, a.data(), a.size(), deadline));
-  Hello hello{};
-  KOLO_TRY(read_full(fd, &hello, sizeof(hello), deadline));
-  if (hello.magic != kHandshakeMagic) {
-    return error(Code::kRemote, "not a kolo link handshake (magic ", hello.magic, "; another kolo version?)");
-  }
-  if (hello.to != options.rank || hello.from <= options.rank || hello.from >= options.size ||
-      !wanted(options, hello.from)) {
-    return error(Code::kRemote, "handshake from rank ", hello.from, " to rank ", hello.to,
-                 " is not one this rank expects");
-  }
-  if (links[hello.from]) return error(Code::kRemote, "rank ", hello.from, " is already connected");
-  if (!mac_ok(options, hello.mac, handshake_mac(options, "hello", hello.from, hello.to, a, hello.challenge))) {
-    return error(Code::kRemote, "handshake claiming rank ", hello.from,
-                 " failed authentication (wrong KOLO_SECRET, forged or replayed)");
-  }
+  uint8_t bytes[kLinkHelloBytes];
+  KOLO_TRY(read_full(fd, bytes, sizeof(bytes), deadline));
+  Result<int> from = check_link_hello(bytes, options, links, a);
+  if (!from.ok()) return from.status();
+  Hello hello;
+  std::memcpy(&hello, bytes, sizeof(hello));
   Mac answer = handshake_mac(options, "answer", hello.from, hello.to, a, hello.challenge);
   KOLO_TRY(write_full(fd, answer.data(), answer.size(), deadline));
-  return static_cast<int>(hello.from);
+  return from.value();
 }
 
 Status accept_peers(int listen_fd, const MeshOptions& options, std::vector<std::unique_ptr<Link>>& links,
@@ -132,6 +124,28 @@ Status greet_peer(int fd, const MeshOptions& options, int peer, const Deadline& 
 }
 
 }  // namespace
+
+Result<int> check_link_hello(const uint8_t (&bytes)[kLinkHelloBytes], const MeshOptions& options,
+                             const std::vector<std::unique_ptr<Link>>& links,
+                             const std::array<uint8_t, kLinkChallengeBytes>& challenge) {
+  Hello hello;
+  std::memcpy(&hello, bytes, sizeof(hello));
+  const Challenge& a = challenge;
+  if (hello.magic != kHandshakeMagic) {
+    return error(Code::kRemote, "not a kolo link handshake (magic ", hello.magic, "; another kolo version?)");
+  }
+  if (hello.to != options.rank || hello.from <= options.rank || hello.from >= options.size ||
+      !wanted(options, hello.from)) {
+    return error(Code::kRemote, "handshake from rank ", hello.from, " to rank ", hello.to,
+                 " is not one this rank expects");
+  }
+  if (links[hello.from]) return error(Code::kRemote, "rank ", hello.from, " is already connected");
+  if (!mac_ok(options, hello.mac, handshake_mac(options, "hello", hello.from, hello.to, a, hello.challenge))) {
+    return error(Code::kRemote, "handshake claiming rank ", hello.from,
+                 " failed authentication (wrong KOLO_SECRET, forged or replayed)");
+  }
+  return static_cast<int>(hello.from);
+}
 
 Result<std::vector<std::unique_ptr<Link>>> connect_tcp_mesh(StoreClient& store, const MeshOptions& options,
                                                            const Deadline& deadline) {

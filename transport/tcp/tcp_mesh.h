@@ -1,6 +1,9 @@
 // Connects a communicator's ranks pairwise over TCP, using the store to exchange addresses.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +23,15 @@ struct MeshOptions {
   std::string listen_ip;  // address peers connect to
   std::vector<bool> connect;  // per rank: join it over tcp (empty = every rank); symmetric
 };
+
+// The link handshake's hello, as the acceptor reads it off the wire (tcp_mesh.cc has the
+// protocol): the rank it comes from when it is one this rank expects (`links` holds the
+// peers already connected) and proves the secret for `challenge`, else why it is refused.
+constexpr size_t kLinkChallengeBytes = 32;
+constexpr size_t kLinkHelloBytes = 16 + kLinkChallengeBytes + 32;
+Result<int> check_link_hello(const uint8_t (&hello)[kLinkHelloBytes], const MeshOptions& options,
+                             const std::vector<std::unique_ptr<Link>>& links,
+                             const std::array<uint8_t, kLinkChallengeBytes>& challenge);
 
 // Returns one link per peer (null at `rank` and at ranks not to connect). Rank r connects to every lower rank and
 // accepts every higher one; each connection opens with an authenticated handshake.

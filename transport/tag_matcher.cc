@@ -1,5 +1,6 @@
 #include "transport/tag_matcher.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -25,12 +26,12 @@ void TagMatcher::remove(PostedRecv* recv) {
   }
 }
 
-Result<EarlyFrame*> TagMatcher::add_early(uint64_t tag, uint64_t bytes) {
+Result<EarlyFrame*> TagMatcher::add_early(uint64_t tag, uint64_t bytes, uint64_t allocate) {
   EarlyFrame frame;
   frame.tag = tag;
   frame.bytes = bytes;
   try {
-    frame.data.resize(bytes);
+    frame.data.resize(std::min(bytes, allocate));
   } catch (const std::bad_alloc&) {
     return error(Code::kSystem, "out of memory buffering an early message of ", bytes, " bytes from rank ", peer_);
   }

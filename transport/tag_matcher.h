@@ -65,8 +65,10 @@ class TagMatcher {
   // posted; remove() it when taken), or null. A size that disagrees is an error.
   Status find(uint64_t tag, uint64_t bytes, PostedRecv** match);
   void remove(PostedRecv* recv);
-  // No receive for the frame: keep it; its payload is to be read into the frame's data.
-  Result<EarlyFrame*> add_early(uint64_t tag, uint64_t bytes);
+  // No receive for the frame: keep it; its payload is to be read into the frame's data,
+  // of which the first `allocate` bytes (at most `bytes`) are allocated now. A link whose
+  // peer could claim a huge frame allocates a little and grows the data as bytes arrive.
+  Result<EarlyFrame*> add_early(uint64_t tag, uint64_t bytes, uint64_t allocate = UINT64_MAX);
   // No receive for a rendezvous frame (payload at the sender's `address`): keep it, whole.
   void add_rendezvous(uint64_t tag, uint64_t bytes, uint64_t address);
   // The last early frame is whole: hand it to a receive posted meanwhile, if any.

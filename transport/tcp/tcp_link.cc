@@ -5,14 +5,18 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "support/log.h"
 
 namespace kolo {
 namespace {
-// A peer is authenticated, but a corrupt length must still not make us allocate wildly.
+// A peer is authenticated, but a corrupt length must still not make us allocate wildly:
+// besides this bound, an early frame's buffer grows only as its payload arrives.
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
+constexpr size_t kEarlyChunk = 1 << 20;
 }  // namespace
 
 TcpLink::TcpLink(int self, int peer, Fd fd) : self_(self), peer_(peer), fd_(std::move(fd)), matcher_(self, peer) {
@@ -94,13 +98,28 @@ Status TcpLink::start_payload() {
   if (match != nullptr) {
     in_target_ = match->data;
     in_req_ = match->req;
+    in_early_ = nullptr;
     matcher_.remove(match);
     return Status();
   }
-  Result<EarlyFrame*> early = matcher_.add_early(in_header_.tag, in_header_.bytes);
+  Result<EarlyFrame*> early = matcher_.add_early(in_header_.tag, in_header_.bytes, kEarlyChunk);
   if (!early.ok()) return fail(early.status());
-  in_target_ = early.value()->data.data();
+  in_early_ = early.value();
+  in_target_ = in_early_->data.data();
   in_req_ = nullptr;
+  return Status();
+}
+
+Status TcpLink::grow_early() {
+  std::vector<char>& data = in_early_->data;
+  const uint64_t size = std::min<uint64_t>(in_header_.bytes, std::max<uint64_t>(2 * data.size(), kEarlyChunk));
+  try {
+    data.resize(size);
+  } catch (const std::bad_alloc&) {
+    return fail(error(Code::kSystem, "out of memory buffering an early message of ", in_header_.bytes,
+                      " bytes from rank ", peer_));
+  }
+  in_target_ = data.data();
   return Status();
 }
 
@@ -112,8 +131,9 @@ Status TcpLink::progress_recvs() {
       dst = reinterpret_cast<char*>(&in_header_) + in_header_got_;
       want = sizeof(FrameHeader) - in_header_got_;
     } else {
+      if (in_early_ != nullptr && in_got_ == in_early_->data.size()) KOLO_TRY(grow_early());
       dst = in_target_ + in_got_;
-      want = in_header_.bytes - in_got_;
+      want = (in_early_ != nullptr ? in_early_->data.size() : in_header_.bytes) - in_got_;
     }
     ssize_t n = want == 0 ? 0 : ::recv(fd_.get(), dst, want, MSG_DONTWAIT);
     if (want > 0 && n == 0) {
@@ -139,6 +159,7 @@ Status TcpLink::progress_recvs() {
     if (in_payload_ && in_got_ == in_header_.bytes) {
       in_payload_ = false;
       in_target_ = nullptr;
+      in_early_ = nullptr;
       if (in_req_ != nullptr) {
         in_req_->done = true;
         in_req_ = nullptr;

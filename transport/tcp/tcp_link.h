@@ -45,6 +45,9 @@ class TcpLink final : public Link {
   Status progress_recvs();
   // The frame being read: its header, then its payload into `target`.
   Status start_payload();
+  // Room for more of an early frame's payload: its data doubles (from kEarlyChunk) up to
+  // the frame's size, so that a header that claims a huge frame costs what was sent.
+  Status grow_early();
   Status fail(Status status);
 
   int self_;
@@ -60,6 +63,7 @@ class TcpLink final : public Link {
   char* in_target_ = nullptr;
   size_t in_got_ = 0;
   TransferRequest* in_req_ = nullptr;  // null when reading into the unexpected queue
+  EarlyFrame* in_early_ = nullptr;     // the early frame being read, whose data grows as it comes
 };
 
 }  // namespace kolo

@@ -85,6 +85,10 @@ Status decode(const uint8_t* data, size_t size, int rank, RankMessage& out) {
   for (PendingAge& p : out.pending) {
     KOLO_TRY(r.str(p.name));
     KOLO_TRY(r.f64(p.age_seconds));
+    // An age is seconds a rank has waited: the coordinator prints it as an int.
+    if (!(p.age_seconds >= 0 && p.age_seconds < 2147483647.0)) {
+      return error(Code::kRemote, "malformed runtime message from rank ", rank, ": pending age ", p.age_seconds);
+    }
   }
   return Status();
 }

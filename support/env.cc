@@ -94,6 +94,10 @@ Result<long long> env_int(const char* name) {
 
 double env_timeout_seconds() {
   Result<double> value = env_double("KOLO_TIMEOUT");
+  // Deadlines count in nanoseconds of int64: a longer wait (inf, 1e30) would overflow the
+  // conversion (undefined behaviour). 1e9 s is 31 years: as good as never.
+  constexpr double kLongest = 1e9;
+  if (value.ok() && value.value() > kLongest) return kLongest;
   if (value.ok() && value.value() > 0) return value.value();
   log_warn(Subsys::kInit, "KOLO_TIMEOUT='", env_string("KOLO_TIMEOUT"), "' is not a positive number of seconds; using 300");
   return 300.0;

@@ -26,7 +26,8 @@ bool env_is_set(const char* name);
 Result<double> env_double(const char* name);
 Result<long long> env_int(const char* name);
 
-// Seconds for any wait (KOLO_TIMEOUT); falls back to the default on a bad value.
+// Seconds for any wait (KOLO_TIMEOUT); falls back to the default on a bad value, and
+// counts anything above 1e9 s (31 years; inf too) as 1e9 s.
 double env_timeout_seconds();
 
 // Help text for all variables, one block per variable.

@@ -1,5 +1,6 @@
 #include "topology/json_format.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -162,8 +163,38 @@ Result<HostTopology> host_from_json(const json& j, const std::string& where) {
   return topo;
 }
 
-// What we write, we must read back: strings longer than the reader takes are cut.
-std::string clip(const std::string& s) { return s.size() > kMaxString ? s.substr(0, kMaxString) : s; }
+// Bytes in the UTF-8 sequence at s[i] (RFC 3629, as the JSON reader checks it), 0 when
+// none starts there.
+size_t utf8_length(const std::string& s, size_t i) {
+  auto at = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return at(k) >= lo && at(k) <= hi; };
+  const unsigned c = at(i);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c == 0xE0) return cont(i + 1, 0xA0) && cont(i + 2) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(i + 1) && cont(i + 2) ? 3 : 0;
+  if (c == 0xED) return cont(i + 1, 0x80, 0x9F) && cont(i + 2) ? 3 : 0;
+  if (c == 0xF0) return cont(i + 1, 0x90) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3) return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  if (c == 0xF4) return cont(i + 1, 0x80, 0x8F) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  return 0;
+}
+
+// What we write, we must read back: strings longer than the reader takes are cut, on a
+// character boundary, and a byte that is not valid UTF-8 (an NCCL XML file's attribute
+// may hold anything) becomes '?': the JSON writer would make it a three-byte U+FFFD,
+// and a string within the limit here would come back longer than it.
+std::string clip(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_length(s, i);
+    if (out.size() + std::max<size_t>(n, 1) > kMaxString) break;
+    if (n == 0) out += '?';
+    else out.append(s, i, n);
+    i += std::max<size_t>(n, 1);
+  }
+  return out;
+}
 
 out_json host_to_json(const HostTopology& topo) {
   out_json j;

@@ -46,6 +46,12 @@ int home_cpu(const HostTopology& topo, const PathTable& paths, int n) {
   return best;
 }
 
+// Its name, or "no CPU" for a topology without one (a file may describe only devices).
+std::string home_cpu_name(const HostTopology& topo, const PathTable& paths, int n) {
+  int cpu = home_cpu(topo, paths, n);
+  return cpu >= 0 ? topo.node(cpu).name : std::string("no CPU");
+}
+
 // NVLinks a GPU has toward another (directly, or into the NVSwitch), for "NV#".
 int nvlink_count(const HostTopology& topo, int a, int b) {
   int direct = 0, a_fabric = 0, b_fabric = 0;
@@ -127,7 +133,7 @@ std::string topology_summary(const HostTopology& topo) {
     }
     out += str_cat("  ", pad(n.name, 8), pad(n.bus_id, 14), n.model.empty() ? "GPU" : n.model,
                    n.sm > 0 ? str_cat(" sm", n.sm) : "", up >= 0 ? ", " + link_label(topo.links()[up]) : "",
-                   ", on ", topo.node(home_cpu(topo, paths, g)).name, "\n");
+                   ", on ", home_cpu_name(topo, paths, g), "\n");
   }
   std::vector<int> nics = topo.of_kind(NodeKind::kNic);
   out += str_cat("NICs: ", nics.size(), "\n");
@@ -135,7 +141,7 @@ std::string topology_summary(const HostTopology& topo) {
     const TopoNode& n = topo.node(c);
     out += str_cat("  ", pad(n.name, 8), pad(n.bus_id, 14), n.link_layer.empty() ? "" : n.link_layer + ", ",
                    nic_speed(n), n.gdr.empty() ? "" : ", GPUDirect RDMA (" + n.gdr + ")", ", on ",
-                   topo.node(home_cpu(topo, paths, c)).name, "\n");
+                   home_cpu_name(topo, paths, c), "\n");
   }
   out += str_cat("PCIe switches: ", topo.of_kind(NodeKind::kPciSwitch).size(),
                  "; NVSwitch: ", topo.of_kind(NodeKind::kNvSwitch).empty() ? "no" : "yes", "\n");

@@ -26,6 +26,7 @@ const std::vector<EnvVar>& env_table() {
       {"KOLO_DEVICE_IPC", "1", "1 = device collectives of ranks on one host run as kernels over each other's memory (CUDA IPC); 0 = staged through pinned host memory"},
       {"KOLO_NCCL_LIBRARY", "libnccl.so.2", "the NCCL library KOLO_BACKEND=nccl loads (a name the dynamic loader finds, or a path)"},
       {"KOLO_CHUNK_BYTES", "1048576", "pipeline chunk size in bytes for ring algorithms"},
+      {"KOLO_NET_CALIBRATE", "1", "0 = plan with the NICs' nominal speeds instead of measuring the network between hosts when a communicator spanning hosts is made"},
       {"KOLO_TOPO_FILE", "", "read the topology from this kolo JSON or NCCL topology XML file instead of discovering it"},
       {"KOLO_TOPO_DUMP_FILE", "", "write the discovered topology to this JSON file"},
       {"KOLO_FUSION_THRESHOLD", "134217728", "tensor fusion buffer size in bytes (0 = no fusion)"},

@@ -121,6 +121,15 @@ TEST(FuzzFindings, TimeoutAboveABillionSecondsIsABillion) {
   EXPECT_EQ(env_timeout_seconds(), 12.5);
 }
 
+// Seen while writing env_fuzz: the communicator reads KOLO_NET_CALIBRATE, which the table
+// lacked (env_string asserts on that in debug builds; --help-env did not list it).
+TEST(FuzzFindings, EnvTableListsKoloNetCalibrate) {
+  bool listed = false;
+  for (const EnvVar& var : env_table()) listed |= std::string(var.name) == "KOLO_NET_CALIBRATE";
+  EXPECT_TRUE(listed);
+  EXPECT_EQ(env_string("KOLO_NET_CALIBRATE"), "1");
+}
+
 TEST(FuzzFindings, SummaryOfATopologyWithoutCpus) {
   HostTopology topo;
   topo.host = "h";

@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace kolo::shm {
 namespace {
 // The peer shares our memory and our trust, but a corrupt length must not make us
-// allocate wildly.
+// allocate wildly: besides this bound, an early frame's buffer grows only as its payload
+// arrives.
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
+constexpr size_t kEarlyChunk = 1 << 20;
 }  // namespace
 
 ShmLink::ShmLink(Domain& domain, int self, int peer)
@@ -149,12 +152,18 @@ Status ShmLink::progress_recvs(bool* moved) {
       status = on_header();
       continue;
     }
-    const size_t n = std::min(available, in_header_.bytes - in_got_);
+    if (in_early_ != nullptr && in_got_ == in_early_->data.size() && in_got_ < in_header_.bytes) {
+      status = grow_early();
+      if (!status.ok()) break;
+    }
+    const size_t room = (in_early_ != nullptr ? in_early_->data.size() : in_header_.bytes) - in_got_;
+    const size_t n = std::min(available, room);
     if (n == 0 && in_got_ < in_header_.bytes) break;
     read_ring(in_target_ + in_got_, n);
     in_got_ += n;
     if (in_got_ < in_header_.bytes) continue;
     in_payload_ = false;
+    in_early_ = nullptr;
     if (in_req_ != nullptr) {
       in_req_->done = true;
     } else {
@@ -199,19 +208,35 @@ Status ShmLink::on_header() {
   if (match != nullptr) {
     in_target_ = match->data;
     in_req_ = match->req;
+    in_early_ = nullptr;
     matcher_.remove(match);
   } else {
-    Result<EarlyFrame*> added = matcher_.add_early(h.tag, h.bytes);
+    Result<EarlyFrame*> added = matcher_.add_early(h.tag, h.bytes, kEarlyChunk);
     if (!added.ok()) return added.status();
     early = added.value();
+    in_early_ = early;
     in_target_ = early->data.data();
     in_req_ = nullptr;
   }
   if (h.bytes == 0) {
     in_payload_ = false;
+    in_early_ = nullptr;
     if (in_req_ != nullptr) in_req_->done = true; else early->complete = true;
   }
   return Status();  // (a complete empty frame has no receive posted: find looked)
+}
+
+Status ShmLink::grow_early() {
+  std::vector<char>& data = in_early_->data;
+  const uint64_t size = std::min<uint64_t>(in_header_.bytes, std::max<uint64_t>(2 * data.size(), kEarlyChunk));
+  try {
+    data.resize(size);
+  } catch (const std::bad_alloc&) {
+    return error(Code::kSystem, "out of memory buffering an early message of ", in_header_.bytes, " bytes from rank ",
+                 peer_);
+  }
+  in_target_ = data.data();
+  return Status();
 }
 
 Status ShmLink::read_remote(uint64_t address, char* data, size_t bytes) {

@@ -58,6 +58,9 @@ class ShmLink final : public Link {
   Status progress_sends(bool* moved);
   Status progress_recvs(bool* moved);
   Status on_header();
+  // Room for more of an early frame's payload: its data doubles (from kEarlyChunk) up to
+  // the frame's size, so that a header that claims a huge frame costs what was sent.
+  Status grow_early();
   Status read_remote(uint64_t address, char* data, size_t bytes);
   // The receive completes only once its acknowledgement is in the ring: a rank whose last
   // step was this receive must not stop progressing (or exit) with the ack unsent, or
@@ -89,6 +92,7 @@ class ShmLink final : public Link {
   char* in_target_ = nullptr;
   size_t in_got_ = 0;
   TransferRequest* in_req_ = nullptr;  // null: into the unexpected queue
+  EarlyFrame* in_early_ = nullptr;     // the early frame being read; its data grows as it comes
 };
 
 }  // namespace kolo::shm

@@ -63,6 +63,22 @@ write("shm_offer_fuzz", "offer_2", b"\2kolo-00112233445566778899aabbccddeeff 2 4
 write("shm_offer_fuzz", "offer_8", b"\x08kolo-0f 8 64 4096 1073741824")
 write("shm_offer_fuzz", "pid", b"\2" + b"12345")
 
+# --- shm_link_fuzz: as tcp_link_fuzz, but 32-byte headers (tag, bytes, address, kind, 0) ---
+def shframe(tag, payload, kind=1, address=0, size=None):
+    n = len(payload) if size is None else size
+    return struct.pack("<QQQII", tag, n, address, kind, 0) + (payload if kind == 1 else b"")
+
+
+write("shm_link_fuzz", "early_frames", b"\0" + shframe(1, b"abcd") + shframe(2, b""))
+write("shm_link_fuzz", "posted", b"\1" + bytes([1]) + struct.pack("<H", 4) + shframe(1, b"abcd"))
+write("shm_link_fuzz", "posted_and_late", b"\5" + bytes([1]) + struct.pack("<H", 4) + bytes([2]) + struct.pack("<H", 3)
+      + shframe(2, b"xyz") + shframe(1, b"abcd"))
+write("shm_link_fuzz", "wraps_the_ring", b"\1" + bytes([5]) + struct.pack("<H", 4000) + shframe(9, b"x" * 100)
+      + shframe(5, bytes(range(256)) * 15 + b"y" * 160))
+write("shm_link_fuzz", "request_to_send", b"\1" + bytes([3]) + struct.pack("<H", 64)
+      + shframe(3, b"", kind=2, address=0x1000, size=64) + shframe(4, b"", kind=2, address=0, size=8))
+write("shm_link_fuzz", "stray_ack", b"\0" + shframe(6, b"", kind=3))
+
 # --- runtime_message_fuzz (engine/runtime/wire.h: u64 and f64 little-endian) ---
 def wstr(s):
     s = s.encode()

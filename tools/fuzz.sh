@@ -16,7 +16,7 @@ seconds=${1:-60}
 shift $(( $# > 0 ? 1 : 0 ))
 case "$seconds" in ''|*[!0-9]*) echo "usage: tools/fuzz.sh [seconds] [target...]" >&2; exit 2 ;; esac
 
-all=(store_protocol_fuzz tcp_link_fuzz shm_offer_fuzz runtime_message_fuzz env_fuzz schedule_json_fuzz
+all=(store_protocol_fuzz tcp_link_fuzz shm_offer_fuzz shm_link_fuzz runtime_message_fuzz env_fuzz schedule_json_fuzz
      topo_json_fuzz topo_nccl_xml_fuzz)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")

@@ -237,19 +237,15 @@ Result<std::unique_ptr<Communicator>> init_from_unique_id(const char (&raw)[kUni
     return error(Code::kInvalidArgument, "id is not a kolo_unique_id from kolo_get_unique_id (bad magic or address)");
   }
   log_set_rank(rank);
-  std::string nonce = to_hex(id.nonce, sizeof(id.nonce));
-  auto session = std::make_shared<StoreSession>();
-  {
-    std::lock_guard<std::mutex> lock(g_hosted_mutex);
-    auto it = g_hosted.find(nonce);
-    if (it != g_hosted.end()) session = it->second;  // keeps this process's server alive
-  }
-  session->secret.assign(reinterpret_cast<char*>(id.secret), sizeof(id.secret));
-  auto client = StoreClient::connect(HostPort{id.host, id.port}, session->secret, Deadline(env_timeout_seconds()));
+  const std::string nonce = to_hex(id.nonce, sizeof(id.nonce));
+  // The secret comes from this id alone: a store this process hosts (g_hosted, alive for
+  // the life of the process) is shared by every rank that joins from this process, on
+  // any thread, so nothing here writes to it.
+  const std::string secret(reinterpret_cast<char*>(id.secret), sizeof(id.secret));
+  auto client = StoreClient::connect(HostPort{id.host, id.port}, secret, Deadline(env_timeout_seconds()));
   if (!client.ok()) return client.status().with_context(str_cat("rank ", rank, " joining via unique id: "));
-  // A server this process hosts stays in g_hosted for the life of the process.
   auto own = std::make_shared<StoreSession>();
-  own->secret = session->secret;
+  own->secret = secret;
   own->client = client.take();
   return Communicator::create(own, CommIdentity{str_cat("uid/", nonce), rank, nranks});
 }

@@ -74,6 +74,17 @@ KOLO_HD_INLINE uint64_t flag_load_acquire(const uint64_t* p) {
 #endif
 }
 
+// The abort word, written by a host thread (kolo_comm_abort) while the barrier spins: a
+// volatile read on the device, an atomic one on the host (a plain read is a data race
+// there, which ThreadSanitizer reports).
+KOLO_HD_INLINE bool abort_requested(const volatile uint32_t* p) {
+#if defined(__CUDA_ARCH__)
+  return *p != 0;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE) != 0;
+#endif
+}
+
 KOLO_HD_INLINE uint64_t clock_ns() {
 #if defined(__CUDA_ARCH__)
   uint64_t t;
@@ -138,7 +149,7 @@ KOLO_HD_INLINE void barrier_thread(const BarrierArgs& a, size_t thread) {
       // The abort word is host memory (a PCIe read from a GPU) and the clock a special
       // register: looked at every 64 polls, not every one.
       if ((++spins & 63) == 0) {
-        if (*a.abort != 0) {
+        if (abort_requested(a.abort)) {
           set_barrier_status(a, kBarrierAborted);
           return;
         }

@@ -15,6 +15,7 @@
 #include "kernels/codec_trace.h"
 #include "kernels/compress_math.h"
 #include "kernels/host_kernels.h"
+#include "kernels/target_clones.h"
 #include "support/clock.h"
 
 namespace kolo {
@@ -22,13 +23,8 @@ namespace {
 
 constexpr size_t kChunk = 256;
 
-// Baseline x86-64 and AVX2 builds of each loop, picked by CPU at load time; no FMA in the
-// list, so no clone can contract a multiply-add and round differently (see host_kernels.cc).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KOLO_CODEC_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define KOLO_CODEC_CLONES
-#endif
+// Baseline x86-64 and AVX2 builds of each loop, picked by CPU at load time
+// (KOLO_CLONES, kernels/target_clones.h).
 
 struct CodecArgs {
   float* fout;        // decompress: dst; decompress_reduce: acc
@@ -162,7 +158,7 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
 }
 
 template <DType W, CodecOp Op, size_t kB>
-KOLO_CODEC_CLONES void codec_loop(const CodecArgs& a) {
+KOLO_CLONES void codec_loop(const CodecArgs& a) {
   size_t off = 0, b = 0;
   for (; a.count - off >= kB; off += kB, ++b) codec_block<W, Op, kB>(a, off, kB, b);
   if (off < a.count) codec_block<W, Op, kB>(a, off, a.count - off, b);

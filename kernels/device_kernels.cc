@@ -82,8 +82,9 @@ Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst
                  "'); set KOLO_DEVICE=emulated for a CPU device, or use the host kernels");
   }
   if (count == 0) return Status::ok_status();
-  // One input and no scale: the result is the input, bit for bit, whatever the op.
-  if (nsrcs == 1 && scale.identity()) {
+  // One input and no scale: the result is the input, bit for bit, whatever the op; a plain
+  // copy, unless a guard must be able to skip it (ScopedKernelGuard).
+  if (nsrcs == 1 && scale.identity() && t_kernel_guard == nullptr) {
     if (dst == srcs[0]) return Status::ok_status();
     return dev.memcpy_async(dst, srcs[0], count * dtype_size(dtype), stream);
   }

@@ -542,9 +542,12 @@ class IpcDeviceExecutor final : public Executor {
     return barrier(call.stream);
   }
 
+  // A copy kernel, not memcpy_async: run() holds a ScopedKernelGuard, so after a barrier
+  // that gave up (a mismatch, a dead peer, an abort) it touches nothing, and nothing reads
+  // a peer's buffer that the peer may free once it has failed.
   static Status copy(void* dst, const void* src, size_t bytes, void* stream) {
     if (dst == src || bytes == 0) return Status();
-    return device::runtime().memcpy_async(dst, src, bytes, stream);
+    return device_scale_copy(dst, src, bytes, DType::kUint8, Scale{}, stream);
   }
 
   Status barrier(void* stream) {

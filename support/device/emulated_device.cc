@@ -293,7 +293,7 @@ Status emu_stream_synchronize(void* stream, const Deadline& deadline) { return s
 
 Status emu_memcpy_async(void* dst, const void* src, size_t bytes, void* stream) {
   stream_of(stream).enqueue([=] {
-    std::memmove(dst, src, bytes);
+    if (bytes > 0) std::memmove(dst, src, bytes);  // a zero-byte copy may pass null pointers
     return Status();
   });
   return Status();

@@ -513,7 +513,7 @@ int main(int argc, char** argv) {
   // The KOLO_TIMELINE file is complete once rank 0's runtime has stopped.
   if (scenario == "timeline" && g_rank == 0) validate_timeline(std::getenv("KOLO_TIMELINE"));
   if (g_rank == 0 || g_failures > 0) {
-    std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
+    std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks.load(), g_failures.load());
   }
   return g_failures > 0 ? 1 : 0;
 }

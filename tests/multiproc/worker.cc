@@ -498,7 +498,7 @@ int main(int argc, char** argv) {
       scenario != "mismatch_wire" && scenario != "mismatch_root_runs_on" && scenario != "device_kill")
     must(kolo_comm_destroy(comm), "destroy");
   if (g_rank == 0 || g_failures > 0) {
-    std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks, g_failures);
+    std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks.load(), g_failures.load());
   }
   // A scenario that passes by checking must have checked something on every rank (those
   // that judge themselves return their own code).

@@ -2,6 +2,7 @@
 // check and goes on; must() reports a failed kolo call and ends the rank.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,8 +11,9 @@
 
 namespace worker_checks {
 
-inline int g_failures = 0;
-inline int g_checks = 0;
+// Atomic: some scenarios check from several threads (concurrent communicators).
+inline std::atomic<int> g_failures{0};
+inline std::atomic<int> g_checks{0};
 inline int g_rank = 0;
 
 inline void expect(bool ok, const std::string& what) {

@@ -96,7 +96,7 @@ TEST(DeviceBarrier, DifferentCallsAreAMismatchOnEveryRank) {
 TEST(DeviceBarrier, AbortEndsTheWait) {
   TwoRanks t;
   ASSERT_TRUE(device_barrier(emu(), t.args(0, 1, 100), nullptr).ok());
-  t.abort = 1;
+  __atomic_store_n(&t.abort, 1u, __ATOMIC_RELEASE);  // as kolo_comm_abort does
   ASSERT_TRUE(emu().stream_synchronize(nullptr, Deadline(10)).ok());
   EXPECT_EQ(t.status[0], kBarrierAborted);
 }

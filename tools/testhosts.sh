@@ -6,6 +6,8 @@
 #   testhosts.sh [--prefix P] down          # removes everything of set P; idempotent
 #   testhosts.sh [--prefix P] status        # without --prefix: every set
 #   testhosts.sh exec HOST COMMAND...       # run COMMAND on test host HOST
+#   testhosts.sh rsh HOST COMMAND...        # the same, COMMAND one shell string: Open
+#                                           # MPI's launcher (--mca plm_rsh_agent)
 #   testhosts.sh check                      # exit 0 when namespaces can be made here
 #
 # Set P (default "kolo") has hosts P-h0..P-h{N-1} (netns names) at 10.77.K.1..N, the
@@ -28,7 +30,7 @@ set -euo pipefail
 STATE_ROOT=/run/kolo-testhosts   # per set: net (K), hosts (the hosts file)
 
 die() { echo "testhosts: $*" >&2; exit 1; }
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 
 # Names of this machine's network namespaces, one a line ("NAME (id: 3)" -> NAME).
 netns_names() { ip netns list 2>/dev/null | while read -r name _; do echo "$name"; done; }
@@ -200,6 +202,14 @@ cmd_exec() { # cmd_exec HOST COMMAND...: as a real host, with its own host name
   exec ip netns exec "$host" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$host" "$@"
 }
 
+cmd_rsh() { # cmd_rsh [OPTIONS] HOST COMMAND...: Open MPI's rsh agent (one string command)
+  while [ $# -gt 0 ] && [[ $1 == -* ]]; do shift; done  # ssh options Open MPI may pass
+  local host=${1:?rsh: no host}
+  shift
+  [ $# -gt 0 ] || die "rsh: no command"
+  cmd_exec "$host" /bin/sh -c "$*"
+}
+
 prefix=kolo prefix_given='' rate='' delay='' net='' args=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -208,7 +218,7 @@ while [ $# -gt 0 ]; do
     --delay) delay=${2:?--delay needs a value}; shift 2 ;;
     --net) net=${2:?--net needs a value}; shift 2 ;;
     -h|--help) usage 0 ;;
-    exec) args+=("$@"); break ;;   # the rest is the command's
+    exec|rsh) args+=("$@"); break ;;   # the rest is the command's
     *) args+=("$1"); shift ;;
   esac
 done
@@ -230,5 +240,6 @@ case ${args[0]} in
   status) cmd_status "${prefix_given:+$prefix}" ;;
   check) cmd_check ;;
   exec) [ ${#args[@]} -ge 2 ] || usage; cmd_exec "${args[@]:1}" ;;
+  rsh) [ ${#args[@]} -ge 2 ] || usage; cmd_rsh "${args[@]:1}" ;;
   *) usage ;;
 esac

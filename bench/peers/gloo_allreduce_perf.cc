@@ -1,4 +1,4 @@
-// Gloo's allreduce (Debian's libgloo, TCP transport over loopback) measured and printed
+// Gloo's allreduce (Debian's libgloo, TCP transport; loopback unless GLOO_HOSTNAME says) measured and printed
 // the way kolo-perf prints, as a second reference beside Open MPI. float sum only.
 // Started by kolorun (KOLO_RANK, KOLO_SIZE); the ranks meet through a gloo FileStore in
 // the directory given with -d.
@@ -108,7 +108,9 @@ int main(int argc, char** argv) {
   }
   const int rank = std::atoi(rank_text), size = std::atoi(size_text);
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  // GLOO_HOSTNAME: the address this rank listens on (test hosts: its own host name).
+  const char* listen = std::getenv("GLOO_HOSTNAME");
+  attr.hostname = listen != nullptr && *listen != '\0' ? listen : "127.0.0.1";
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore file_store(dir);
   gloo::rendezvous::PrefixStore store("gloo_allreduce_perf", file_store);

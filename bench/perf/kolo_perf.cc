@@ -397,6 +397,10 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
   const int rank = kolo_comm_rank(comm);
   const int nranks = kolo_comm_size(comm);
   if (coll.rooted && (o.root < 0 || o.root >= nranks)) usage_error("root " + std::to_string(o.root) + " out of range");
+  // The JSON file is written at the end: a path that cannot be written is refused first.
+  if (rank == 0 && !o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app)) {
+    usage_error("--json: cannot write '" + o.json_path + "'");
+  }
   if (o.device && !device_select(kolo_comm_local_rank(comm))) return 1;
   print_header(o, comm);
   Registered registered;
@@ -462,8 +466,12 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
     std::printf("# Avg bus bandwidth    : %g \n#\n", lines > 0 ? busbw_sum / lines : 0.0);
     std::fflush(stdout);
     if (!o.json_path.empty()) {
-      std::ofstream(o.json_path) << nlohmann::json{{"nranks", nranks}, {"results", results},
-                                                   {"wrong", total_wrong}}.dump(2) << "\n";
+      std::ofstream json(o.json_path);
+      json << nlohmann::json{{"nranks", nranks}, {"results", results}, {"wrong", total_wrong}}.dump(2) << "\n";
+      if (!json.flush()) {
+        std::fprintf(stderr, "kolo-perf: --json: writing '%s' failed\n", o.json_path.c_str());
+        return total_wrong + 1;
+      }
     }
   }
   if (o.registered) deregister_buffers(registered);

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Bad flags, missing files and unreadable paths for every command-line tool (kolorun,
+# kolo-perf, kolo-topo, kolo-plan): each must exit non-zero with a message, never crash
+# (no signal: exit status below 128, but 127 for a program kolorun cannot find) and never
+# hang (20 s each). Usage: tools_bad_input_test.sh BUILD_DIR
+set -u
+build=${1:?usage: tools_bad_input_test.sh BUILD_DIR}
+kolorun=$build/tools/kolorun/kolorun perf=$build/bench/perf/kolo-perf
+topo=$build/tools/kolo_topo/kolo-topo plan=$build/tools/kolo_plan/kolo-plan
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+mkdir "$dir/unreadable" && chmod 000 "$dir/unreadable"  # (root reads it anyway: used where that does not matter)
+printf 'not json' >"$dir/garbage.json"
+failures=0 cases=0
+# bad EXPECTED_TEXT COMMAND...: fails cleanly and says EXPECTED_TEXT (a regex).
+bad() {
+  local want=$1 rc
+  shift
+  cases=$((cases + 1))
+  timeout 20 "$@" </dev/null >"$dir/out" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || { [ "$rc" -ge 128 ] && [ "$rc" -ne 127 ]; }; then
+    echo "FAIL (exit $rc): $*"; head -5 "$dir/out"; failures=$((failures + 1))
+  elif ! grep -qE -- "$want" "$dir/out"; then
+    echo "FAIL (no '$want' in the message): $*"; head -5 "$dir/out"; failures=$((failures + 1))
+  fi
+}
+# kolorun
+bad "no program" "$kolorun"
+bad "needs a value" "$kolorun" -np
+bad "not a number of ranks" "$kolorun" -np x true
+bad "not a number of ranks" "$kolorun" -np 0 true
+bad "not a number of ranks" "$kolorun" -np 100000 true
+bad "unknown option" "$kolorun" --bogus true
+bad "cannot find program" "$kolorun" -np 2 "$dir/missing-program"
+bad "cannot find program" "$kolorun" -np 2 "$dir/unreadable"
+bad "empty host name" "$kolorun" -H :2 true
+bad "bad slot count" "$kolorun" -H h0:x true
+bad "not a positive number" "$kolorun" --timeout -5 -np 1 true
+# kolo-perf
+bad "missing collective" "$perf"
+bad "unknown collective" "$perf" bogus
+bad "missing value" "$perf" allreduce -b
+bad "bad size" "$perf" allreduce -b 1X
+bad "at least -b" "$perf" allreduce -e 1 -b 10
+bad "unknown datatype" "$perf" allreduce -d nope
+bad "unknown op" "$perf" allreduce -o nope
+bad "at least 1" "$perf" allreduce -n -1
+bad "greater than 1" "$perf" allreduce -f 0.5
+bad "threads" "$perf" allreduce -t 0
+bad "out of range" "$perf" broadcast -r 99 -b 8 -e 8
+bad "cannot write" "$perf" allreduce --json "$dir/missing/x.json" -b 8 -e 8
+bad "cannot write" "$perf" allreduce --json "$dir/garbage.json/x.json" -b 8 -e 8  # under a file
+bad "--wire" "$perf" alltoall --wire half
+bad "--wire" "$perf" allreduce --wire int8
+# kolo-topo
+bad "cannot open" "$topo" --file "$dir/missing.json"
+bad "malformed|cannot" "$topo" --file "$dir/garbage.json"
+bad "malformed|cannot|directory" "$topo" --file "$dir"
+bad "unknown argument" "$topo" --bogus
+bad "needs a value" "$topo" --file
+bad "cannot|write|open" "$topo" --quiet --json "$dir/missing/x.json"
+# kolo-plan
+bad "cannot open" "$plan" --fixture nope
+bad "positive number" "$plan" --hosts 0
+bad "positive number" "$plan" --hosts x
+bad "bad --hosts" "$plan" --memory gpu
+bad "unknown collective" "$plan" --coll nope
+bad "bad --hosts" "$plan" --min-bytes 10 --max-bytes 1
+bad "needs an algorithm" "$plan" --dump nope --bytes 8
+bad "malformed" "$plan" --file "$dir/garbage.json"
+bad "unknown argument" "$plan" --bogus
+bad "positive number" "$plan" --chunk 0
+echo "$cases cases, $failures failed"
+[ "$failures" -eq 0 ]

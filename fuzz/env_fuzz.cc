@@ -1,7 +1,7 @@
 // libFuzzer target: kolo's environment variables (support/env.h), which users and
 // launchers set and kolo reads with checks. The input is lines; each line's first byte
-// picks a variable from the list below and the rest is its value (setenv, so up to the
-// first NUL). Then every parser kolo runs on them at start-up reads them:
+// picks a variable from the list below and the rest is its value (up to its first NUL,
+// as the environment holds it). Then every parser kolo runs on them at start-up reads them:
 //   env_int / env_double / env_timeout_seconds on every numeric KOLO_* variable;
 //   RuntimeSettings::from_environment (KOLO_CYCLE_TIME, KOLO_FUSION_THRESHOLD, ...);
 //   parse_algorithm_name (KOLO_ALGO), parse_transports (KOLO_TRANSPORTS), each
@@ -89,17 +89,25 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // "NAME=value" per variable, handed to putenv: glibc's setenv never frees the strings it
+  // makes, so millions of inputs would grow the process to the fuzzer's memory limit.
+  static std::string entries[kCount];
+  bool set[kCount] = {};
   std::string_view input(reinterpret_cast<const char*>(data), size);
   while (!input.empty()) {
     size_t end = input.find('\n');
     std::string_view line = input.substr(0, end);
     input.remove_prefix(end == std::string_view::npos ? input.size() : end + 1);
     if (line.empty()) continue;
-    const char* name = kVariables[static_cast<uint8_t>(line[0]) % kCount];
-    std::string value(line.substr(1));
-    ::setenv(name, value.c_str(), 1);
+    const size_t i = static_cast<uint8_t>(line[0]) % kCount;
+    if (set[i]) ::unsetenv(kVariables[i]);  // environ points into entries[i], about to change
+    entries[i] = std::string(kVariables[i]) + "=" + std::string(line.substr(1)).c_str();
+    ::putenv(entries[i].data());
+    set[i] = true;
   }
   read_everything();
-  for (const char* name : kVariables) ::unsetenv(name);
+  for (size_t i = 0; i < kCount; ++i) {
+    if (set[i]) ::unsetenv(kVariables[i]);
+  }
   return 0;
 }

@@ -36,6 +36,7 @@ Result<EarlyFrame*> TagMatcher::add_early(uint64_t tag, uint64_t bytes, uint64_t
     return error(Code::kSystem, "out of memory buffering an early message of ", bytes, " bytes from rank ", peer_);
   }
   early_.push_back(std::move(frame));
+  early_bytes_ += bytes;
   return &early_.back();
 }
 
@@ -57,6 +58,7 @@ Status TagMatcher::complete_last() {
   if (match == nullptr) return Status();
   copy(frame, *match);
   remove(match);
+  if (!frame.rendezvous) early_bytes_ -= frame.bytes;
   early_.pop_back();
   return Status();
 }

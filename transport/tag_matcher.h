@@ -53,6 +53,7 @@ class TagMatcher {
       if (it->tag != recv.tag || !it->complete) continue;
       if (it->bytes != recv.bytes) return size_mismatch(recv.tag, it->bytes, recv.bytes);
       KOLO_TRY(deliver(*it, recv));
+      if (!it->rendezvous) early_bytes_ -= it->bytes;
       early_.erase(it);
       return Status();
     }
@@ -75,6 +76,8 @@ class TagMatcher {
   Status complete_last();
 
   bool has_posted() const { return !posted_.empty(); }
+  // Payload bytes held in early frames (rendezvous frames hold none here).
+  uint64_t early_bytes() const { return early_bytes_; }
   // The link died: every posted receive fails with `status` (early frames stay).
   void fail(const Status& status);
   Status size_mismatch(uint64_t tag, size_t sent, size_t expected) const;
@@ -85,6 +88,7 @@ class TagMatcher {
   int self_, peer_;
   std::list<PostedRecv> posted_;
   std::list<EarlyFrame> early_;
+  uint64_t early_bytes_ = 0;
 };
 
 }  // namespace kolo

@@ -87,6 +87,7 @@ int main() {
   }
   const double failed_at = now_realtime();
   std::printf("rank %d: error at %.6f: %s: %s\n", r, failed_at, kolo_result_string(rc), kolo_last_error());
+  std::fflush(stdout);  // before the destroy, which the script's deadline may cut short
   const kolo_result_t destroyed = kolo_comm_destroy(comm);
   const Counts after = counts();
   const Counts leaked{after.fds - before.fds, after.threads - before.threads, after.maps - before.maps};

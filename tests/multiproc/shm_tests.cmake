@@ -19,6 +19,8 @@ kolo_shm_test(mixed_transports_np3 3 quick KOLO_TEST_TCP_RANKS=1)
 kolo_shm_test(mixed_transports_np5 5 quick KOLO_TEST_TCP_RANKS=0,3)
 kolo_forced_test(mixed_hosts_direct_np5 5 quick "allreduce of .*: schedule direct" KOLO_TEST_HOSTS=2 KOLO_ALGO=direct)
 kolo_shm_test(all_tcp_np3 3 quick KOLO_TRANSPORTS=tcp)
+# A broadcast root far ahead of a sleeping rank over tcp: memory stays bounded.
+kolo_shm_test(tcp_root_runs_ahead_np3 3 runs_ahead KOLO_TRANSPORTS=tcp)
 kolo_shm_test(shm_mismatch_np3 3 mismatch)
 # Small messages (fast boxes) interleaved with the staging slots, and 9 ranks: more than
 # one reduction pass takes (partial sums). A mismatch where one rank's call fits a box and

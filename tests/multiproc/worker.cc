@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -356,6 +358,29 @@ int scenario_kill(kolo_comm_t comm) {
 
 // The ranks disagree on the count: every rank must get KOLO_ERR_MISMATCH (or, where the
 // disagreeing rank failed first, an error naming a failed peer), never a hang or wrong data.
+// A broadcast root runs ahead (a broadcast waits for no one) while the last rank sleeps:
+// 1000 broadcasts of 1 MB queue up for it. Its memory must stay bounded (flow control:
+// the links leave what it cannot take yet in the socket), and every value must arrive.
+void scenario_runs_ahead(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm), p = kolo_comm_size(comm);
+  const size_t count = size_t{1} << 18, calls = 1000;
+  std::vector<float> buf(count);
+  if (r == p - 1) std::this_thread::sleep_for(std::chrono::seconds(3));
+  size_t wrong = 0;
+  for (size_t i = 0; i < calls; ++i) {
+    if (r == 0) std::fill(buf.begin(), buf.end(), static_cast<float>(i));
+    must(kolo_broadcast(buf.data(), buf.data(), count, KOLO_FLOAT32, 0, comm, nullptr), "broadcast");
+    wrong += buf[0] != static_cast<float>(i) || buf[count - 1] != static_cast<float>(i);
+  }
+  expect(wrong == 0, "every broadcast delivered its own values");
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const long peak_mb = usage.ru_maxrss / 1024;
+  std::printf("rank %d: peak resident memory %ld MB after %zu broadcasts of %zu MB\n", r, peak_mb, calls,
+              count * 4 >> 20);
+  expect(peak_mb < 400, "memory bounded while the root ran ahead: " + std::to_string(peak_mb) + " MB");
+}
+
 int scenario_mismatch(kolo_comm_t comm) {
   const int r = kolo_comm_rank(comm), n = kolo_comm_size(comm);
   std::vector<float> a(1000, 1.0f), b(1000);
@@ -483,6 +508,7 @@ int main(int argc, char** argv) {
   else if (scenario == "group") rc = scenario_group(comm);
   else if (scenario == "reduction_sizes") scenario_reduction_sizes(comm);
   else if (scenario == "mismatch") rc = scenario_mismatch(comm);
+  else if (scenario == "runs_ahead") scenario_runs_ahead(comm);
   else if (scenario == "mismatch_paths") rc = one_host_scenarios::mismatch_paths(comm);
   else if (scenario == "mismatch_wire") rc = one_host_scenarios::mismatch_wire(comm);
   else if (scenario == "mismatch_root_runs_on") rc = one_host_scenarios::mismatch_root_runs_on(comm);

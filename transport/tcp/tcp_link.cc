@@ -17,6 +17,9 @@ namespace {
 // besides this bound, an early frame's buffer grows only as its payload arrives.
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
 constexpr size_t kEarlyChunk = 1 << 20;
+// Early frames this rank keeps from one peer before it leaves the rest in the socket
+// (while it has no receive posted on the link): what a peer running ahead may cost.
+constexpr uint64_t kEarlyBytesLimit = uint64_t{64} << 20;
 }  // namespace
 
 TcpLink::TcpLink(int self, int peer, Fd fd) : self_(self), peer_(peer), fd_(std::move(fd)), matcher_(self, peer) {
@@ -29,7 +32,13 @@ TcpLink::TcpLink(int self, int peer, Fd fd) : self_(self), peer_(peer), fd_(std:
 
 TcpLink::~TcpLink() { close(); }
 
-short TcpLink::poll_events() const { return static_cast<short>(POLLIN | (sends_.empty() ? 0 : POLLOUT)); }
+short TcpLink::poll_events() const {
+  return static_cast<short>((throttled() ? 0 : POLLIN) | (sends_.empty() ? 0 : POLLOUT));
+}
+
+bool TcpLink::throttled() const {
+  return !in_payload_ && in_header_got_ == 0 && !matcher_.has_posted() && matcher_.early_bytes() >= kEarlyBytesLimit;
+}
 
 Status TcpLink::post_send(uint64_t tag, const void* data, size_t bytes, TransferRequest* req) {
   if (!failed_.ok()) return failed_;
@@ -127,6 +136,11 @@ Status TcpLink::progress_recvs() {
   while (true) {
     char* dst;
     size_t want;
+    // Flow control: a sender that runs calls ahead (a broadcast root) would fill this
+    // rank's memory with early frames. Past kEarlyBytesLimit, and while no receive is
+    // posted here, the next frame stays in the socket and TCP holds the sender back. A
+    // posted receive lifts it (its frame may come after early ones), so nothing waits on it.
+    if (throttled()) return Status();
     if (!in_payload_) {
       dst = reinterpret_cast<char*>(&in_header_) + in_header_got_;
       want = sizeof(FrameHeader) - in_header_got_;

@@ -49,6 +49,8 @@ class TcpLink final : public Link {
   // the frame's size, so that a header that claims a huge frame costs what was sent.
   Status grow_early();
   Status fail(Status status);
+  // Whether reading waits (flow control: too many early bytes and no receive posted).
+  bool throttled() const;
 
   int self_;
   int peer_;

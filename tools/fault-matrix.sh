@@ -10,15 +10,16 @@
 # (rank 0 keeps its store), and no kolo entry may appear in /dev/shm (kolo's segments are
 # memfds; other programs' entries there are ignored). Prints per cell the trials
 # that passed and the survivors' time from strike to error (min / median / max).
-#   tools/fault-matrix.sh [--short] [--trials N] BUILD_DIR_OR_VICTIM
+#   tools/fault-matrix.sh [--short] [--trials N] [--coll A,B] BUILD_DIR_OR_VICTIM
 # --short: allreduce and alltoall x shm, tcp x kill, stop, rank 1 struck, one trial each
 # (the ctest `fault` label runs this). Exit status non-zero when any trial failed.
 set -uo pipefail
-short=0 trials=20
+short=0 trials=20 only=
 while [ $# -gt 1 ]; do
   case $1 in
     --short) short=1; trials=1; shift ;;
     --trials) trials=${2:?}; shift 2 ;;
+    --coll) only=${2:?}; shift 2 ;;
     *) echo "usage: fault-matrix.sh [--short] [--trials N] BUILD_DIR_OR_VICTIM" >&2; exit 2 ;;
   esac
 done
@@ -28,6 +29,7 @@ victim=${1:?usage: fault-matrix.sh [--short] [--trials N] BUILD_DIR_OR_VICTIM}
 np=4 timeout_s=10
 colls=(allreduce allgather broadcast reduce_scatter alltoall barrier) transports=(shm tcp) faults=(kill stop) struck=(1 0)
 [ "$short" -eq 1 ] && colls=(allreduce alltoall) struck=(1)
+[ -n "$only" ] && IFS=, read -r -a colls <<<"$only"
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$work"; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: set-up, build, then every ctest label
 # (unit, multiproc, fault, multihost; gpu tests skip without a GPU), then the unit tests
-# and a multi-process sample under ASan+UBSan and under TSan. CI runs exactly this.
+# and a multi-process sample under ASan+UBSan and under TSan, then every fuzz target for
+# 60 s. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -24,3 +25,5 @@ cmake --preset tsan >/dev/null
 cmake --build --preset tsan
 ctest --preset tsan
 ctest --preset tsan-multiproc
+# Every fuzz target for 60 s from its seed corpus (fuzz/README.md; clang, ASan, UBSan).
+bash tools/fuzz.sh 60

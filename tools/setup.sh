@@ -5,11 +5,11 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config libssl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
           libopenmpi-dev openmpi-bin libhwloc-dev libpugixml-dev libgloo-dev python3-torch iproute2
-          mpich libmpich-dev libucx-dev)
+          mpich libmpich-dev libucx-dev clang libclang-rt-14-dev)
 # MPICH is a peer of the benchmarks (bench/peers); Open MPI stays the default mpirun/mpicc
 # (its alternatives priority is higher), which the tests use.
-# Optional, not needed to build or test: graphviz (kolo-topo --png), clang and
-# libclang-rt-14-dev (the `fuzz` preset).
+# clang and libclang-rt-14-dev build the fuzz targets (the `fuzz` preset, tools/fuzz.sh).
+# Optional, not needed to build or test: graphviz (kolo-topo --png).
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -91,7 +91,7 @@ __attribute__((always_inline)) inline void codec_block(const CodecArgs& a, size_
   using Tr = WireTraits<W>;
   using Code = typename Tr::Code;
   using OpTr = CodecOpTraits<Op>;
-  const float* fin = a.fin + off;
+  const float* fin = OpTr::kReadsFloat ? a.fin + off : nullptr;  // null + offset is undefined
   float v[kB];
   // A plain decode (no fp32 operand) sums straight into its output and scales it there:
   // no pass through a block buffer and no copy out (the output is the one array it

@@ -92,19 +92,21 @@ void small_messages(kolo_comm_t comm) {
   }
 }
 
+// The wire types, each with half an ulp at 1.0: one rounding, relative.
+struct Wire {
+  kolo_dtype_t dtype;
+  double unit;
+};
+constexpr Wire kWires[] = {{KOLO_FLOAT16, 0x1p-11}, {KOLO_BFLOAT16, 0x1p-8}, {KOLO_FLOAT8_E4M3, 0x1p-4},
+                           {KOLO_FLOAT8_E5M2, 0x1p-3}};
+
 // Compressed allreduce of host buffers (one host: the staging slots carry the wire type):
 // every wire type x counts x in-place x one-shot/two-shot (KOLO_ALGO picks), the result
 // within the bound of one rounding per contribution (one-shot) plus one of the result
 // (two-shot) of the fp64 sum, and the same bits on every rank.
 void compressed(kolo_comm_t comm) {
   const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
-  struct Wire {
-    kolo_dtype_t dtype;
-    double unit;  // half an ulp of the wire type at 1.0: one rounding, relative
-  };
-  const Wire wires[] = {{KOLO_FLOAT16, 0x1p-11}, {KOLO_BFLOAT16, 0x1p-8}, {KOLO_FLOAT8_E4M3, 0x1p-4},
-                        {KOLO_FLOAT8_E5M2, 0x1p-3}};
-  for (const Wire& w : wires) {
+  for (const Wire& w : kWires) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 20) + 3}) {
       for (bool in_place : {false, true}) {
         std::vector<float> in(count), out(count, -1.0f);
@@ -145,15 +147,9 @@ void compressed(kolo_comm_t comm) {
 // rank, the block's owner included.
 void compressed_scatter_gather(kolo_comm_t comm) {
   const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
-  struct Wire {
-    kolo_dtype_t dtype;
-    double unit;  // half an ulp of the wire type at 1.0: one rounding, relative
-  };
-  const Wire wires[] = {{KOLO_FLOAT16, 0x1p-11}, {KOLO_BFLOAT16, 0x1p-8}, {KOLO_FLOAT8_E4M3, 0x1p-4},
-                        {KOLO_FLOAT8_E5M2, 0x1p-3}};
   // Values in [1, 2): relative roundings bound each contribution's error.
   auto value = [](int rank, size_t j) { return 1.0f + static_cast<float>((j * 7 + rank * 13) % 1000) / 1000.0f; };
-  for (const Wire& w : wires) {
+  for (const Wire& w : kWires) {
     kolo_coll_options options = KOLO_COLL_OPTIONS_INIT;
     options.wire_dtype = w.dtype;
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{4099}, (size_t{1} << 18) + 3}) {

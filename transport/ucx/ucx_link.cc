@@ -84,13 +84,14 @@ void UcxLink::finish(Op* op, ucs_status_t status, size_t length) {
   } else {
     req->status = Status();
   }
+  op->result = req->status;
   req->done = true;
 }
 
 void UcxLink::forget(Op* op) {
   if (op == starting_) {
     finished_while_starting_ = true;
-    op_status_ = op->is_recv && !failed_.ok() ? failed_ : Status();
+    op_status_ = op->result;
   }
   ops_.remove(op);
   delete op;
@@ -140,7 +141,14 @@ Status UcxLink::post_send(uint64_t tag, const void* data, size_t bytes, Transfer
 Status UcxLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferRequest* req) {
   req->done = false;
   req->status = Status();
-  if (!failed_.ok()) return failed_;
+  if (!failed_.ok()) {
+    // A message that arrived before the peer went away (it finished and closed its
+    // endpoint) is still delivered, as over TCP; receives are matched on the worker.
+    ucp_tag_recv_info_t info{};
+    const bool arrived = peer_failed_ && !closed_ &&
+                         ucp_tag_probe_nb(worker_->get(), ucx_tag(peer_, tag), ~uint64_t{0}, 0, &info) != nullptr;
+    if (!arrived) return failed_;
+  }
   auto* op = new Op{this, req, bytes, true};
   ucp_request_param_t param{};
   // Always through the callback: UCX 1.13 leaves recv_info's length 0 on an immediate
@@ -156,6 +164,9 @@ Status UcxLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferReques
 
 Status UcxLink::progress() {
   worker_->progress();
+  // A peer that finished and closed its endpoint is only an error for whoever uses this
+  // link later (as over TCP): while nothing is pending here, progress does not fail.
+  if (peer_failed_ && ops_.empty()) return Status();
   return failed_;
 }
 

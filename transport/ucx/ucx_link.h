@@ -58,6 +58,7 @@ class UcxLink final : public Link {
     size_t expected;       // receives: the size the receive was posted with
     bool is_recv;
     void* ucx_request = nullptr;
+    Status result;  // what finish() gave the request
   };
   static void send_done(void* request, ucs_status_t status, void* user_data);
   static void recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data);

@@ -40,6 +40,16 @@ Result<EarlyFrame*> TagMatcher::add_early(uint64_t tag, uint64_t bytes, uint64_t
   return &early_.back();
 }
 
+Status TagMatcher::grow(EarlyFrame* frame) const {
+  const uint64_t size = std::min<uint64_t>(frame->bytes, std::max<uint64_t>(2 * frame->data.size(), kEarlyChunkBytes));
+  try {
+    frame->data.resize(size);
+  } catch (const std::bad_alloc&) {
+    return error(Code::kSystem, "out of memory buffering an early message of ", frame->bytes, " bytes from rank ", peer_);
+  }
+  return Status();
+}
+
 void TagMatcher::add_rendezvous(uint64_t tag, uint64_t bytes, uint64_t address) {
   EarlyFrame frame;
   frame.tag = tag;

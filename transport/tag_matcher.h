@@ -70,6 +70,11 @@ class TagMatcher {
   // of which the first `allocate` bytes (at most `bytes`) are allocated now. A link whose
   // peer could claim a huge frame allocates a little and grows the data as bytes arrive.
   Result<EarlyFrame*> add_early(uint64_t tag, uint64_t bytes, uint64_t allocate = UINT64_MAX);
+  // An early frame's data starts at kEarlyChunkBytes and doubles as its payload arrives, up
+  // to the frame's size, so that a header claiming a huge frame costs only what was sent.
+  static constexpr uint64_t kEarlyChunkBytes = uint64_t{1} << 20;
+  // Room for more of the frame's payload: its data grown by that rule.
+  Status grow(EarlyFrame* frame) const;
   // No receive for a rendezvous frame (payload at the sender's `address`): keep it, whole.
   void add_rendezvous(uint64_t tag, uint64_t bytes, uint64_t address);
   // The last early frame is whole: hand it to a receive posted meanwhile, if any.

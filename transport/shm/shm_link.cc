@@ -13,7 +13,6 @@ namespace {
 // allocate wildly: besides this bound, an early frame's buffer grows only as its payload
 // arrives.
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
-constexpr size_t kEarlyChunk = 1 << 20;
 }  // namespace
 
 ShmLink::ShmLink(Domain& domain, int self, int peer)
@@ -211,7 +210,7 @@ Status ShmLink::on_header() {
     in_early_ = nullptr;
     matcher_.remove(match);
   } else {
-    Result<EarlyFrame*> added = matcher_.add_early(h.tag, h.bytes, kEarlyChunk);
+    Result<EarlyFrame*> added = matcher_.add_early(h.tag, h.bytes, TagMatcher::kEarlyChunkBytes);
     if (!added.ok()) return added.status();
     early = added.value();
     in_early_ = early;
@@ -227,15 +226,9 @@ Status ShmLink::on_header() {
 }
 
 Status ShmLink::grow_early() {
-  std::vector<char>& data = in_early_->data;
-  const uint64_t size = std::min<uint64_t>(in_header_.bytes, std::max<uint64_t>(2 * data.size(), kEarlyChunk));
-  try {
-    data.resize(size);
-  } catch (const std::bad_alloc&) {
-    return error(Code::kSystem, "out of memory buffering an early message of ", in_header_.bytes, " bytes from rank ",
-                 peer_);
-  }
-  in_target_ = data.data();
+  Status grown = matcher_.grow(in_early_);
+  if (!grown.ok()) return grown;
+  in_target_ = in_early_->data.data();
   return Status();
 }
 

@@ -58,8 +58,7 @@ class ShmLink final : public Link {
   Status progress_sends(bool* moved);
   Status progress_recvs(bool* moved);
   Status on_header();
-  // Room for more of an early frame's payload: its data doubles (from kEarlyChunk) up to
-  // the frame's size, so that a header that claims a huge frame costs what was sent.
+  // Room for more of the early frame being read (TagMatcher::grow), and the read target.
   Status grow_early();
   Status read_remote(uint64_t address, char* data, size_t bytes);
   // The receive completes only once its acknowledgement is in the ring: a rank whose last

@@ -16,7 +16,6 @@ namespace {
 // A peer is authenticated, but a corrupt length must still not make us allocate wildly:
 // besides this bound, an early frame's buffer grows only as its payload arrives.
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
-constexpr size_t kEarlyChunk = 1 << 20;
 // Early frames this rank keeps from one peer before it leaves the rest in the socket
 // (while it has no receive posted on the link): what a peer running ahead may cost.
 constexpr uint64_t kEarlyBytesLimit = uint64_t{64} << 20;
@@ -111,7 +110,7 @@ Status TcpLink::start_payload() {
     matcher_.remove(match);
     return Status();
   }
-  Result<EarlyFrame*> early = matcher_.add_early(in_header_.tag, in_header_.bytes, kEarlyChunk);
+  Result<EarlyFrame*> early = matcher_.add_early(in_header_.tag, in_header_.bytes, TagMatcher::kEarlyChunkBytes);
   if (!early.ok()) return fail(early.status());
   in_early_ = early.value();
   in_target_ = in_early_->data.data();
@@ -120,15 +119,9 @@ Status TcpLink::start_payload() {
 }
 
 Status TcpLink::grow_early() {
-  std::vector<char>& data = in_early_->data;
-  const uint64_t size = std::min<uint64_t>(in_header_.bytes, std::max<uint64_t>(2 * data.size(), kEarlyChunk));
-  try {
-    data.resize(size);
-  } catch (const std::bad_alloc&) {
-    return fail(error(Code::kSystem, "out of memory buffering an early message of ", in_header_.bytes,
-                      " bytes from rank ", peer_));
-  }
-  in_target_ = data.data();
+  Status grown = matcher_.grow(in_early_);
+  if (!grown.ok()) return fail(grown);
+  in_target_ = in_early_->data.data();
   return Status();
 }
 

@@ -45,8 +45,7 @@ class TcpLink final : public Link {
   Status progress_recvs();
   // The frame being read: its header, then its payload into `target`.
   Status start_payload();
-  // Room for more of an early frame's payload: its data doubles (from kEarlyChunk) up to
-  // the frame's size, so that a header that claims a huge frame costs what was sent.
+  // Room for more of the early frame being read (TagMatcher::grow), and the read target.
   Status grow_early();
   Status fail(Status status);
   // Whether reading waits (flow control: too many early bytes and no receive posted).

@@ -32,7 +32,7 @@ Connections::~Connections() {
 
 void Connections::fail() {
   // Closing our links makes peers that wait on us fail now instead of at their deadline.
-  fabric_->shutdown();
+  fabric_->shutdown(/*after_failure=*/true);
   if (domain_) domain_->mark_failed();
 }
 

@@ -16,11 +16,9 @@ constexpr int kRounds = 3;  // the first warms the connections up (TCP's slow st
 // Far above any collective's sequence number (collective tags are seq << 32).
 constexpr uint64_t kCalibrationTag = uint64_t{0x7ffffff0} << 32;
 
-// Posts and waits for one round: send to `next`, receive from `prev` (one peer when there
-// are two hosts). Returns the seconds it took.
-Result<double> one_round(Fabric& fabric, int next, int prev, int round, std::vector<char>& out,
-                         std::vector<char>& in, const Deadline& deadline) {
-  TransferRequest sent, received;
+Result<double> post_and_wait(Fabric& fabric, int next, int prev, int round, std::vector<char>& out,
+                             std::vector<char>& in, TransferRequest& sent, TransferRequest& received,
+                             const Deadline& deadline) {
   const auto start = std::chrono::steady_clock::now();
   KOLO_TRY(fabric.link(prev)->post_recv(kCalibrationTag + round, in.data(), in.size(), &received));
   KOLO_TRY(fabric.link(next)->post_send(kCalibrationTag + round, out.data(), out.size(), &sent));
@@ -32,6 +30,18 @@ Result<double> one_round(Fabric& fabric, int next, int prev, int round, std::vec
     if (!(sent.done && received.done)) fabric.wait_for_activity(deadline.remaining_ms(10));
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Posts and waits for one round: send to `next`, receive from `prev` (one peer when there
+// are two hosts). Returns the seconds it took. On failure (a peer died, the network went
+// down, the deadline passed) the links are closed before returning: a transfer still
+// posted would otherwise complete later into this frame's requests and the caller's buffers.
+Result<double> one_round(Fabric& fabric, int next, int prev, int round, std::vector<char>& out,
+                         std::vector<char>& in, const Deadline& deadline) {
+  TransferRequest sent, received;
+  Result<double> seconds = post_and_wait(fabric, next, prev, round, out, in, sent, received, deadline);
+  if (!seconds.ok()) fabric.shutdown(/*after_failure=*/true);
+  return seconds;
 }
 
 }  // namespace

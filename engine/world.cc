@@ -175,7 +175,7 @@ Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const s
     if (!parsed.ok()) return parsed.status().with_context("KOLO_ADDR: ");
     target = parsed.value();
     if (world.host_store) {
-      auto server = StoreServer::start("", target.port, secret);
+      auto server = StoreServer::start(listen_host_for(target.host), target.port, secret);
       if (!server.ok()) {
         return server.status().with_context(str_cat("rank 0 cannot host the store at ", world.store_addr, ": "));
       }
@@ -210,11 +210,11 @@ Status make_unique_id(char (&out)[kUniqueIdBytes]) {
   KOLO_TRY(random_bytes(id.secret, sizeof(id.secret)));
   KOLO_TRY(random_bytes(id.nonce, sizeof(id.nonce)));
   std::string secret(reinterpret_cast<char*>(id.secret), sizeof(id.secret));
-  auto server = StoreServer::start("", 0, secret);
-  if (!server.ok()) return server.status();
-  id.port = server.value()->port();
   std::string host = reachable_host();
   if (host.size() >= sizeof(id.host)) host = "127.0.0.1";
+  auto server = StoreServer::start(listen_host_for(host), 0, secret);
+  if (!server.ok()) return server.status();
+  id.port = server.value()->port();
   std::memcpy(id.host, host.c_str(), host.size() + 1);
   auto session = std::make_shared<StoreSession>();
   session->server = server.take();

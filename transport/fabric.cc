@@ -45,9 +45,14 @@ void Fabric::wait_for_activity(int timeout_ms) {
   ::poll(fds.data(), fds.size(), timeout_ms);
 }
 
-void Fabric::shutdown() {
+void Fabric::shutdown(bool after_failure) {
   for (auto& link : links_) {
-    if (link) link->close();
+    if (!link) continue;
+    if (after_failure) {
+      link->close_after_failure();
+    } else {
+      link->close();
+    }
   }
 }
 

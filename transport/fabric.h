@@ -27,8 +27,9 @@ class Fabric {
   void add_wake_source(std::unique_ptr<WakeSource> source) { wake_sources_.push_back(std::move(source)); }
   // Blocks until a link may make progress, at most timeout_ms.
   void wait_for_activity(int timeout_ms);
-  // Closes all links (pending requests fail). Idempotent.
-  void shutdown();
+  // Closes all links (pending requests fail). Idempotent. after_failure: a call failed or
+  // timed out, so links close without waiting on the network (Link::close_after_failure).
+  void shutdown(bool after_failure = false);
   // Makes every wait return and marks the fabric aborted; safe from another thread.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_relaxed); }

@@ -37,6 +37,9 @@ class Link {
   virtual bool has_pending() const = 0;
   // Fails pending requests with kAborted and closes. Safe to call more than once.
   virtual void close() = 0;
+  // The same after a failure (a peer died, a call timed out): nothing left to deliver, so
+  // nothing is waited for on the network, which may be what failed.
+  virtual void close_after_failure() { close(); }
   // Wakes a blocked poll from another thread (kolo_comm_abort); must be async-safe.
   virtual void interrupt() = 0;
 };

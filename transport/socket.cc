@@ -128,6 +128,29 @@ Result<std::string> interface_address(const std::string& ifname) {
   return found;
 }
 
+std::string listen_host_for(const std::string& host) {
+  std::string bare = host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+  in_addr v4{};
+  in6_addr v6{};
+  const bool is_v4 = ::inet_pton(AF_INET, bare.c_str(), &v4) == 1;
+  const bool is_v6 = !is_v4 && ::inet_pton(AF_INET6, bare.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6) return "";
+  if (is_v4 && (ntohl(v4.s_addr) >> 24) == 127) return bare;  // all of 127/8 is this machine's
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  bool local = false;
+  for (ifaddrs* ifa = list; ifa != nullptr && !local; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr) continue;
+    if (is_v4 && ifa->ifa_addr->sa_family == AF_INET) {
+      local = reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr.s_addr == v4.s_addr;
+    } else if (is_v6 && ifa->ifa_addr->sa_family == AF_INET6) {
+      local = std::memcmp(&reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, &v6, sizeof v6) == 0;
+    }
+  }
+  ::freeifaddrs(list);
+  return local ? bare : "";
+}
+
 Result<Fd> connect_tcp(const HostPort& target, const Deadline& deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

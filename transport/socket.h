@@ -47,6 +47,11 @@ Result<uint16_t> local_port(int fd);
 Result<std::string> local_address(int fd);
 // IPv4 address of a named interface (KOLO_SOCKET_IFNAME).
 Result<std::string> interface_address(const std::string& ifname);
+// Where a server that peers reach as `host` should listen: `host` itself when it is a
+// literal address of an interface of this machine (so nothing listens on the others),
+// "" (all interfaces) otherwise. A host name is not narrowed: it may resolve to one
+// address here (Debian maps the machine's own name to 127.0.1.1) and another elsewhere.
+std::string listen_host_for(const std::string& host);
 
 // Connects, retrying refused connections until the deadline (the peer may not listen yet).
 Result<Fd> connect_tcp(const HostPort& target, const Deadline& deadline);

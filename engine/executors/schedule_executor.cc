@@ -166,7 +166,7 @@ Status execute_schedule(const Schedule& schedule, Fabric& fabric, const std::vec
   }
   // On failure, links may still hold this run's requests and buffers: close them while the
   // run is alive, so nothing writes into freed memory later. (The communicator is dead now.)
-  if (!status.ok()) fabric.shutdown();
+  if (!status.ok()) fabric.shutdown(/*after_failure=*/true);
   return status;
 }
 

@@ -56,7 +56,8 @@ printf '%s' "$bad" >"$DIR/given.bad"
 port=$((20000 + RANDOM % 20000))
 export KOLO_SIZE=2 KOLO_ADDR=127.0.0.1:$port KOLO_DEBUG=TRACE
 mkdir "$DIR/job3"
-SEC_DIR="$DIR/job3" KOLO_RANK=0 KOLO_SECRET=$good "$PROBE" >"$DIR/rank0.out" 2>&1 &
+# (KOLO_ADDR is a literal address of this machine, so rank 0's store listens there alone.)
+SEC_DIR="$DIR/job3" KOLO_RANK=0 KOLO_SECRET=$good "$PROBE" --store-loopback >"$DIR/rank0.out" 2>&1 &
 rank0=$!
 sleep 1
 if SEC_DIR="$DIR/job3" KOLO_RANK=1 KOLO_SECRET=$bad timeout 20 "$PROBE" >"$DIR/intruder.out" 2>&1; then
@@ -66,8 +67,8 @@ elif grep -q "is KOLO_SECRET the same on every rank?" "$DIR/intruder.out"; then
 else
   fail "the refused rank did not say why: $(tail -3 "$DIR/intruder.out")"
 fi
-if SEC_DIR="$DIR/job3" KOLO_RANK=1 KOLO_SECRET=$good "$PROBE" >"$DIR/rank1.out" 2>&1 && wait $rank0; then
-  pass "after the refusal the real ranks still met"
+if SEC_DIR="$DIR/job3" KOLO_RANK=1 KOLO_SECRET=$good "$PROBE" --store-loopback >"$DIR/rank1.out" 2>&1 && wait $rank0; then
+  pass "after the refusal the real ranks still met; rank 0's store listened on 127.0.0.1 alone"
 else
   fail "the real ranks did not meet after the refusal: $(tail -3 "$DIR/rank0.out" "$DIR/rank1.out")"
 fi

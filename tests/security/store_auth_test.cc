@@ -1,10 +1,13 @@
 // The rendezvous store's authentication as an attacker sees it, beyond the protocol tests
 // in tests/unit/store_test.cc: a recorded session played back by a fake server, a wrong
-// secret refused with a clear error while the store keeps serving, and the HMAC itself
-// against the RFC's vectors.
+// secret refused with a clear error while the store keeps serving, the HMAC itself
+// against the RFC's vectors, and where a store listens.
 #include <poll.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "security_util.h"
 #include "support/crypto.h"
@@ -104,6 +107,37 @@ TEST(StoreAuth, ErrorsDoNotCarryTheSecret) {
     EXPECT_EQ(message.find(secret), std::string::npos) << message;
     EXPECT_EQ(message.find(to_hex(secret.data(), secret.size())), std::string::npos) << message;
   }
+}
+
+// A store reached at a literal address of this machine listens there alone; a host name
+// or another machine's address leaves it on every interface (the name may resolve to
+// another address here than on the peers).
+TEST(StoreListen, OnlyOnALiteralLocalAddress) {
+  EXPECT_EQ(listen_host_for("127.0.0.1"), "127.0.0.1");
+  EXPECT_EQ(listen_host_for("127.0.1.1"), "127.0.1.1");  // all of 127/8 is local
+  EXPECT_EQ(listen_host_for("localhost"), "");
+  EXPECT_EQ(listen_host_for("192.0.2.1"), "");  // TEST-NET-1: no machine's
+  EXPECT_EQ(listen_host_for(""), "");
+  EXPECT_EQ(listen_host_for("not an address"), "");
+
+  auto server = StoreServer::start(listen_host_for("127.0.0.1"), 0, std::string(32, 's'));
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line, want = ":" + [](unsigned port) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "%04X", port);
+    return std::string(hex);
+  }(server.value()->port());
+  bool found = false;
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state != "0A" || local.size() < want.size() || local.substr(local.size() - want.size()) != want) continue;
+    EXPECT_EQ(local.substr(0, 8), "0100007F") << "the store listens on " << local << ", not 127.0.0.1 alone";
+    found = true;
+  }
+  EXPECT_TRUE(found) << "no listener at the store's port in /proc/net/tcp";
 }
 
 }  // namespace

@@ -277,9 +277,10 @@ int kolorun_main(int argc, char** argv) {
   for (const Placement& rank : job.ranks) all_local = all_local && rank.local;
   // A job on this machine alone needs no store reachable from elsewhere.
   bool loopback = all_local && options.store_host.empty();
-  Result<std::unique_ptr<StoreServer>> store = StoreServer::start(loopback ? "127.0.0.1" : "", 0, secret);
-  if (!store.ok()) return fail(1, "cannot start the rendezvous store: " + store.status().message());
   std::string store_host = loopback ? "127.0.0.1" : (options.store_host.empty() ? hostname : options.store_host);
+  // Listens on that address alone when it is one of this machine's (--store-host 10.0.0.5).
+  Result<std::unique_ptr<StoreServer>> store = StoreServer::start(listen_host_for(store_host), 0, secret);
+  if (!store.ok()) return fail(1, "cannot start the rendezvous store: " + store.status().message());
   if (store_host.find(':') != std::string::npos) store_host = "[" + store_host + "]";
   job.addr = store_host + ":" + std::to_string(store.value()->port());
 

@@ -25,16 +25,21 @@ Result<std::unique_ptr<UcxLink>> UcxLink::connect(int self, int peer, std::share
   // rails per peer UCX 1.13 failed healthy endpoints this way; ucx_worker.cc keeps one.)
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = peer_error;
-  params.err_handler.arg = link.get();
+  link->owner_ = link->worker_->add_endpoint_owner(link.get());
+  params.err_handler.arg = link->owner_;
   ucs_status_t st = ucp_ep_create(link->worker_->get(), &params, &link->ep_);
   if (st != UCS_OK) return ucx_error(st, str_cat("ucx transport: rank ", self, " making an endpoint to rank ", peer));
   return link;
 }
 
-void UcxLink::peer_error(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<UcxLink*>(arg)->on_peer_error(status); }
+void UcxLink::peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  UcxLink* link = static_cast<UcxWorker::EndpointOwner*>(arg)->link;
+  if (link != nullptr) link->on_peer_error(status);
+}
 
 UcxLink::~UcxLink() {
   close();
+  if (owner_ != nullptr) owner_->link = nullptr;
   // UCX still holds these requests (a send it could not cancel in time): their callbacks
   // will only free them.
   for (Op* op : ops_) op->link = nullptr;
@@ -127,7 +132,7 @@ Status UcxLink::post_send(uint64_t tag, const void* data, size_t bytes, Transfer
   req->done = false;
   req->status = Status();
   if (!failed_.ok()) return failed_;
-  auto* op = new Op{this, req, bytes, false};
+  auto* op = new Op{this, req, bytes, false, nullptr, Status()};
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
                        UCP_OP_ATTR_FIELD_MEMORY_TYPE;
@@ -149,7 +154,7 @@ Status UcxLink::post_recv(uint64_t tag, void* data, size_t bytes, TransferReques
                          ucp_tag_probe_nb(worker_->get(), ucx_tag(peer_, tag), ~uint64_t{0}, 0, &info) != nullptr;
     if (!arrived) return failed_;
   }
-  auto* op = new Op{this, req, bytes, true};
+  auto* op = new Op{this, req, bytes, true, nullptr, Status()};
   ucp_request_param_t param{};
   // Always through the callback: UCX 1.13 leaves recv_info's length 0 on an immediate
   // completion, and the length is how a size mismatch shows.
@@ -189,7 +194,7 @@ void UcxLink::on_peer_error(ucs_status_t status) {
   cancel_receives();
 }
 
-void UcxLink::close() {
+void UcxLink::close_link(bool force_close) {
   if (closed_) return;
   closed_ = true;
   if (failed_.ok()) failed_ = error(Code::kAborted, "rank ", self_, ": the link to rank ", peer_, " was closed");
@@ -197,16 +202,22 @@ void UcxLink::close() {
   // endpoint closes), so that "done" means UCX has let go of the buffer.
   cancel_receives();
   if (ep_ != nullptr) {
-    // A working link flushes what it sent; a failed one is closed at once (forcing is
-    // allowed: every endpoint runs in UCP_ERR_HANDLING_MODE_PEER). Bounded by a deadline.
+    // A working link flushes what it sent; after a failure, or with transfers still
+    // pending (a timeout: the network may be cut, and a flush would wait on it), it is
+    // closed at once (forcing is allowed: every endpoint runs in UCP_ERR_HANDLING_MODE_PEER).
     ucp_request_param_t param{};
-    if (peer_failed_) {
+    const bool force = force_close || peer_failed_ || !ops_.empty();
+    if (force) {
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       param.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
     ucs_status_ptr_t closing = ucp_ep_close_nbx(ep_, &param);
     ep_ = nullptr;
-    Deadline deadline(2.0);
+    // A forced close fails the pending transfers at once, but over a cut network UCX's TCP
+    // transport may hold the close itself for seconds: the error is not kept waiting for it.
+    // A flush on a working network takes an RTT or so; past 0.5 s the network is likely
+    // what failed, and kolo_comm_destroy should not hang on it.
+    Deadline deadline(force ? 0.2 : 0.5);
     while (closing != nullptr && !UCS_PTR_IS_ERR(closing) && !deadline.expired()) {
       ucp_worker_progress(worker_->get());
       if (ucp_request_check_status(closing) != UCS_INPROGRESS) {
@@ -214,6 +225,9 @@ void UcxLink::close() {
         closing = nullptr;
       }
     }
+    // Past the deadline the close goes on inside UCX; released here, UCX frees it when it
+    // ends (a request still held when the worker is destroyed aborts the process).
+    if (closing != nullptr && !UCS_PTR_IS_ERR(closing)) ucp_request_free(closing);
   }
   Deadline deadline(1.0);
   while (!ops_.empty() && !deadline.expired()) ucp_worker_progress(worker_->get());

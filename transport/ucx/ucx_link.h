@@ -42,7 +42,8 @@ class UcxLink final : public Link {
   int poll_fd() const override { return -1; }
   short poll_events() const override;
   bool has_pending() const override { return !ops_.empty(); }
-  void close() override;
+  void close() override { close_link(/*force=*/false); }
+  void close_after_failure() override { close_link(/*force=*/true); }
   void interrupt() override { worker_->signal(); }
 
   // The endpoint's error handler (UCX calls it on the worker's thread during progress).
@@ -68,6 +69,7 @@ class UcxLink final : public Link {
   Status start(Op* op, Post&& post);
   void forget(Op* op);  // drops a finished op from ops_ and deletes it
   void cancel_receives();
+  void close_link(bool force);
 
   UcxLink(int self, int peer, std::shared_ptr<UcxWorker> worker) : self_(self), peer_(peer), worker_(std::move(worker)) {}
   static void peer_error(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -77,6 +79,7 @@ class UcxLink final : public Link {
   std::shared_ptr<UcxWorker> worker_;
   ucp_ep_h ep_ = nullptr;
   Status failed_;
+  UcxWorker::EndpointOwner* owner_ = nullptr;  // the error handler's way to this link
   bool closed_ = false;
   bool peer_failed_ = false;  // UCX reported the endpoint failed (close may force)
   std::list<Op*> ops_;

@@ -69,4 +69,9 @@ bool UcxWorker::progress() {
 
 void UcxWorker::signal() { (void)ucp_worker_signal(worker_); }
 
+UcxWorker::EndpointOwner* UcxWorker::add_endpoint_owner(UcxLink* link) {
+  owners_.push_back(std::make_unique<EndpointOwner>(EndpointOwner{link}));
+  return owners_.back().get();
+}
+
 }  // namespace kolo::ucx

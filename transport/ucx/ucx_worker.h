@@ -8,10 +8,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "support/status.h"
 
 namespace kolo::ucx {
+
+class UcxLink;
 
 // A kolo error from a UCX status: "<what>: <UCX's message>".
 Status ucx_error(ucs_status_t status, const std::string& what);
@@ -34,12 +37,21 @@ class UcxWorker {
   // From any thread: wakes a poll() on the event descriptor (kolo_comm_abort).
   void signal();
 
+  // What an endpoint's error handler reaches: its link, or null once the link is gone.
+  // Owned by the worker, not the link: UCX may still call the handler of an endpoint whose
+  // close it has not finished (forced, on a cut network) after the link was destroyed.
+  struct EndpointOwner {
+    UcxLink* link = nullptr;
+  };
+  EndpointOwner* add_endpoint_owner(UcxLink* link);
+
  private:
   UcxWorker() = default;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::string address_;
   int efd_ = -1;
+  std::vector<std::unique_ptr<EndpointOwner>> owners_;  // freed after ucp_worker_destroy
 };
 
 }  // namespace kolo::ucx

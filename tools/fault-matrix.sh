@@ -116,14 +116,16 @@ trial() {
   if [ "$struck" = store ]; then
     export FM_ID_FILE=$work/id
     rm -f "$FM_ID_FILE"
-    FM_ROLE=store "$victim" >"$logs/store.log" 2>&1 &
+    FM_ROLE=store setsid "$victim" >"$logs/store.log" 2>&1 &
     store_pid=$!
     wait_for_logs '^store: hosting$' 1 || { echo "  store did not start: $(cat "$logs/store.log")"; return 1; }
   fi
   pids=()
   for r in $(seq 0 $((np - 1))); do
     [ "$fault" = cut ] && launch=("$testhosts" exec "$prefix-h$((r / 2))")
-    KOLO_RANK=$r "${launch[@]}" "$victim" >"$logs/rank$r.log" 2>&1 &
+    # Each rank in a session of its own: a SIGSTOPped rank in a process group that the
+    # kernel deems orphaned is sent SIGCONT when a member exits (POSIX job control).
+    KOLO_RANK=$r setsid "${launch[@]}" "$victim" >"$logs/rank$r.log" 2>&1 &
     pids+=($!)
   done
   if ! wait_for_logs ': running$' "$np"; then
@@ -131,13 +133,18 @@ trial() {
   fi
   sleep "0.$(printf '%03d' $((50 + RANDOM % 450)))"
   t_fault=$(date +%s.%N)
-  local target=-1
+  local target=-1 state_at_strike=
   case $fault/$struck in
     */store) kill "-${fault^^}" "$store_pid" ;;
     cut/*) ip link set "$prefix-v1" down ;;
     close/rank*) target=-2; kill -USR1 "${pids[${struck#rank}]}" ;;   # the closing rank must fail too
     */rank*) target=${struck#rank}; kill "-${fault^^}" "${pids[$target]}" ;;
   esac
+  # A stopped rank must stay stopped until the trial ends (state T in /proc/PID/stat).
+  if [ "$fault" = stop ] && [ "$target" -ge 0 ]; then
+    sleep 0.05
+    state_at_strike=$(awk '{ print $3 }' "/proc/${pids[$target]}/stat" 2>/dev/null)
+  fi
   if [ "$fault" = close ]; then  # the strike is the shutdown itself, once the rank has picked a busy socket
     wait_for_logs '^close: ' 1
     t_fault=$(sed -n 's/^close: shut down socket [0-9]* at \([0-9.]*\),.*/\1/p' "$logs/$struck.log" | head -1)
@@ -153,6 +160,12 @@ trial() {
       kill -KILL "${pids[$r]}"; codes+=(hung); wait "${pids[$r]}" 2>/dev/null
     else wait "${pids[$r]}"; codes+=($?); fi
   done
+  if [ "$fault" = stop ] && [ "$target" -ge 0 ]; then
+    local state_now
+    state_now=$(awk '{ print $3 }' "/proc/${pids[$target]}/stat" 2>/dev/null)
+    [ "$state_at_strike" = T ] && [ "$state_now" = T ] ||
+      { echo "  rank $target was not kept stopped: state ${state_at_strike:-gone} after the strike, ${state_now:-gone} at the end"; ok=1; }
+  fi
   [ "$target" -ge 0 ] && { kill -KILL "${pids[$target]}" 2>/dev/null; wait "${pids[$target]}" 2>/dev/null; }
   [ -n "$store_pid" ] && { kill -KILL "$store_pid" 2>/dev/null; wait "$store_pid" 2>/dev/null; store_pid=; }
   [ "$fault" = cut ] && ip link set "$prefix-v1" up

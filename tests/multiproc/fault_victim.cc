@@ -118,10 +118,12 @@ void close_one_socket(int store_port) {
     std::printf("close: no TCP socket to a peer in use (%zu idle)\n", sockets.size());
   } else {
     const int fd = active[static_cast<size_t>(now_realtime() * 1e6) % active.size()];
-    const double at = now_realtime();
+    // Said first: once the socket is down this rank fails, and may exit before a line
+    // printed afterwards got out.
+    std::printf("close: shut down socket %d at %.6f, one of %zu in use (%zu in all)\n", fd, now_realtime(),
+                active.size(), sockets.size());
+    std::fflush(stdout);
     ::shutdown(fd, SHUT_RDWR);
-    std::printf("close: shut down socket %d at %.6f, one of %zu in use (%zu in all)\n", fd, at, active.size(),
-                sockets.size());
   }
   std::fflush(stdout);
 }

@@ -52,7 +52,8 @@ cells() {
   [ "$short" -eq 1 ] && colls=(allreduce alltoall)
   if [ "$hosts" -eq 1 ]; then
     local via=(tcp)
-    ldd "$victim" 2>/dev/null | grep -q libucp && via+=(ucx)
+    # (grep reads all of ldd's output: with -q, ldd could die of SIGPIPE and pipefail say no)
+    ldd "$victim" 2>/dev/null | grep libucp >/dev/null && via+=(ucx)
     if [ "$short" -eq 1 ]; then
       # Not split over ucx: UCX 1.13 can block ~30 s inside ucp_ep_create towards a host
       # whose link was cut, past KOLO_TIMEOUT (about 1 trial in 10; tools/README.md).

@@ -16,7 +16,7 @@
 # behind (rank 0 keeps the store it hosts), and no kolo entry may appear in /dev/shm (kolo's
 # segments are memfds; other programs' entries there are ignored). Prints per cell the
 # trials that passed and the survivors' time from strike to error (min / median / max).
-#   tools/fault-matrix.sh [--short] [--trials N] [--coll A,B] [--fault F,G] [--timeout S]
+#   tools/fault-matrix.sh [--short] [--trials N] [--coll A,B] [--fault F,G] [--via T,U] [--timeout S]
 #                         [--hosts] [--keep DIR] BUILD_DIR_OR_VICTIM
 # --short: allreduce and alltoall x shm, tcp x kill, stop, rank 1 struck, split x store
 # killed, one trial each (the ctest `fault` label runs this). --hosts: only the cut cells
@@ -25,17 +25,18 @@
 # trial go there, with the threads' stacks (gdb) of every rank that hung. Exit status
 # non-zero when a trial failed.
 set -uo pipefail
-short=0 trials=20 only_colls= only_faults= hosts=0 timeout_s=10 keep=
+short=0 trials=20 only_colls= only_faults= only_via= hosts=0 timeout_s=10 keep=
 while [ $# -gt 1 ]; do
   case $1 in
     --short) short=1; trials=1; shift ;;
     --trials) trials=${2:?}; shift 2 ;;
     --coll) only_colls=${2:?}; shift 2 ;;
     --fault) only_faults=${2:?}; shift 2 ;;
+    --via) only_via=${2:?}; shift 2 ;;
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --hosts) hosts=1; shift ;;
     --keep) keep=${2:?}; shift 2 ;;
-    *) echo "usage: fault-matrix.sh [--short] [--trials N] [--coll A,B] [--fault F,G] [--timeout S] [--hosts] BUILD_DIR_OR_VICTIM" >&2; exit 2 ;;
+    *) echo "usage: fault-matrix.sh [--short] [--trials N] [--coll A,B] [--fault F,G] [--via T,U] [--timeout S] [--hosts] [--keep DIR] BUILD_DIR_OR_VICTIM" >&2; exit 2 ;;
   esac
 done
 victim=${1:?usage: fault-matrix.sh [options] BUILD_DIR_OR_VICTIM}
@@ -209,6 +210,7 @@ printf "%-15s %-4s %-5s %-6s %7s  %s\n" collective via fault struck passed "stri
 while read -r coll transport fault struck; do
   [ -n "$only_colls" ] && [[ ",$only_colls," != *",$coll,"* ]] && continue
   [ -n "$only_faults" ] && [[ ",$only_faults," != *",$fault,"* ]] && continue
+  [ -n "$only_via" ] && [[ ",$only_via," != *",$transport,"* ]] && continue
   : >"$work/times"
   passed=0
   for t in $(seq 1 "$trials"); do

@@ -25,7 +25,7 @@
 # trial go there, with the threads' stacks (gdb) of every rank that hung. Exit status
 # non-zero when a trial failed.
 set -uo pipefail
-short=0 trials=20 only_colls= only_faults= only_via= hosts=0 timeout_s=10 keep=
+short=0 trials=20 only_colls='' only_faults='' only_via='' hosts=0 timeout_s=10 keep=''
 while [ $# -gt 1 ]; do
   case $1 in
     --short) short=1; trials=1; shift ;;

@@ -114,12 +114,11 @@ trial() {
   export KOLO_TIMEOUT=$timeout_s FM_COLL=$coll FM_BYTES=$((4 << 20))
   unset FM_ID_FILE KOLO_TRANSPORTS
   local addr=127.0.0.1 launch=()
-  case $transport in
-    tcp) export KOLO_TRANSPORTS=tcp ;;
-  esac
-  if [ "$fault" = cut ]; then
+  if [ "$fault" = cut ]; then  # shared memory within a test host, $transport between them
     addr=$(host_addr 0)
     export KOLO_TRANSPORTS=shm,$transport
+  elif [ "$transport" = tcp ]; then
+    export KOLO_TRANSPORTS=tcp
   fi
   export KOLO_ADDR=$addr:$(free_port)
   if [ "$struck" = store ]; then

@@ -116,16 +116,16 @@ void close_one_socket(int store_port) {
   }
   if (active.empty()) {
     std::printf("close: no TCP socket to a peer in use (%zu idle)\n", sockets.size());
-  } else {
-    const int fd = active[static_cast<size_t>(now_realtime() * 1e6) % active.size()];
-    // Said first: once the socket is down this rank fails, and may exit before a line
-    // printed afterwards got out.
-    std::printf("close: shut down socket %d at %.6f, one of %zu in use (%zu in all)\n", fd, now_realtime(),
-                active.size(), sockets.size());
     std::fflush(stdout);
-    ::shutdown(fd, SHUT_RDWR);
+    return;
   }
+  const int fd = active[static_cast<size_t>(now_realtime() * 1e6) % active.size()];
+  // Said first: once the socket is down this rank fails, and may exit before a line
+  // printed afterwards got out.
+  std::printf("close: shut down socket %d at %.6f, one of %zu in use (%zu in all)\n", fd, now_realtime(),
+              active.size(), sockets.size());
   std::fflush(stdout);
+  ::shutdown(fd, SHUT_RDWR);
 }
 
 void close_sockets_on_signal(int store_port) {
@@ -166,11 +166,14 @@ kolo_result_t join(const char* id_file, kolo_comm_t* comm) {
   std::string hex;
   in >> hex;
   kolo_unique_id id{};
-  if (hex.size() != 2 * sizeof id.internal) {
-    std::printf("no id in %s\n", id_file);
+  const bool is_hex = hex.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (hex.size() != 2 * sizeof id.internal || !is_hex) {
+    std::printf("no id in %s (want %zu hex digits)\n", id_file, 2 * sizeof id.internal);
     return KOLO_ERR_INVALID_ARGUMENT;
   }
-  for (size_t i = 0; i < sizeof id.internal; ++i) id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  for (size_t i = 0; i < sizeof id.internal; ++i) {
+    id.internal[i] = static_cast<char>(std::strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
+  }
   const char* rank = std::getenv("KOLO_RANK");
   const char* size = std::getenv("KOLO_SIZE");
   return kolo_comm_init_rank(comm, size != nullptr ? std::atoi(size) : 0, &id, rank != nullptr ? std::atoi(rank) : -1);

@@ -11,7 +11,7 @@ if ! grep -q GPU <<<"$gpus"; then
   echo "SKIP: no GPU here (nvidia-smi lists none)"
   exit 77
 fi
-export KOLO_DEVICE=cuda KOLO_TIMEOUT=120
+export KOLO_DEVICE=cuda KOLO_TIMEOUT=${KOLO_TIMEOUT:-120}
 fail=0
 for np in 2 3; do
   for scenario in device_collectives device_stream; do

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Packs what tools/gpu-check.sh runs into DIR, for a GPU machine that cannot build kolo
+# (no package network, other system libraries): the binaries in their build-tree layout,
+# and every shared library they load except glibc's and the driver's in DIR/lib. NCCL is
+# left out (217 MB); env.sh finds the machine's own libnccl.so.2 (PyTorch's pip package
+# ships one). On the GPU machine: `. DIR/env.sh; tools/gpu-check.sh --prebuilt DIR`.
+# usage: tools/gpu-bundle.sh BUILD_DIR DIR   (BUILD_DIR configured with CUDA and built)
+set -euo pipefail
+build=$1 dir=$2
+bins=(tools/kolorun/kolorun bench/perf/kolo-perf tests/multiproc/kolo_test_worker tests/gpu/kolo_gpu_tests
+      bench/kernels/kolo_kernels_cuda_bench)
+rm -rf "$dir"; mkdir -p "$dir/lib"
+for b in "${bins[@]}"; do
+  [ -x "$build/$b" ] || { echo "gpu-bundle: $build/$b is not built" >&2; exit 1; }
+  mkdir -p "$dir/$(dirname "$b")"; cp "$build/$b" "$dir/$b"; strip --strip-debug "$dir/$b"
+done
+# Shared libraries by what ldd resolves; glibc's own and libcuda (the driver's) stay behind.
+for b in "${bins[@]}"; do ldd "$build/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libcuda|libnccl)\.so' |
+  while read -r lib; do cp -L "$lib" "$dir/lib/"; strip --strip-debug "$dir/lib/$(basename "$lib")"; done
+cat >"$dir/env.sh" <<'EOF'
+# Sourced on the GPU machine: the bundle's libraries first, then a libnccl.so.2 found there.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+nccl=$(find /usr/local /opt /usr/lib -name libnccl.so.2 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$here/lib${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "bundle: libraries from $here/lib; NCCL: ${nccl:-none found}"
+EOF
+du -sh "$dir"

@@ -47,6 +47,11 @@ struct BarrierArgs {
   // Host memory the kernel can address (pinned, mapped):
   const volatile uint32_t* abort = nullptr;  // nonzero: kolo_comm_abort was called
   volatile uint32_t* status = nullptr;       // 0: fine; else why a barrier gave up (below)
+  // Device memory: the status again, for this rank's kernels queued after the barrier
+  // (ScopedKernelGuard) and its later barriers. They read it, not `status`: a read of host
+  // memory from a GPU crosses PCIe, and one per block cost ~1 us each on an H100
+  // (bench/results/2026-11-26-gpu-check-5cebbe5.md).
+  volatile uint32_t* failed = nullptr;
 };
 
 // Status words: kBarrierAborted, kBarrierTimedOut + the rank waited for, or
@@ -113,21 +118,25 @@ KOLO_HD_INLINE void barrier_backoff(unsigned spins) {
 #endif
 }
 
-// The status word: host memory the host reads with atomics; a GPU writes it through the
-// mapping (volatile, then a system fence so the host sees it before later work).
+// Whether a barrier gave up earlier: the device copy of the status word.
 KOLO_HD_INLINE uint32_t barrier_status(const BarrierArgs& a) {
 #if defined(__CUDA_ARCH__)
-  return *a.status;
+  return *a.failed;
 #else
-  return __atomic_load_n(const_cast<uint32_t*>(a.status), __ATOMIC_ACQUIRE);
+  return __atomic_load_n(const_cast<uint32_t*>(a.failed), __ATOMIC_ACQUIRE);
 #endif
 }
 
+// The status word is host memory the host reads with atomics; a GPU writes it through
+// the mapping (volatile, then a system fence so the host sees it before later work). The
+// device copy is ordered before the kernels after this one by the stream.
 KOLO_HD_INLINE void set_barrier_status(const BarrierArgs& a, uint32_t value) {
 #if defined(__CUDA_ARCH__)
+  *a.failed = value;
   *a.status = value;
   __threadfence_system();
 #else
+  __atomic_store_n(const_cast<uint32_t*>(a.failed), value, __ATOMIC_RELEASE);
   __atomic_store_n(const_cast<uint32_t*>(a.status), value, __ATOMIC_RELEASE);
 #endif
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "kernels/compress.h"
 #include "kernels/compress_math.h"
@@ -221,10 +223,29 @@ Status device_recompress_sum(const device::DeviceOps& dev, void* wire_out, const
   return launch_codec(dev, "device_recompress_sum", c, stream);
 }
 
+Status device_preload_kernels(const device::DeviceOps& dev) {
+  if (std::strcmp(dev.name, "cuda") != 0) return Status();
+#if defined(KOLO_KERNELS_HAVE_CUDA)
+  Result<int> device = dev.current_device();
+  if (!device.ok()) return device.status();
+  // Once per device and process; a second caller waits until the first has loaded them.
+  static std::mutex m;
+  static std::set<int> loaded;
+  std::lock_guard<std::mutex> lock(m);
+  if (loaded.count(device.value()) != 0) return Status();
+  KOLO_TRY(cuda_reduce_preload());
+  KOLO_TRY(cuda_barrier_preload());
+  KOLO_TRY(cuda_codec_preload());
+  loaded.insert(device.value());
+#endif
+  return Status();
+}
+
 Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, void* stream) {
-  if (args.ranks < 1 || args.ranks > kMaxIpcRanks || args.abort == nullptr || args.status == nullptr) {
+  if (args.ranks < 1 || args.ranks > kMaxIpcRanks || args.abort == nullptr || args.status == nullptr ||
+      args.failed == nullptr) {
     return error(Code::kInvalidArgument, "device_barrier: ", args.ranks, " ranks (1..", kMaxIpcRanks,
-                 ") or no abort/status word");
+                 ") or no abort, status or failed word");
   }
   device::Launch l;
   l.grid = 1;

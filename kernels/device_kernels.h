@@ -25,8 +25,8 @@ constexpr unsigned kKernelThreads = 256;  // threads per block
 constexpr unsigned kKernelMaxBlocks = 1u << 20;
 
 // While one lives on this thread, the reduce and scale-copy kernels it launches skip their
-// work when *status (host memory the device can read) is nonzero at the time they run (a
-// barrier before them gave up). Set by device_ipc around its calls. Under a guard a copy
+// work when *status (memory the device reads: device_ipc's device copy of its barrier
+// status) is nonzero at the time they run (a barrier before them gave up). Set by device_ipc around its calls. Under a guard a copy
 // (one input, no scale) runs as a kernel too, not as a plain memcpy_async, so that it is
 // guarded: after a failed barrier nothing reads a peer's memory, which the peer may free.
 class ScopedKernelGuard {
@@ -70,6 +70,11 @@ Status device_recompress_sum(const device::DeviceOps& dev, void* wire_out, const
 // The one-host step barrier (kernels/barrier_body.h) on the stream: one thread posts this
 // rank's number to every peer and waits for theirs, until args.timeout_ns or abort.
 Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, void* stream);
+
+// Loads every kernel on the current device (cuda: see cuda_kernels.h; once per device and
+// process), so that no launch has to load one while a barrier kernel spins. The
+// device_ipc executor calls it at set-up, before its first kernel. Nothing to do elsewhere.
+Status device_preload_kernels(const device::DeviceOps& dev);
 
 // How a launch splits the work (kernels/reduce_body.h), exposed for tests: head elements
 // up to dst's 16-byte boundary, then npacks 16-byte vectors when every source shares

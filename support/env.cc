@@ -24,6 +24,7 @@ const std::vector<EnvVar>& env_table() {
       {"KOLO_BACKEND", "kolo", "who runs device-buffer collectives: kolo (its own device path) or nccl (NCCL, loaded with dlopen; needs the cuda device runtime)"},
       {"KOLO_EMULATED_P2P", "1", "emulated device: 0 = processes cannot map each other's device memory, as GPUs without peer access (for tests)"},
       {"KOLO_DEVICE_IPC", "1", "1 = device collectives of ranks on one host run as kernels over each other's memory (CUDA IPC); 0 = staged through pinned host memory"},
+      {"KOLO_DEVICE_BARRIER", "auto", "how ranks of one host wait for each other between the steps of a device collective: kernel (a GPU thread spins on the peers' flags), host (a host function on the stream waits, leaving the GPU to the peers), auto (host where ranks in different processes share one GPU)"},
       {"KOLO_NCCL_LIBRARY", "libnccl.so.2", "the NCCL library KOLO_BACKEND=nccl loads (a name the dynamic loader finds, or a path)"},
       {"KOLO_CHUNK_BYTES", "1048576", "pipeline chunk size in bytes for ring algorithms"},
       {"KOLO_NET_CALIBRATE", "1", "0 = plan with the NICs' nominal speeds instead of measuring the network between hosts when a communicator spanning hosts is made"},

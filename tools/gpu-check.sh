@@ -8,20 +8,24 @@
 # bench/results/<date>-gpu-check-<commit>.md with the device's name. Without a GPU it says
 # so and exits 0 having run nothing that needs one.
 #
-# usage: tools/gpu-check.sh [--prebuilt DIR] [--budget SECONDS] [--out FILE]
+# usage: tools/gpu-check.sh [--prebuilt DIR] [--budget SECONDS] [--out FILE] [--log FILE]
 #   --prebuilt DIR  use binaries already built in DIR (laid out as a build tree) instead of
 #                   setting up and building here; for a lent GPU machine that has no
 #                   package network (tools/gpu-bundle.sh makes DIR)
 #   --budget S      skip the steps that would start after S seconds (default: no limit)
+#   --out FILE      the summary (default bench/results/<date>-gpu-check-<commit>.md); each
+#                   step's last 40 lines
+#   --log FILE      every step's whole output (default: the summary's name, .log)
 # Every step runs under `timeout`, so a hang costs one step, not the whole check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=build budget=0 out=""
+build=build budget=0 out="" log=""
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) build=$2; prebuilt=1; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --log) log=$2; shift 2 ;;
     *) echo "gpu-check: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -32,8 +36,10 @@ fi
 if [ -z "${prebuilt:-}" ]; then bash tools/setup.sh && bash tools/build.sh || exit 1; fi
 commit=${KOLO_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 [ -n "$out" ] || out="bench/results/$(date +%F)-gpu-check-$commit.md"
+[ -n "$log" ] || log="${out%.md}.log"
+: >"$log"
 kolorun=$build/tools/kolorun/kolorun perf=$build/bench/perf/kolo-perf
-export KOLO_DEVICE=cuda KOLO_TIMEOUT=${KOLO_TIMEOUT:-30}
+export KOLO_DEVICE=cuda KOLO_TIMEOUT=${KOLO_TIMEOUT:-15}
 start=$SECONDS
 
 # step SECONDS TITLE COMMAND...: a titled, fenced block of the command's last lines.
@@ -45,7 +51,8 @@ step() {
   fi
   echo '```'
   local t0=$SECONDS
-  timeout -k 5 "$limit" "$@" 2>&1 | tail -40
+  echo "===== $title" >>"$log"
+  timeout -k 5 "$limit" "$@" 2>&1 | tee -a "$log" | tail -40
   local rc=${PIPESTATUS[0]}
   echo '```'
   echo "exit $rc after $((SECONDS - t0)) s$([ "$rc" = 124 ] && echo " (killed at the step's limit of $limit s)")"
@@ -60,10 +67,12 @@ step() {
     bash tests/gpu/device_gpu_test.sh "$kolorun" "$build/tests/multiproc/kolo_test_worker" "$perf"
   for np in 1 2 4; do
     step 60 "kolorun -np $np kolo-perf allreduce -G (kernels over CUDA IPC)" \
-      "$kolorun" -np $np "$perf" allreduce -G -b 8 -e 256M -f 4 -c 1
+      env KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=EXEC "$kolorun" -np $np "$perf" allreduce -G -b 8 -e 256M -f 4 -c 1
   done
+  step 60 "kolorun -np 2 kolo-perf allreduce -G, barriers as spinning kernels (KOLO_DEVICE_BARRIER=kernel), for comparison" \
+    env KOLO_DEVICE_BARRIER=kernel "$kolorun" -np 2 "$perf" allreduce -G -b 8 -e 256M -f 4 -c 1
   step 60 "kolorun -np 2 kolo-perf allreduce -G, staged (KOLO_DEVICE_IPC=0), for comparison" \
-    env KOLO_DEVICE_IPC=0 "$kolorun" -np 2 "$perf" allreduce -G -b 8 -e 256M -f 4 -c 1
+    env KOLO_DEVICE_IPC=0 KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=EXEC "$kolorun" -np 2 "$perf" allreduce -G -b 8 -e 256M -f 4 -c 1
   step 60 "kolo-perf allreduce --backend nccl, one rank (NCCL's own path on this GPU)" \
     "$perf" allreduce --backend nccl -b 8 -e 256M -f 4 -c 1
   for t in 2 4; do

@@ -24,6 +24,12 @@ constexpr size_t kRankAreaBytes = 2048;
 // eight boxes of 65 cache lines, laid out by the executor.
 constexpr size_t kFastAreaBytes = 8 * 65 * 64;
 
+// Kept for the device_ipc executor's host-side step barrier (engine/executors/
+// ipc_device_executor.cc): the last word of each rank's line holds its barrier number, the
+// last kDeviceBarrierAreaBytes of its rank area the tags. Nothing else uses them.
+constexpr int kDeviceBarrierWord = kSharedWords - 1;
+constexpr size_t kDeviceBarrierAreaBytes = 64;
+
 // One cache line per rank: its counters and a few words, so a peer that sees a counter
 // move reads the words without another cache miss.
 struct alignas(64) SharedRankLine {

@@ -21,6 +21,12 @@
 // Every barrier carries the call's digest (call_tag); ranks that are not making the same
 // call, or not with the same registered buffers, fail on every rank instead of reading
 // each other's memory wrongly.
+// Ranks in different processes on one GPU wait for each other on the host instead
+// (host_barrier_, KOLO_DEVICE_BARRIER): a barrier kernel spinning on a peer's flag holds
+// the GPU, and a kernel of another process runs only when the GPU switches contexts, at
+// the end of a time slice: on an H100 every barrier cost ~2.3 ms at 2 ranks, ~6.8 ms at 4
+// (bench/results/2026-11-26-gpu-check-5cebbe5.md). There a barrier is a host function on
+// the stream that waits in the shared-memory domain, the GPU free for the peers meanwhile.
 // A barrier that gives up (KOLO_TIMEOUT: a dead peer; or kolo_comm_abort) leaves a reason
 // in a host-mapped status word and returns, releasing the stream; later barriers return at
 // once; a watcher thread fails the communicator with the reason.
@@ -32,6 +38,8 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 #include "engine/executors/executor.h"
 #include "kernels/device_kernels.h"
@@ -51,7 +59,9 @@ static_assert(kMaxIpcRanks * kIpcWordStride <= kIpcHeaderBytes);
 static_assert(sizeof(BarrierWord) <= kIpcWordStride);
 // This rank's barrier counter (BarrierArgs::counter), in its own header after the words.
 constexpr size_t kIpcCounterOffset = kMaxIpcRanks * kIpcWordStride;
-static_assert(kIpcCounterOffset + sizeof(uint64_t) <= kIpcHeaderBytes);
+// This rank's device copy of its barrier status (BarrierArgs::failed), after the counter.
+constexpr size_t kIpcFailedOffset = kIpcCounterOffset + sizeof(uint64_t);
+static_assert(kIpcFailedOffset + sizeof(uint32_t) <= kIpcHeaderBytes);
 constexpr uint64_t kDestroyTag = 0x646e652d6f6c6f6bull;  // "kolo-end": the last barrier
 constexpr uint64_t kFenceTag = 0x65636e65662d6b6cull;    // xored into a captured call's fences
 
@@ -128,10 +138,10 @@ class IpcDeviceExecutor final : public Executor {
   // before any is enqueued, so that a refusal leaves nothing enqueued and the
   // communicator usable (executor.h); a failure while enqueuing fails it.
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
-    // Kernels queued behind a barrier that gives up must not read the peers' buffers.
-    ScopedKernelGuard guard(control_ != nullptr ? &control_->status : nullptr);
     std::vector<Admitted> admitted(n);
     for (size_t i = 0; i < n; ++i) KOLO_TRY(admit(calls[i], deadline, &admitted[i]));
+    // Kernels queued behind a barrier that gives up must not read the peers' buffers.
+    ScopedKernelGuard guard(regions_ != nullptr ? failed_word() : nullptr);
     for (size_t i = 0; i < n; ++i) {
       Status s = unavailable_ ? env_.stage(&calls[i], 1, deadline) : enqueue_call(calls[i], admitted[i]);
       if (!s.ok()) {
@@ -177,6 +187,12 @@ class IpcDeviceExecutor final : public Executor {
       return Status();
     }
     if (control_->status != 0) return failure();
+    if (a->graph && host_barrier_) {
+      return error(Code::kUnsupported, "rank ", env_.rank, ": the device collectives of this communicator wait for "
+                   "each other on the host (ranks in different processes share a GPU, or KOLO_DEVICE_BARRIER=host), "
+                   "which a CUDA graph cannot replay (run one process per GPU, or the ranks as threads of one "
+                   "process, to capture)");
+    }
     if (pc.plan->zero_copy) KOLO_TRY(locate(call, &a->zc));
     return Status();
   }
@@ -241,6 +257,7 @@ class IpcDeviceExecutor final : public Executor {
                    "device; it was set up on device ", device_, " and this call's buffers are on device ", device);
     }
     const device::DeviceOps& dev = device::runtime();
+    KOLO_TRY(device_preload_kernels(dev));
     void* control = nullptr;
     KOLO_TRY(dev.host_alloc(&control, sizeof(Control)));
     control_ = static_cast<Control*>(control);
@@ -266,6 +283,10 @@ class IpcDeviceExecutor final : public Executor {
     }
     regions_ = regions.take();
     device_ = device;
+    Result<bool> host = host_barrier_wanted(site, device, deadline);
+    if (!host.ok()) return host.status().with_context(str_cat("rank ", env_.rank, ": "));
+    host_barrier_ = host.value();
+    if (host_barrier_) log_info(Subsys::kExec, "rank ", env_.rank, ": device collectives wait for the peers on the host");
     control_ready_.store(control_, std::memory_order_release);
     diverged_ = false;
     watcher_ = std::thread([this] { watch(); });
@@ -551,6 +572,7 @@ class IpcDeviceExecutor final : public Executor {
   }
 
   Status barrier(void* stream) {
+    if (host_barrier_) return host_barrier(stream);
     const int n = regions_->size(), me = regions_->index();
     BarrierArgs a;
     for (int p = 0; p < n; ++p) {
@@ -563,8 +585,111 @@ class IpcDeviceExecutor final : public Executor {
     a.timeout_ns = static_cast<uint64_t>(env_timeout_seconds() * 1e9);
     a.abort = &control_->abort;
     a.status = &control_->status;
+    a.failed = failed_word();
     return device_barrier(device::runtime(), a, stream);
   }
+
+  // KOLO_DEVICE_BARRIER: kernel, host, or auto: host where two ranks of this host are
+  // different processes on one physical GPU, and no two are threads of one process (a
+  // process runs the host functions of all its streams on one thread: one rank's wait
+  // would hold another's post back). Every rank publishes its process, GPU and setting and
+  // decides from all of them, so all decide alike: the two kinds do not meet.
+  Result<bool> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline) {
+    if (env_.shared == nullptr || regions_->size() < 2) return false;
+    Result<std::string> gpu = device::runtime().identity(device);
+    if (!gpu.ok()) return gpu.status();
+    const std::string want = env_string("KOLO_DEVICE_BARRIER");
+    if (want != "auto" && want != "kernel" && want != "host") {
+      return error(Code::kInvalidArgument, "KOLO_DEVICE_BARRIER='", want, "' is not auto, kernel or host");
+    }
+    auto key = [&](int i) { return str_cat(site.prefix, "/barrier/", i); };
+    KOLO_TRY(site.store->set(key(regions_->index()), str_cat(want, " ", getpid(), " ", gpu.value()), deadline));
+    std::vector<std::string> wants, pids, gpus;
+    for (int i = 0; i < regions_->size(); ++i) {
+      Result<std::string> v = site.store->get(key(i), deadline);
+      if (!v.ok()) return v.status();
+      const std::string& s = v.value();
+      const size_t a = s.find(' '), b = s.find(' ', a + 1);
+      wants.push_back(s.substr(0, a));
+      pids.push_back(s.substr(a + 1, b - a - 1));
+      gpus.push_back(s.substr(b + 1));
+    }
+    bool shared_gpu = false, shared_process = false;
+    for (size_t i = 0; i < pids.size(); ++i) {
+      for (size_t j = i + 1; j < pids.size(); ++j) {
+        shared_process = shared_process || pids[i] == pids[j];
+        shared_gpu = shared_gpu || (pids[i] != pids[j] && gpus[i] == gpus[j]);
+      }
+    }
+    const bool forced_host = std::count(wants.begin(), wants.end(), "host") > 0;
+    const bool forced_kernel = std::count(wants.begin(), wants.end(), "kernel") > 0;
+    if (forced_host && shared_process) {
+      return error(Code::kInvalidArgument, "KOLO_DEVICE_BARRIER=host needs every rank of a host in a process of its "
+                   "own; here two are threads of one process");
+    }
+    return forced_host || (!forced_kernel && shared_gpu && !shared_process);
+  }
+
+  // What one host barrier needs when its host function runs (it frees it).
+  struct HostBarrier {
+    SharedDomain* domain;
+    Control* control;
+    uint64_t value;
+    uint64_t tag;
+    double timeout_s;
+  };
+
+  // The tags of a host barrier: the end of each rank's area (shared_domain.h).
+  static std::atomic<uint64_t>* host_tags(const SharedDomain& d, int index) {
+    return reinterpret_cast<std::atomic<uint64_t>*>(d.rank_area(index) + kRankAreaBytes - kDeviceBarrierAreaBytes);
+  }
+
+  // The barrier of barrier_body.h on the host: post the number (and the tag), wait until
+  // every peer's has reached it, compare tags; a reason in the status word on failure,
+  // copied to the device word the kernels after it read (the copy follows on the stream).
+  Status host_barrier(void* stream) {
+    const device::DeviceOps& dev = device::runtime();
+    auto* b = new HostBarrier{env_.shared, control_, ++host_barriers_, tag_, env_timeout_seconds()};
+    Status s = dev.launch_host_func(stream, run_host_barrier, b);
+    if (!s.ok()) {
+      delete b;
+      return s;
+    }
+    return dev.memcpy_async(failed_word(), &control_->status, sizeof(uint32_t), stream);
+  }
+
+  static void run_host_barrier(void* arg) {
+    std::unique_ptr<HostBarrier> b(static_cast<HostBarrier*>(arg));
+    SharedDomain& d = *b->domain;
+    uint32_t* status = &b->control->status;
+    if (__atomic_load_n(status, __ATOMIC_ACQUIRE) != 0) return;  // failed earlier
+    const int me = d.index(), parity = static_cast<int>(b->value & 1);
+    host_tags(d, me)[parity].store(b->tag, std::memory_order_relaxed);  // ordered by the release below
+    d.publish_word(d.line(me).words[kDeviceBarrierWord], b->value);
+    // kolo_comm_abort ends the wait (the watcher sets the abort word when a peer dies too).
+    struct AbortCheck final : SharedDomain::StallCheck {
+      const uint32_t* abort;
+      Status operator()(int) const override {
+        if (__atomic_load_n(abort, __ATOMIC_ACQUIRE) == 0) return Status();
+        return error(Code::kAborted, "aborted");
+      }
+    } aborted;
+    aborted.abort = &b->control->abort;
+    const Deadline deadline(b->timeout_s);
+    for (int p = 0; p < d.size(); ++p) {
+      Status s = d.wait_word(p, d.line(p).words[kDeviceBarrierWord], b->value, deadline, "device barrier", aborted);
+      uint32_t why = 0;
+      if (s.code() == Code::kTimeout) why = kBarrierTimedOut + static_cast<uint32_t>(p);
+      else if (!s.ok()) why = kBarrierAborted;  // abort, or a peer that died or failed
+      else if (host_tags(d, p)[parity].load(std::memory_order_acquire) != b->tag) why = kBarrierMismatch + static_cast<uint32_t>(p);
+      if (why != 0) {
+        __atomic_store_n(status, why, __ATOMIC_RELEASE);
+        return;
+      }
+    }
+  }
+
+  uint32_t* failed_word() const { return reinterpret_cast<uint32_t*>(regions_->region(regions_->index()) + kIpcFailedOffset); }
 
   // Why the barriers gave up, as the communicator's error.
   Status failure() const {
@@ -626,6 +751,8 @@ class IpcDeviceExecutor final : public Executor {
   int device_ = -1;
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
   uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)
+  bool host_barrier_ = false;   // barriers wait on the host (host_barrier_wanted)
+  uint64_t host_barriers_ = 0;  // host barriers enqueued so far: the next one's number
   std::mutex m_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -12,10 +12,10 @@ struct Signature {
   std::atomic<uint64_t> shape{0};
   std::atomic<uint64_t> count{0};
 };
-static_assert(sizeof(Signature) * kSignatureRing <= kRankAreaBytes);
+static_assert(sizeof(Signature) * kSignatureRing <= kRankAreaBytes - kDeviceBarrierAreaBytes);
 
 Signature& current(const SharedDomain& d, int index) {
-  static_assert(kSharedWords >= 3 && sizeof(Signature) == 3 * sizeof(std::atomic<uint64_t>));
+  static_assert(kDeviceBarrierWord >= 3 && sizeof(Signature) == 3 * sizeof(std::atomic<uint64_t>));
   return *reinterpret_cast<Signature*>(d.line(index).words);
 }
 Signature& in_ring(const SharedDomain& d, int index, uint64_t sequence) {

@@ -16,6 +16,13 @@ __global__ void barrier_kernel(BarrierArgs a) { barrier_thread(a, static_cast<si
 
 }  // namespace
 
+Status cuda_barrier_preload() {
+  cudaFuncAttributes attributes;
+  const cudaError_t err = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&barrier_kernel));
+  if (err != cudaSuccess) return error(Code::kSystem, "loading the barrier kernel: ", cudaGetErrorString(err));
+  return Status();
+}
+
 // The launch's own result (not cudaGetLastError, which would take other libraries' errors).
 Status cuda_barrier_launch(const void* args, unsigned grid, unsigned block, void* stream) {
   void* params[] = {const_cast<void*>(args)};

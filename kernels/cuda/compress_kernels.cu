@@ -225,6 +225,21 @@ Status null_error(const char* caller, const char* name, size_t count) {
 
 }  // namespace
 
+Status cuda_codec_preload() {
+  for (DType d : {DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    for (KernelFn fn : {pick<CodecOp::kCompress>(d), pick<CodecOp::kDecompress>(d), pick<CodecOp::kDecompressReduce>(d),
+                        pick<CodecOp::kDecompressReduceCompress>(d), pick<CodecOp::kRecompress>(d)}) {
+      cudaFuncAttributes attributes;
+      const cudaError_t err = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(fn));
+      if (err != cudaSuccess) {
+        return error(Code::kSystem, "loading a codec kernel (", dtype_name(d), "): ", cudaGetErrorName(err), " (",
+                     cudaGetErrorString(err), ")");
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
 Status cuda_compress(void* wire, const float* src, size_t count, WireFormat fmt, Scale scale,
                      void* stream) {
   constexpr const char* kCaller = "cuda_compress";

@@ -40,7 +40,27 @@ struct CudaLaunch {
   }
 };
 
+template <DType D, ReduceOp O>
+struct KernelOf {
+  static const void* run() { return reinterpret_cast<const void*>(&reduce_kernel<D, O>); }
+};
+
 }  // namespace
+
+Status cuda_reduce_preload() {
+  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+      const DType dtype = static_cast<DType>(d);
+      cudaFuncAttributes attributes;
+      const cudaError_t err = cudaFuncGetAttributes(&attributes, dispatch_reduce<KernelOf>(dtype, op));
+      if (err != cudaSuccess) {
+        return error(Code::kSystem, "loading the reduce kernel (", dtype_name(dtype), " ", op_name(op), "): ",
+                     cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+      }
+    }
+  }
+  return Status::ok_status();
+}
 
 Status cuda_reduce_launch(const void* args, unsigned grid, unsigned block, void* stream) {
   const ReduceArgs& a = *static_cast<const ReduceArgs*>(args);

@@ -289,6 +289,12 @@ Status cuda_allocation_range(const void* ptr, void** base, size_t* bytes) {
   return Status();
 }
 
+Result<std::string> cuda_identity(int device) {
+  char bus[32] = {};
+  KOLO_TRY(check(cudaDeviceGetPCIBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId", device));
+  return std::string(bus);
+}
+
 const DeviceOps kCuda = {
     "cuda",
     cuda_device_count,
@@ -321,6 +327,7 @@ const DeviceOps kCuda = {
     cuda_ipc_import,
     cuda_ipc_close,
     cuda_allocation_range,
+    cuda_identity,
 };
 
 }  // namespace

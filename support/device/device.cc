@@ -56,6 +56,7 @@ const DeviceOps kNone = {
     [](const IpcHandle&, void**) { return no_device(); },
     refuse<void*>,
     refuse<const void*, void**, size_t*>,
+    [](int) -> Result<std::string> { return no_device(); },
 };
 
 struct Choice {

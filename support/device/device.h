@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "support/clock.h"
 #include "support/status.h"
@@ -104,6 +105,9 @@ struct DeviceOps {
   // The device allocation holding ptr (what ipc_export takes): its start and size. An
   // error where ptr is not device memory of this process (an imported mapping included).
   Status (*allocation_range)(const void* ptr, void** base, size_t* bytes);
+  // A name of the physical device, the same in every process that uses it whatever its
+  // index there (CUDA_VISIBLE_DEVICES renumbers): the PCI address on cuda.
+  Result<std::string> (*identity)(int device);
 };
 
 // The backend KOLO_DEVICE chose for this process (decided once, on first use). With no

@@ -552,6 +552,11 @@ const DeviceOps kEmulated = {
     emu_ipc_import,
     emu_ipc_close,
     emu_allocation_range,
+    // One machine: an emulated device is the same device in every process.
+    [](int device) -> Result<std::string> {
+      if (device < 0 || device >= kEmulatedDevices) return error(Code::kInvalidArgument, "emulated device: no device ", device);
+      return str_cat("emulated:", device);
+    },
 };
 
 }  // namespace

@@ -102,26 +102,31 @@ void device_stream(kolo_comm_t comm) {
   // Buffers of device 1 while the thread has device 0 current: the call runs on device 1
   // and leaves device 0 current; buffers of two devices in one call are refused. A
   // communicator's device path keeps to one device (as NCCL's does): a new one for device 1.
-  kolo_comm_t on1 = nullptr;
-  must(kolo_comm_split(comm, 0, me, &on1), "split for device 1");
-  void* other = nullptr;
-  must(dev.set_device(1).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "set_device(1)");
-  must(dev.malloc(&other, n * sizeof(float)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "malloc on device 1");
-  must(dev.set_device(0).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "set_device(0)");
-  must(dev.memcpy_async(other, host.data(), n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d 1");
-  must(kolo_allreduce(other, other, n, KOLO_FLOAT32, KOLO_SUM, on1, stream), "allreduce on device 1");
-  must(dev.memcpy_async(out.data(), other, n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h 1");
-  must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync 1");
-  expect(out[n - 1] == static_cast<float>(p * (p + 1) / 2), "allreduce of device 1 buffers");
-  expect(dev.current_device().value() == 0, "device 0 still current after a call on device 1");
-  kolo_result_t two = kolo_allreduce(d, other, n, KOLO_FLOAT32, KOLO_SUM, comm, stream);
-  expect(two == KOLO_ERR_INVALID_ARGUMENT && std::strstr(kolo_last_error(), "one device") != nullptr,
-         std::string("buffers of two devices refused: ") + kolo_last_error());
-  must(kolo_comm_destroy(on1), "destroy the device 1 communicator");
+  // Needs two devices (the emulated runtime has several; a machine with one GPU has not).
+  if (dev.device_count() < 2) {
+    std::printf("[%d] device_stream: one device here; the part on device 1 not run\n", me);
+  } else {
+    kolo_comm_t on1 = nullptr;
+    must(kolo_comm_split(comm, 0, me, &on1), "split for device 1");
+    void* other = nullptr;
+    must(dev.set_device(1).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "set_device(1)");
+    must(dev.malloc(&other, n * sizeof(float)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "malloc on device 1");
+    must(dev.set_device(0).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "set_device(0)");
+    must(dev.memcpy_async(other, host.data(), n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d 1");
+    must(kolo_allreduce(other, other, n, KOLO_FLOAT32, KOLO_SUM, on1, stream), "allreduce on device 1");
+    must(dev.memcpy_async(out.data(), other, n * sizeof(float), stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h 1");
+    must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync 1");
+    expect(out[n - 1] == static_cast<float>(p * (p + 1) / 2), "allreduce of device 1 buffers");
+    expect(dev.current_device().value() == 0, "device 0 still current after a call on device 1");
+    kolo_result_t two = kolo_allreduce(d, other, n, KOLO_FLOAT32, KOLO_SUM, comm, stream);
+    expect(two == KOLO_ERR_INVALID_ARGUMENT && std::strstr(kolo_last_error(), "one device") != nullptr,
+           std::string("buffers of two devices refused: ") + kolo_last_error());
+    must(kolo_comm_destroy(on1), "destroy the device 1 communicator");
+    (void)dev.free(other);
+  }
   kolo_result_t async = KOLO_ERR_INTERNAL;
   must(kolo_comm_get_async_error(comm, &async), "get_async_error");
   expect(async == KOLO_SUCCESS, "no async error");
-  (void)dev.free(other);
   (void)dev.free(d);
   (void)dev.stream_destroy(stream);
 }

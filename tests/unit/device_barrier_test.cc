@@ -19,6 +19,7 @@ struct TwoRanks {
   alignas(128) BarrierWord words[2][2] = {};
   volatile uint32_t abort = 0;
   volatile uint32_t status[2] = {};
+  volatile uint32_t failed[2] = {};  // the device copies of status
 
   BarrierArgs args(int me, uint64_t value, double seconds, uint64_t tag = 7) {
     BarrierArgs a;
@@ -32,6 +33,7 @@ struct TwoRanks {
     a.timeout_ns = static_cast<uint64_t>(seconds * 1e9);
     a.abort = &abort;
     a.status = &status[me];
+    a.failed = &failed[me];
     return a;
   }
 };
@@ -57,6 +59,7 @@ TEST(DeviceBarrier, PeerThatNeverPostsIsNamedAtTheDeadline) {
   ASSERT_TRUE(emu().stream_synchronize(nullptr, Deadline(10)).ok());
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(t.status[0], kBarrierTimedOut + 1) << "gave up waiting for rank 1";
+  EXPECT_EQ(t.failed[0], t.status[0]) << "the device copy says the same";
   EXPECT_GE(waited, 0.05);
   EXPECT_LT(waited, 5.0);
   // The next barrier returns at once: the collective has failed.
@@ -108,6 +111,9 @@ TEST(DeviceBarrier, BadArgumentsAreRefused) {
   EXPECT_EQ(device_barrier(emu(), a, nullptr).code(), Code::kInvalidArgument);
   a = t.args(0, 1, 1);
   a.status = nullptr;
+  EXPECT_EQ(device_barrier(emu(), a, nullptr).code(), Code::kInvalidArgument);
+  a = t.args(0, 1, 1);
+  a.failed = nullptr;
   EXPECT_EQ(device_barrier(emu(), a, nullptr).code(), Code::kInvalidArgument);
 }
 

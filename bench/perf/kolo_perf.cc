@@ -475,6 +475,13 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
     }
   }
   if (o.registered) deregister_buffers(registered);
+  // Device memory freed on every rank before any destroys the communicator (its device
+  // barrier must not wait for a rank inside cudaFree, which waits for the device).
+  if (o.device) {
+    release_device_buffers();
+    const kolo_result_t rc = kolo_barrier(comm);
+    if (rc != KOLO_SUCCESS) die("barrier before destroy", rc);
+  }
   return total_wrong;
 }
 

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <utility>
+#include <vector>
 
 #include "perf_data.h"
 #include "support/device/device.h"
@@ -328,14 +330,45 @@ bool report(const char* what, const kolo::Status& s) {
   return s.ok();
 }
 
+// A rank's device mirrors and stream live as long as its thread and are never freed
+// between sizes: cudaFree waits for the whole device, and with ranks as threads of one
+// process (-t) a rank freeing while a peer's collective waits for it on the device would
+// wait out KOLO_TIMEOUT (NCCL documents the same hazard). A mirror grows by a new
+// allocation; the old ones are freed with the rest when the thread ends.
+struct Mirrors {
+  char* send = nullptr;
+  char* recv = nullptr;
+  size_t send_bytes = 0, recv_bytes = 0;
+  void* stream = nullptr;
+  std::vector<void*> allocations;
+  ~Mirrors() {
+    const kolo::device::DeviceOps& d = kolo::device::runtime();
+    if (stream != nullptr) (void)d.stream_synchronize(stream, kolo::Deadline(60));
+    for (void* p : allocations) (void)d.free(p);
+    if (stream != nullptr) (void)d.stream_destroy(stream);
+  }
+};
+
+Mirrors& mirrors() {
+  thread_local Mirrors m;
+  return m;
+}
+
+}  // namespace
+
+void release_device_buffers() {
+  Mirrors& m = mirrors();
+  m.~Mirrors();
+  new (&m) Mirrors();
+}
+
+namespace {
+
 bool mirror(char** dev, size_t* have, size_t want) {
-  const kolo::device::DeviceOps& d = kolo::device::runtime();
   if (*dev != nullptr && *have >= want) return true;
-  if (*dev != nullptr && !report("free", d.free(*dev))) return false;
-  *dev = nullptr;
-  *have = 0;
   void* p = nullptr;
-  if (!report("malloc", d.malloc(&p, std::max<size_t>(want, 1)))) return false;
+  if (!report("malloc", kolo::device::runtime().malloc(&p, std::max<size_t>(want, 1)))) return false;
+  mirrors().allocations.push_back(p);
   *dev = static_cast<char*>(p);
   *have = want;
   return true;
@@ -375,13 +408,9 @@ void deregister_buffers(Registered& r) {
   r = Registered{};
 }
 
+// The device memory and stream are the thread's (Mirrors), kept for the next size.
 Buffers::~Buffers() {
-  if (!device) return;
-  const kolo::device::DeviceOps& d = kolo::device::runtime();
-  if (stream != nullptr) (void)d.stream_synchronize(stream, kolo::Deadline(60));
-  if (registered == nullptr && dsend != nullptr) (void)d.free(dsend);
-  if (registered == nullptr && drecv != nullptr) (void)d.free(drecv);
-  if (stream != nullptr) (void)d.stream_destroy(stream);
+  if (device && stream != nullptr) (void)kolo::device::runtime().stream_synchronize(stream, kolo::Deadline(60));
 }
 
 bool device_select(int local_rank) {
@@ -399,7 +428,9 @@ int device_current() {
 bool device_upload(Buffers& b) {
   const kolo::device::DeviceOps& d = kolo::device::runtime();
   b.device = true;
-  if (b.stream == nullptr && !report("stream_create", d.stream_create(&b.stream))) return false;
+  Mirrors& m = mirrors();
+  if (m.stream == nullptr && !report("stream_create", d.stream_create(&m.stream))) return false;
+  b.stream = m.stream;
   if (b.registered != nullptr) {
     if (b.send.size() > b.registered->bytes || b.recv.size() > b.registered->bytes) {
       return report("registered buffers", kolo::error(kolo::Code::kInternal, "too small for ", b.send.size(), " and ",
@@ -407,7 +438,10 @@ bool device_upload(Buffers& b) {
     }
     b.dsend = b.registered->send;
     b.drecv = b.registered->recv;
-  } else if (!mirror(&b.dsend, &b.dsend_bytes, b.send.size()) || !mirror(&b.drecv, &b.drecv_bytes, b.recv.size())) {
+  } else if (mirror(&m.send, &m.send_bytes, b.send.size()) && mirror(&m.recv, &m.recv_bytes, b.recv.size())) {
+    b.dsend = m.send;
+    b.drecv = m.recv;
+  } else {
     return false;
   }
   if (!report("memcpy", d.memcpy_async(b.dsend, b.send.data(), b.send.size(), b.stream))) return false;

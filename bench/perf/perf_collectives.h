@@ -55,8 +55,7 @@ struct Buffers {
   bool device = false;
   char* dsend = nullptr;
   char* drecv = nullptr;
-  size_t dsend_bytes = 0, drecv_bytes = 0;
-  void* stream = nullptr;
+  void* stream = nullptr;  // the rank's (kept with its device memory for the whole run)
   const Registered* registered = nullptr;  // --registered: the mirrors are its buffers
   Buffers() = default;
   Buffers(const Buffers&) = delete;
@@ -71,6 +70,11 @@ struct Buffers {
 // copy the device buffers back for checking. Each returns false and prints why on failure.
 // The device this rank uses: its local rank's, modulo the devices there are (call once).
 bool device_select(int local_rank);
+// Frees this thread's device memory and stream (kept across sizes; see Mirrors). Before a
+// communicator of thread-ranks is destroyed, every rank calls this, then a host barrier:
+// a cudaFree waits for the whole device, so none may run while a peer's last device
+// barrier waits for this rank.
+void release_device_buffers();
 int device_current();
 bool device_upload(Buffers& b);
 bool device_sync(Buffers& b);

@@ -266,6 +266,10 @@ class IpcDeviceExecutor final : public Executor {
     diverged_ = true;  // until the setup has succeeded: it is not tried twice
     IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared ? env_.shared->index() : 0,
                  env_.shared ? env_.shared->size() : 1, [this] { return peers_alive(); }};
+    Result<bool> host = host_barrier_wanted(site, device, deadline);
+    if (!host.ok()) return host.status().with_context(str_cat("rank ", env_.rank, ": "));
+    host_barrier_ = host.value();
+    if (host_barrier_) log_info(Subsys::kExec, "rank ", env_.rank, ": device collectives wait for the peers on the host");
     Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
     if (!regions.ok()) {
       // A peer's memory cannot be mapped (no peer access between these GPUs): every rank
@@ -283,10 +287,6 @@ class IpcDeviceExecutor final : public Executor {
     }
     regions_ = regions.take();
     device_ = device;
-    Result<bool> host = host_barrier_wanted(site, device, deadline);
-    if (!host.ok()) return host.status().with_context(str_cat("rank ", env_.rank, ": "));
-    host_barrier_ = host.value();
-    if (host_barrier_) log_info(Subsys::kExec, "rank ", env_.rank, ": device collectives wait for the peers on the host");
     control_ready_.store(control_, std::memory_order_release);
     diverged_ = false;
     watcher_ = std::thread([this] { watch(); });
@@ -595,7 +595,7 @@ class IpcDeviceExecutor final : public Executor {
   // would hold another's post back). Every rank publishes its process, GPU and setting and
   // decides from all of them, so all decide alike: the two kinds do not meet.
   Result<bool> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline) {
-    if (env_.shared == nullptr || regions_->size() < 2) return false;
+    if (env_.shared == nullptr || site.size < 2) return false;
     Result<std::string> gpu = device::runtime().identity(device);
     if (!gpu.ok()) return gpu.status();
     const std::string want = env_string("KOLO_DEVICE_BARRIER");
@@ -603,9 +603,9 @@ class IpcDeviceExecutor final : public Executor {
       return error(Code::kInvalidArgument, "KOLO_DEVICE_BARRIER='", want, "' is not auto, kernel or host");
     }
     auto key = [&](int i) { return str_cat(site.prefix, "/barrier/", i); };
-    KOLO_TRY(site.store->set(key(regions_->index()), str_cat(want, " ", getpid(), " ", gpu.value()), deadline));
+    KOLO_TRY(site.store->set(key(site.index), str_cat(want, " ", getpid(), " ", gpu.value()), deadline));
     std::vector<std::string> wants, pids, gpus;
-    for (int i = 0; i < regions_->size(); ++i) {
+    for (int i = 0; i < site.size; ++i) {
       Result<std::string> v = site.store->get(key(i), deadline);
       if (!v.ok()) return v.status();
       const std::string& s = v.value();

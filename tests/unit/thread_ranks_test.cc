@@ -404,6 +404,29 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
   return why;
 }
 
+// KOLO_DEVICE_BARRIER=host with ranks that are threads of one process: a process runs
+// the host functions of all its streams on one thread, where one rank's wait would hold
+// another's post back. The first device call fails on every rank, naming the setting.
+std::string host_barrier_refused_main(const kolo_unique_id& id, int n, int me) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  kolo_comm_t comm = nullptr;
+  if (kolo_comm_init_rank(&comm, n, &id, me) != KOLO_SUCCESS) return std::string("init: ") + kolo_last_error();
+  void* stream = nullptr;
+  void* a = nullptr;
+  if (!dev.stream_create(&stream).ok() || !dev.malloc(&a, 64 * 4).ok()) return "stream or malloc";
+  const kolo_result_t rc = kolo_allreduce(a, a, 64, KOLO_FLOAT32, KOLO_SUM, comm, stream);
+  const std::string message = kolo_last_error();
+  std::string why;
+  if (rc != KOLO_ERR_INVALID_ARGUMENT || message.find("KOLO_DEVICE_BARRIER=host") == std::string::npos) {
+    why = "expected a refusal naming KOLO_DEVICE_BARRIER=host, got " + std::to_string(rc) + ": " + message;
+  }
+  (void)dev.stream_synchronize(stream, kolo::Deadline(10));
+  kolo_comm_destroy(comm);
+  (void)dev.free(a);
+  (void)dev.stream_destroy(stream);
+  return why;
+}
+
 void run_threads(int n, const char* ipc, std::string (*main_fn)(const kolo_unique_id&, int, int) = rank_main) {
   for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) unsetenv(v);
   setenv("KOLO_DEVICE", "emulated", 1);
@@ -427,6 +450,13 @@ void run_threads(int n, const char* ipc, std::string (*main_fn)(const kolo_uniqu
 TEST(ThreadRanks, DeviceCollectivesThroughIpcKernels) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (int n : {2, 3}) EXPECT_EXIT(run_threads(n, "1"), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
+}
+
+TEST(ThreadRanks, HostBarriersAreRefusedForThreadsOfOneProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("KOLO_DEVICE_BARRIER", "host", 1);
+  EXPECT_EXIT(run_threads(2, "1", host_barrier_refused_main), ::testing::ExitedWithCode(0), "");
+  unsetenv("KOLO_DEVICE_BARRIER");
 }
 
 TEST(ThreadRanks, DeviceCollectivesStaged) {

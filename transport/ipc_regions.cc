@@ -89,6 +89,21 @@ Status check_site(const IpcSite& site, size_t bytes) {
 
 }  // namespace
 
+Result<std::vector<std::string>> exchange_on_host(const IpcSite& site, const std::string& name,
+                                                  const std::string& mine, const Deadline& deadline) {
+  const std::string key = str_cat(site.prefix, "/exchange/", name);
+  KOLO_TRY(site.store->set(str_cat(key, "/", site.index), mine, deadline));
+  KOLO_TRY(announce(site, str_cat("exchange/", name), deadline));
+  std::vector<std::string> all(static_cast<size_t>(site.size));
+  for (int p = 0; p < site.size; ++p) {
+    KOLO_TRY(wait_for_rank(site, str_cat("exchange/", name), p, deadline).status());
+    Result<std::string> value = site.store->get(str_cat(key, "/", p), deadline);  // there already
+    if (!value.ok()) return value.status().with_context(str_cat("exchange on the host (", name, "): local rank ", p, ": "));
+    all[static_cast<size_t>(p)] = value.take();
+  }
+  return all;
+}
+
 Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size_t bytes, const Deadline& deadline,
                                                        const device::DeviceOps& dev) {
   KOLO_TRY(check_site(site, bytes));

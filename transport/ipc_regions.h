@@ -36,6 +36,12 @@ struct IpcSite {
   std::function<Status()> alive;
 };
 
+// Every local rank's `mine` for `name` (unique within the site's prefix), in local order:
+// an all-gather through the store whose waits poll, so that site.alive ends them when a
+// peer dies. Collective over the site's ranks.
+Result<std::vector<std::string>> exchange_on_host(const IpcSite& site, const std::string& name,
+                                                  const std::string& mine, const Deadline& deadline);
+
 class IpcRegions {
  public:
   // Collective over the site's ranks: every one calls it with the same bytes. `dev` is the

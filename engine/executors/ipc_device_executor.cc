@@ -39,9 +39,8 @@
 #include <mutex>
 #include <thread>
 
-#include <unistd.h>
-
 #include "engine/executors/executor.h"
+#include "engine/executors/ipc_host_barrier.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
 #include "support/env.h"
@@ -266,7 +265,7 @@ class IpcDeviceExecutor final : public Executor {
     diverged_ = true;  // until the setup has succeeded: it is not tried twice
     IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared ? env_.shared->index() : 0,
                  env_.shared ? env_.shared->size() : 1, [this] { return peers_alive(); }};
-    Result<bool> host = host_barrier_wanted(site, device, deadline);
+    Result<bool> host = env_.shared == nullptr ? Result<bool>(false) : host_barrier_wanted(site, device, deadline);
     if (!host.ok()) return host.status().with_context(str_cat("rank ", env_.rank, ": "));
     host_barrier_ = host.value();
     if (host_barrier_) log_info(Subsys::kExec, "rank ", env_.rank, ": device collectives wait for the peers on the host");
@@ -589,104 +588,10 @@ class IpcDeviceExecutor final : public Executor {
     return device_barrier(device::runtime(), a, stream);
   }
 
-  // KOLO_DEVICE_BARRIER: kernel, host, or auto: host where two ranks of this host are
-  // different processes on one physical GPU, and no two are threads of one process (a
-  // process runs the host functions of all its streams on one thread: one rank's wait
-  // would hold another's post back). Every rank publishes its process, GPU and setting and
-  // decides from all of them, so all decide alike: the two kinds do not meet.
-  Result<bool> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline) {
-    if (env_.shared == nullptr || site.size < 2) return false;
-    Result<std::string> gpu = device::runtime().identity(device);
-    if (!gpu.ok()) return gpu.status();
-    const std::string want = env_string("KOLO_DEVICE_BARRIER");
-    if (want != "auto" && want != "kernel" && want != "host") {
-      return error(Code::kInvalidArgument, "KOLO_DEVICE_BARRIER='", want, "' is not auto, kernel or host");
-    }
-    auto key = [&](int i) { return str_cat(site.prefix, "/barrier/", i); };
-    KOLO_TRY(site.store->set(key(site.index), str_cat(want, " ", getpid(), " ", gpu.value()), deadline));
-    std::vector<std::string> wants, pids, gpus;
-    for (int i = 0; i < site.size; ++i) {
-      Result<std::string> v = site.store->get(key(i), deadline);
-      if (!v.ok()) return v.status();
-      const std::string& s = v.value();
-      const size_t a = s.find(' '), b = s.find(' ', a + 1);
-      wants.push_back(s.substr(0, a));
-      pids.push_back(s.substr(a + 1, b - a - 1));
-      gpus.push_back(s.substr(b + 1));
-    }
-    bool shared_gpu = false, shared_process = false;
-    for (size_t i = 0; i < pids.size(); ++i) {
-      for (size_t j = i + 1; j < pids.size(); ++j) {
-        shared_process = shared_process || pids[i] == pids[j];
-        shared_gpu = shared_gpu || (pids[i] != pids[j] && gpus[i] == gpus[j]);
-      }
-    }
-    const bool forced_host = std::count(wants.begin(), wants.end(), "host") > 0;
-    const bool forced_kernel = std::count(wants.begin(), wants.end(), "kernel") > 0;
-    if (forced_host && shared_process) {
-      return error(Code::kInvalidArgument, "KOLO_DEVICE_BARRIER=host needs every rank of a host in a process of its "
-                   "own; here two are threads of one process");
-    }
-    return forced_host || (!forced_kernel && shared_gpu && !shared_process);
-  }
-
-  // What one host barrier needs when its host function runs (it frees it).
-  struct HostBarrier {
-    SharedDomain* domain;
-    Control* control;
-    uint64_t value;
-    uint64_t tag;
-    double timeout_s;
-  };
-
-  // The tags of a host barrier: the end of each rank's area (shared_domain.h).
-  static std::atomic<uint64_t>* host_tags(const SharedDomain& d, int index) {
-    return reinterpret_cast<std::atomic<uint64_t>*>(d.rank_area(index) + kRankAreaBytes - kDeviceBarrierAreaBytes);
-  }
-
-  // The barrier of barrier_body.h on the host: post the number (and the tag), wait until
-  // every peer's has reached it, compare tags; a reason in the status word on failure,
-  // copied to the device word the kernels after it read (the copy follows on the stream).
+  // A barrier_body.h barrier run by a host function (host_barrier_, ipc_host_barrier.h).
   Status host_barrier(void* stream) {
-    const device::DeviceOps& dev = device::runtime();
-    auto* b = new HostBarrier{env_.shared, control_, ++host_barriers_, tag_, env_timeout_seconds()};
-    Status s = dev.launch_host_func(stream, run_host_barrier, b);
-    if (!s.ok()) {
-      delete b;
-      return s;
-    }
-    return dev.memcpy_async(failed_word(), &control_->status, sizeof(uint32_t), stream);
-  }
-
-  static void run_host_barrier(void* arg) {
-    std::unique_ptr<HostBarrier> b(static_cast<HostBarrier*>(arg));
-    SharedDomain& d = *b->domain;
-    uint32_t* status = &b->control->status;
-    if (__atomic_load_n(status, __ATOMIC_ACQUIRE) != 0) return;  // failed earlier
-    const int me = d.index(), parity = static_cast<int>(b->value & 1);
-    host_tags(d, me)[parity].store(b->tag, std::memory_order_relaxed);  // ordered by the release below
-    d.publish_word(d.line(me).words[kDeviceBarrierWord], b->value);
-    // kolo_comm_abort ends the wait (the watcher sets the abort word when a peer dies too).
-    struct AbortCheck final : SharedDomain::StallCheck {
-      const uint32_t* abort;
-      Status operator()(int) const override {
-        if (__atomic_load_n(abort, __ATOMIC_ACQUIRE) == 0) return Status();
-        return error(Code::kAborted, "aborted");
-      }
-    } aborted;
-    aborted.abort = &b->control->abort;
-    const Deadline deadline(b->timeout_s);
-    for (int p = 0; p < d.size(); ++p) {
-      Status s = d.wait_word(p, d.line(p).words[kDeviceBarrierWord], b->value, deadline, "device barrier", aborted);
-      uint32_t why = 0;
-      if (s.code() == Code::kTimeout) why = kBarrierTimedOut + static_cast<uint32_t>(p);
-      else if (!s.ok()) why = kBarrierAborted;  // abort, or a peer that died or failed
-      else if (host_tags(d, p)[parity].load(std::memory_order_acquire) != b->tag) why = kBarrierMismatch + static_cast<uint32_t>(p);
-      if (why != 0) {
-        __atomic_store_n(status, why, __ATOMIC_RELEASE);
-        return;
-      }
-    }
+    return enqueue_host_barrier(*env_.shared, HostBarrierWords{&control_->status, &control_->abort, failed_word()},
+                                ++host_barriers_, tag_, stream);
   }
 
   uint32_t* failed_word() const { return reinterpret_cast<uint32_t*>(regions_->region(regions_->index()) + kIpcFailedOffset); }

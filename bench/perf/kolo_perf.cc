@@ -404,8 +404,12 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
   if (o.device && !device_select(kolo_comm_local_rank(comm))) return 1;
   print_header(o, comm);
   Registered registered;
-  if (o.registered) {
-    // Large enough for every case: the buffers of the largest size, for each dtype.
+  if (o.device) {
+    // Device memory for every case, taken once before any device call: the buffers of the
+    // largest size, for each dtype. With ranks as threads on one GPU, an allocation while
+    // a peer's collective waits on the device for this rank may wait for the device (CUDA
+    // lists memory allocation among the implicit synchronizations), so none happens
+    // between calls, and a barrier keeps every rank's first call after every allocation.
     size_t most = 0;
     for (kolo_dtype_t dtype : o.dtypes) {
       Case c{dtype, KOLO_SUM, o.root, rank, nranks, o.wire};
@@ -415,7 +419,9 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
         most = std::max({most, b.send.size(), b.recv.size()});
       }
     }
-    if (!register_buffers(registered, comm, most)) return 1;
+    if (o.registered ? !register_buffers(registered, comm, most) : !reserve_device_buffers(most)) return 1;
+    const kolo_result_t rc = kolo_barrier(comm);
+    if (rc != KOLO_SUCCESS) die("barrier after allocating device memory", rc);
   }
 
   nlohmann::json results = nlohmann::json::array();

@@ -354,7 +354,16 @@ Mirrors& mirrors() {
   return m;
 }
 
+bool mirror(char** dev, size_t* have, size_t want);
+
 }  // namespace
+
+bool reserve_device_buffers(size_t bytes) {
+  Mirrors& m = mirrors();
+  const kolo::device::DeviceOps& d = kolo::device::runtime();
+  if (m.stream == nullptr && !report("stream_create", d.stream_create(&m.stream))) return false;
+  return mirror(&m.send, &m.send_bytes, bytes) && mirror(&m.recv, &m.recv_bytes, bytes);
+}
 
 void release_device_buffers() {
   Mirrors& m = mirrors();

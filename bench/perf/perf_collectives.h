@@ -70,6 +70,9 @@ struct Buffers {
 // copy the device buffers back for checking. Each returns false and prints why on failure.
 // The device this rank uses: its local rank's, modulo the devices there are (call once).
 bool device_select(int local_rank);
+// Allocates this thread's device buffers (send and recv, `bytes` each) and stream now, so
+// that no later call allocates (see Mirrors in perf_collectives.cc).
+bool reserve_device_buffers(size_t bytes);
 // Frees this thread's device memory and stream (kept across sizes; see Mirrors). Before a
 // communicator of thread-ranks is destroyed, every rank calls this, then a host barrier:
 // a cudaFree waits for the whole device, so none may run while a peer's last device

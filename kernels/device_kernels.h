@@ -25,10 +25,11 @@ constexpr unsigned kKernelThreads = 256;  // threads per block
 constexpr unsigned kKernelMaxBlocks = 1u << 20;
 
 // While one lives on this thread, the reduce and scale-copy kernels it launches skip their
-// work when *status (memory the device reads: device_ipc's device copy of its barrier
-// status) is nonzero at the time they run (a barrier before them gave up). Set by device_ipc around its calls. Under a guard a copy
-// (one input, no scale) runs as a kernel too, not as a plain memcpy_async, so that it is
-// guarded: after a failed barrier nothing reads a peer's memory, which the peer may free.
+// work when *status (device memory: device_ipc's copy of its barrier status) is nonzero at
+// the time they run (a barrier before them gave up). Set by device_ipc around its calls.
+// Under a guard a copy (one input, no scale) runs as a kernel too, not as a plain
+// memcpy_async, so that it is guarded: after a failed barrier nothing reads a peer's
+// memory, which the peer may free.
 class ScopedKernelGuard {
  public:
   explicit ScopedKernelGuard(const uint32_t* status);

@@ -25,7 +25,7 @@ constexpr size_t kRankAreaBytes = 2048;
 constexpr size_t kFastAreaBytes = 8 * 65 * 64;
 
 // Kept for the device_ipc executor's host-side step barrier (engine/executors/
-// ipc_device_executor.cc): the last word of each rank's line holds its barrier number, the
+// ipc_host_barrier.cc): the last word of each rank's line holds its barrier number, the
 // last kDeviceBarrierAreaBytes of its rank area the tags. Nothing else uses them.
 constexpr int kDeviceBarrierWord = kSharedWords - 1;
 constexpr size_t kDeviceBarrierAreaBytes = 64;

@@ -419,7 +419,8 @@ uint64_t run_rank(const Options& o, kolo_comm_t comm) {
         most = std::max({most, b.send.size(), b.recv.size()});
       }
     }
-    if (o.registered ? !register_buffers(registered, comm, most) : !reserve_device_buffers(most)) return 1;
+    if (o.registered && !register_buffers(registered, comm, most)) return 1;
+    if (!reserve_device_buffers(o.registered ? 0 : most)) return 1;
     const kolo_result_t rc = kolo_barrier(comm);
     if (rc != KOLO_SUCCESS) die("barrier after allocating device memory", rc);
   }

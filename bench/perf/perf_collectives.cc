@@ -4,9 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <new>
 #include <utility>
-#include <vector>
 
 #include "perf_data.h"
 #include "support/device/device.h"
@@ -330,22 +328,27 @@ bool report(const char* what, const kolo::Status& s) {
   return s.ok();
 }
 
-// A rank's device mirrors and stream live as long as its thread and are never freed
-// between sizes: cudaFree waits for the whole device, and with ranks as threads of one
-// process (-t) a rank freeing while a peer's collective waits for it on the device would
-// wait out KOLO_TIMEOUT (NCCL documents the same hazard). A mirror grows by a new
-// allocation; the old ones are freed with the rest when the thread ends.
+// A rank's device buffers and stream, taken once at the largest size before any device
+// call (reserve_device_buffers) and freed once after the last (release_device_buffers):
+// with ranks as threads of one process (-t), an allocation or a cudaFree while a peer's
+// collective waits for this rank on the device may wait for the whole device, which waits
+// out KOLO_TIMEOUT (NCCL documents the same hazard).
 struct Mirrors {
   char* send = nullptr;
   char* recv = nullptr;
-  size_t send_bytes = 0, recv_bytes = 0;
+  size_t bytes = 0;  // each
   void* stream = nullptr;
-  std::vector<void*> allocations;
-  ~Mirrors() {
+  ~Mirrors() { release(); }
+  void release() {
     const kolo::device::DeviceOps& d = kolo::device::runtime();
     if (stream != nullptr) (void)d.stream_synchronize(stream, kolo::Deadline(60));
-    for (void* p : allocations) (void)d.free(p);
+    for (char* p : {send, recv}) {
+      if (p != nullptr) (void)d.free(p);
+    }
     if (stream != nullptr) (void)d.stream_destroy(stream);
+    send = recv = nullptr;
+    bytes = 0;
+    stream = nullptr;
   }
 };
 
@@ -354,36 +357,24 @@ Mirrors& mirrors() {
   return m;
 }
 
-bool mirror(char** dev, size_t* have, size_t want);
-
 }  // namespace
 
 bool reserve_device_buffers(size_t bytes) {
   Mirrors& m = mirrors();
+  m.release();
   const kolo::device::DeviceOps& d = kolo::device::runtime();
-  if (m.stream == nullptr && !report("stream_create", d.stream_create(&m.stream))) return false;
-  return mirror(&m.send, &m.send_bytes, bytes) && mirror(&m.recv, &m.recv_bytes, bytes);
+  if (!report("stream_create", d.stream_create(&m.stream))) return false;
+  if (bytes == 0) return true;
+  void* send = nullptr;
+  void* recv = nullptr;
+  const bool ok = report("malloc", d.malloc(&send, bytes)) && report("malloc", d.malloc(&recv, bytes));
+  m.send = static_cast<char*>(send);
+  m.recv = static_cast<char*>(recv);
+  m.bytes = ok ? bytes : 0;
+  return ok;
 }
 
-void release_device_buffers() {
-  Mirrors& m = mirrors();
-  m.~Mirrors();
-  new (&m) Mirrors();
-}
-
-namespace {
-
-bool mirror(char** dev, size_t* have, size_t want) {
-  if (*dev != nullptr && *have >= want) return true;
-  void* p = nullptr;
-  if (!report("malloc", kolo::device::runtime().malloc(&p, std::max<size_t>(want, 1)))) return false;
-  mirrors().allocations.push_back(p);
-  *dev = static_cast<char*>(p);
-  *have = want;
-  return true;
-}
-
-}  // namespace
+void release_device_buffers() { mirrors().release(); }
 
 bool register_buffers(Registered& r, kolo_comm_t comm, size_t bytes) {
   r.comm = comm;
@@ -437,22 +428,20 @@ int device_current() {
 bool device_upload(Buffers& b) {
   const kolo::device::DeviceOps& d = kolo::device::runtime();
   b.device = true;
-  Mirrors& m = mirrors();
-  if (m.stream == nullptr && !report("stream_create", d.stream_create(&m.stream))) return false;
+  // Programs that did not reserve (the test worker's scenarios) get buffers as they need
+  // them; kolo-perf reserved the largest first, so it never allocates here.
+  const Mirrors& m = mirrors();
+  const size_t need = b.registered != nullptr ? 0 : std::max(b.send.size(), b.recv.size());
+  if ((m.stream == nullptr || need > m.bytes) && !reserve_device_buffers(need)) return false;
   b.stream = m.stream;
-  if (b.registered != nullptr) {
-    if (b.send.size() > b.registered->bytes || b.recv.size() > b.registered->bytes) {
-      return report("registered buffers", kolo::error(kolo::Code::kInternal, "too small for ", b.send.size(), " and ",
-                                                      b.recv.size(), " bytes"));
-    }
-    b.dsend = b.registered->send;
-    b.drecv = b.registered->recv;
-  } else if (mirror(&m.send, &m.send_bytes, b.send.size()) && mirror(&m.recv, &m.recv_bytes, b.recv.size())) {
-    b.dsend = m.send;
-    b.drecv = m.recv;
-  } else {
-    return false;
+  // Registered buffers (--registered) or the rank's own, taken at the largest size.
+  const size_t have = b.registered != nullptr ? b.registered->bytes : m.bytes;
+  if (b.send.size() > have || b.recv.size() > have) {
+    return report("device buffers", kolo::error(kolo::Code::kInternal, "too small for ", b.send.size(), " and ",
+                                                b.recv.size(), " bytes"));
   }
+  b.dsend = b.registered != nullptr ? b.registered->send : m.send;
+  b.drecv = b.registered != nullptr ? b.registered->recv : m.recv;
   if (!report("memcpy", d.memcpy_async(b.dsend, b.send.data(), b.send.size(), b.stream))) return false;
   if (!report("memcpy", d.memcpy_async(b.drecv, b.recv.data(), b.recv.size(), b.stream))) return false;
   return device_sync(b);

@@ -56,7 +56,7 @@ struct Buffers {
   char* dsend = nullptr;
   char* drecv = nullptr;
   void* stream = nullptr;  // the rank's (kept with its device memory for the whole run)
-  const Registered* registered = nullptr;  // --registered: the mirrors are its buffers
+  const Registered* registered = nullptr;  // --registered: its buffers, not the rank's own
   Buffers() = default;
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;
@@ -70,8 +70,10 @@ struct Buffers {
 // copy the device buffers back for checking. Each returns false and prints why on failure.
 // The device this rank uses: its local rank's, modulo the devices there are (call once).
 bool device_select(int local_rank);
-// Allocates this thread's device buffers (send and recv, `bytes` each) and stream now, so
-// that no later call allocates (see Mirrors in perf_collectives.cc).
+// Creates this thread's stream and allocates its device buffers (send and recv, `bytes`
+// each; none for 0, as with registered buffers) now, so that no later call allocates (see
+// Mirrors in perf_collectives.cc). device_upload uses them (and reserves larger ones
+// itself where a call needs more).
 bool reserve_device_buffers(size_t bytes);
 // Frees this thread's device memory and stream (kept across sizes; see Mirrors). Before a
 // communicator of thread-ranks is destroyed, every rank calls this, then a host barrier:

@@ -21,12 +21,8 @@
 // Every barrier carries the call's digest (call_tag); ranks that are not making the same
 // call, or not with the same registered buffers, fail on every rank instead of reading
 // each other's memory wrongly.
-// Ranks in different processes on one GPU wait for each other on the host instead
-// (host_barrier_, KOLO_DEVICE_BARRIER): a barrier kernel spinning on a peer's flag holds
-// the GPU, and a kernel of another process runs only when the GPU switches contexts, at
-// the end of a time slice: on an H100 every barrier cost ~2.3 ms at 2 ranks, ~6.8 ms at 4
-// (bench/results/2026-11-26-gpu-check-5cebbe5.md). There a barrier is a host function on
-// the stream that waits in the shared-memory domain, the GPU free for the peers meanwhile.
+// Ranks in different processes on one GPU wait for each other on the host instead: a
+// host function on the stream (ipc_host_barrier.h says why; KOLO_DEVICE_BARRIER).
 // A barrier that gives up (KOLO_TIMEOUT: a dead peer; or kolo_comm_abort) leaves a reason
 // in a host-mapped status word and returns, releasing the stream; later barriers return at
 // once; a watcher thread fails the communicator with the reason.
@@ -265,7 +261,7 @@ class IpcDeviceExecutor final : public Executor {
     diverged_ = true;  // until the setup has succeeded: it is not tried twice
     IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared ? env_.shared->index() : 0,
                  env_.shared ? env_.shared->size() : 1, [this] { return peers_alive(); }};
-    Result<bool> host = env_.shared == nullptr ? Result<bool>(false) : host_barrier_wanted(site, device, deadline);
+    Result<bool> host = host_barrier_wanted(site, device, deadline);  // false for a site of one rank
     if (!host.ok()) return host.status().with_context(str_cat("rank ", env_.rank, ": "));
     host_barrier_ = host.value();
     if (host_barrier_) log_info(Subsys::kExec, "rank ", env_.rank, ": device collectives wait for the peers on the host");

@@ -20,8 +20,8 @@
 #                         [--hosts] [--keep DIR] BUILD_DIR_OR_VICTIM
 # --short: allreduce and alltoall x shm, tcp x kill, stop, rank 1 struck, split x store
 # killed, one trial each (the ctest `fault` label runs this). --hosts: only the cut cells
-# (tcp, and ucx when the victim is built with it); with --short, allreduce (tcp, ucx) and
-# split (tcp). --keep DIR: the logs of each failed
+# (tcp, and ucx when the victim is built with it); with --short, allreduce and split over
+# each. --keep DIR: the logs of each failed
 # trial go there, with the threads' stacks (gdb) of every rank that hung. Exit status
 # non-zero when a trial failed.
 set -uo pipefail
@@ -56,10 +56,7 @@ cells() {
     # (grep reads all of ldd's output: with -q, ldd could die of SIGPIPE and pipefail say no)
     ldd "$victim" 2>/dev/null | grep libucp >/dev/null && via+=(ucx)
     if [ "$short" -eq 1 ]; then
-      # Not split over ucx: UCX 1.13 can block ~30 s inside ucp_ep_create towards a host
-      # whose link was cut, past KOLO_TIMEOUT (about 1 trial in 10; tools/README.md).
-      printf '%s\n' "allreduce tcp cut host1" "split tcp cut host1"
-      [ "${#via[@]}" -gt 1 ] && echo "allreduce ucx cut host1"
+      for t in "${via[@]}"; do printf '%s\n' "allreduce $t cut host1" "split $t cut host1"; done
       return
     fi
     for c in "${colls[@]}"; do for t in "${via[@]}"; do echo "$c $t cut host1"; done; done

@@ -16,16 +16,31 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return ucx_error(st, "ucx transport: reading UCX's configuration (UCX_* variables)");
-  // One rail per peer unless the user asks for more (UCX_MAX_EAGER_RAILS/_RNDV_RAILS):
-  // with a connection on each interface (lo and eth0 on one host) UCX 1.13 failed healthy
-  // endpoints mid-run with "Endpoint timeout" (TCP, 3+ ranks, 4 runs in 4); with one rail
-  // none failed in 40. kolo spreads its own rings over the NICs.
-  for (const char* name : {"MAX_EAGER_RAILS", "MAX_RNDV_RAILS"}) {
-    if (std::getenv((std::string("UCX_") + name).c_str()) != nullptr) continue;
-    st = ucp_config_modify(config, name, "1");
+  // Settings kolo needs unless the user sets their variables:
+  // - One rail per peer (MAX_EAGER_RAILS/_RNDV_RAILS): with a connection on each interface
+  //   (lo and eth0 on one host) UCX 1.13 failed healthy endpoints mid-run with "Endpoint
+  //   timeout" (TCP, 3+ ranks, 4 runs in 4); with one rail none failed in 40. kolo spreads
+  //   its own rings over the NICs.
+  // - Non-blocking TCP connects (TCP_CONN_NB): UCX's default connects inside ucp_ep_create
+  //   with a blocking connect(), which towards a host whose link is cut waits out TCP's SYN
+  //   retries (about 30 s seen, up to 127 s), past every kolo deadline; non-blocking, the
+  //   connect finishes in progress() and the link's own deadline ends it.
+  // ucp_config_modify takes a transport's setting without its transport's prefix (CONN_NB,
+  // not TCP_CONN_NB, which UCX 1.13 ignores with an "invalid configuration" warning).
+  struct Setting {
+    const char* variable;  // what the user would set
+    const char* name;      // what ucp_config_modify takes
+    const char* value;
+  };
+  const Setting settings[] = {{"UCX_MAX_EAGER_RAILS", "MAX_EAGER_RAILS", "1"},
+                              {"UCX_MAX_RNDV_RAILS", "MAX_RNDV_RAILS", "1"},
+                              {"UCX_TCP_CONN_NB", "CONN_NB", "y"}};
+  for (const Setting& setting : settings) {
+    if (std::getenv(setting.variable) != nullptr) continue;
+    st = ucp_config_modify(config, setting.name, setting.value);
     if (st != UCS_OK) {
       ucp_config_release(config);
-      return ucx_error(st, std::string("ucx transport: setting ") + name);
+      return ucx_error(st, std::string("ucx transport: setting ") + setting.variable);
     }
   }
   ucp_params_t params{};

@@ -354,8 +354,16 @@ Status Communicator::drain_device() {
   return Status();
 }
 
+Status Communicator::room_for_device() {
+  for (Executor* executor : queueing_) {
+    Status room = executor->make_room(Deadline(timeout_seconds_));
+    if (!room.ok()) return fail(std::move(room));  // queued calls that never ran: broken
+  }
+  return Status();
+}
+
 Status Communicator::run(const CollCall& call) {
-  if (!call.spec.device) KOLO_TRY(drain_device());
+  KOLO_TRY(call.spec.device ? room_for_device() : drain_device());
   std::lock_guard<std::mutex> lock(run_mutex_);
   return run_locked(&call, 1);
 }
@@ -367,7 +375,7 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
     return error(Code::kInvalidArgument, "a group mixes host and device buffers on rank ", id_.rank,
                  "; put them in separate groups");
   }
-  if (host) KOLO_TRY(drain_device());
+  KOLO_TRY(host ? drain_device() : room_for_device());
   std::lock_guard<std::mutex> lock(run_mutex_);
   return run_locked(calls.data(), calls.size());
 }

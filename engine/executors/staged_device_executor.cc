@@ -28,7 +28,9 @@
 // the buffers of the oldest queued operation, and its copies in wait on the device for
 // that operation's copies out. The wait is on the stream, never in run(): run() is called
 // with the communicator's call lock held, which the progress thread needs to run any host
-// collective, so nothing queued could finish while run() waited on the host.
+// collective, so nothing queued could finish while run() waited on the host. For the same
+// reason run() must never meet a full stream (CUDA would block the enqueue): make_room,
+// before the lock, bounds what the queued calls hold on the streams.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -80,16 +82,20 @@ struct Operation {
   void* ready = nullptr;
   void* finished = nullptr;
   bool own_events = true;  // false: a stream may still refer to them (never destroyed)
+  size_t items = 0;        // what it put on the stream (copies, events, the hold)
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
+  bool gave_up = false;  // the hold timed out: the stream went on before the host plan ran
 };
 
-// The stream's hold (step 2): runs on the device runtime's host-function thread.
+// The stream's hold (step 2): runs on the device runtime's host-function thread, which
+// may not call the device runtime. Past the deadline the stream goes on, copying out
+// staging the host plan has not written; the progress thread then fails the communicator.
 void hold_stream(void* arg) {
   Operation* op = static_cast<Operation*>(arg);
   std::unique_lock<std::mutex> lock(op->m);
-  op->cv.wait_for(lock, std::chrono::duration<double>(env_timeout_seconds()), [&] { return op->done; });
+  op->gave_up = !op->cv.wait_for(lock, std::chrono::duration<double>(env_timeout_seconds()), [&] { return op->done; });
 }
 
 // An operation being staged: its parts, where they go, and the buffer of each region.
@@ -164,6 +170,23 @@ class StagedDeviceExecutor final : public Executor {
   }
 
   bool busy() const override { return busy_.load(std::memory_order_acquire); }
+
+  // Holds release only as the progress thread runs host plans, which need the call lock;
+  // run() holds that lock, so it must never meet a full stream (CUDA would block it there
+  // until the holds' deadline). A call waits here, before the lock, until the operations
+  // whose host plans have not run put at most kStagedRoomItems on the streams; a call
+  // adds at most about kStagedCallItems (chunk_elems), so the stream never fills.
+  Status make_room(const Deadline& deadline) override {
+    std::unique_lock<std::mutex> lock(m_);
+    while (queued_items_ > kStagedRoomItems) {
+      if (deadline.expired()) {
+        return error(Code::kTimeout, "rank ", env_.rank, ": ", queued_items_,
+                     " device stream items still waiting for their host collectives at the deadline (KOLO_TIMEOUT)");
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(10));
+    }
+    return Status();
+  }
 
   Status drain(const Deadline& deadline) override {
     std::unique_lock<std::mutex> lock(m_);
@@ -309,6 +332,8 @@ class StagedDeviceExecutor final : public Executor {
     KOLO_TRY(dev.event_record(op->finished, op->stream));
     {
       std::lock_guard<std::mutex> lock(m_);
+      op->items = op->ins.size() + op->outs.size() + 3;
+      queued_items_ += op->items;
       queue_.push_back(op);
       if (!op->staging.empty()) held_.push_back(op);
       ++pending_;
@@ -362,20 +387,30 @@ class StagedDeviceExecutor final : public Executor {
         queue_.pop_front();
       }
       const double timeout = env_timeout_seconds();
-      // The host plan runs even when the inputs never arrived (a broken stream), so that
-      // every rank runs the same collectives; the stream's own error tells the caller.
+      // Inputs that never arrived (a broken or stuck stream) must not reach the peers as
+      // data: the communicator fails instead, which ends the peers' calls with an error.
       Status ready = dev.event_synchronize(op->ready, Deadline(timeout));
-      if (!ready.ok()) log_warn(Subsys::kExec, "rank ", env_.rank, ": device inputs not ready: ", ready.message());
-      (void)env_.run_host(op->host_calls.data(), op->host_calls.size());  // a failure fails the communicator
+      if (!ready.ok()) {
+        env_.fail(error(ready.code(), "rank ", env_.rank, ": device inputs of a call never arrived: ", ready.message()));
+      } else {
+        (void)env_.run_host(op->host_calls.data(), op->host_calls.size());  // a failure fails the communicator
+      }
+      bool gave_up;
       {
         std::lock_guard<std::mutex> lock(op->m);
         op->done = true;
+        gave_up = op->gave_up;
       }
       op->cv.notify_all();
+      if (gave_up) {
+        env_.fail(error(Code::kTimeout, "rank ", env_.rank, ": a device call's stream waited KOLO_TIMEOUT (", timeout,
+                        " s) for its host collective and went on without it; its results are wrong"));
+      }
       retiring_.push_back(op);
       retire(dev, false);  // what the stream has finished with; the rest later
       {
         std::lock_guard<std::mutex> lock(m_);
+        queued_items_ -= op->items;
         if (--pending_ == 0) busy_.store(false, std::memory_order_release);
       }
       cv_.notify_all();
@@ -414,6 +449,7 @@ class StagedDeviceExecutor final : public Executor {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Operation>> queue_;
   size_t pending_ = 0;
+  size_t queued_items_ = 0;  // stream items of the queued operations (make_room)
   std::atomic<bool> busy_{false};  // pending_ > 0, readable without the lock
   bool stop_ = false;
   // Under m_: queued operations that hold staging, oldest first (a new operation past the

@@ -109,6 +109,12 @@ constexpr size_t kStagedMinPieceBytes = size_t{512} << 10;
 // operation larger than the cap runs alone (it takes what it needs when nothing else is
 // held).
 constexpr size_t kStagedInFlightBytes = size_t{256} << 20;
+// Stream items (copies, events, holds) a call of the staged executor may add (chunks are
+// made larger to keep within it), and those of earlier calls it waits for before it starts
+// (make_room). Together well under what a CUDA stream holds before an enqueue blocks
+// (about 1000; the emulated device's kEmulatedStreamDepth), whatever the call size.
+constexpr size_t kStagedCallItems = 384;
+constexpr size_t kStagedRoomItems = 256;
 
 // Where one buffer of a host call lies on the device: `blocks` pieces of `bytes`, `stride`
 // apart. The staging holds the pieces end to end. A whole buffer is one piece.
@@ -207,6 +213,9 @@ inline Status layout_of(const Part& p, int rank, Layout* out) {
 inline bool rank_major(CollKind kind) {
   return kind == CollKind::kAllgather || kind == CollKind::kReduceScatter || kind == CollKind::kAlltoall;
 }
+// The sides of a rank-major call that hold `ranks` blocks.
+inline bool strided_send(CollKind kind) { return kind == CollKind::kReduceScatter || kind == CollKind::kAlltoall; }
+inline bool strided_recv(CollKind kind) { return kind == CollKind::kAllgather || kind == CollKind::kAlltoall; }
 inline bool elementwise(CollKind kind) {
   return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kBroadcast;
 }
@@ -222,11 +231,9 @@ inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int
   const char* recv = static_cast<const char*>(p.call.recv);
   if (elementwise(s.kind) || rank_major(s.kind)) {
     const size_t es = dtype_size(s.dtype), block = s.count * es, piece = c * es, off = first * es;
-    const bool strided_send = s.kind == CollKind::kReduceScatter || s.kind == CollKind::kAlltoall;
-    const bool strided_recv = s.kind == CollKind::kAllgather || s.kind == CollKind::kAlltoall;
     const size_t n = static_cast<size_t>(ranks);
-    if (send != nullptr) p.send = View{send + off, strided_send ? n : 1, block, piece}.normal();
-    if (recv != nullptr) p.recv = View{recv + off, strided_recv ? n : 1, block, piece}.normal();
+    if (send != nullptr) p.send = View{send + off, strided_send(s.kind) ? n : 1, block, piece}.normal();
+    if (recv != nullptr) p.recv = View{recv + off, strided_recv(s.kind) ? n : 1, block, piece}.normal();
     s.count = c;
   } else {  // whole calls only
     const CallBytes b = bytes_of(s, ranks, rank);
@@ -238,7 +245,8 @@ inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int
 
 // The elements per chunk of a single call, or 0: run it whole. A chunk stages about
 // kStagedChunkBytes on its larger side: an elementwise call's buffer, or all `ranks` pieces
-// of a rank-major call's strided buffer (each piece at least kStagedMinPieceBytes). A call
+// of a rank-major call's strided buffer (each piece at least kStagedMinPieceBytes); more
+// where so many chunks would put more than kStagedCallItems on the stream. A call
 // is cut when it stages more than two such chunks (for a rank-major call with up to
 // kStagedChunkBytes / kStagedMinPieceBytes ranks: a block of more than
 // 2 * kStagedChunkBytes / ranks): below that, the copies in and out of one more chunk cost
@@ -257,7 +265,10 @@ inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
   if (s.count <= 2 * most) return 0;
   const Part whole = part_of(call, 0, s.count, ranks, rank);
   if (overlap(whole.send, whole.recv) && !s.in_place) return 0;
-  const size_t chunks = (s.count + most - 1) / most;
+  // A chunk's stream items: its copies in and out (one per piece), `ready`, the hold and
+  // `finished`.
+  const size_t items = (strided_send(s.kind) ? blocks : 1) + (strided_recv(s.kind) ? blocks : 1) + 3;
+  const size_t chunks = std::min((s.count + most - 1) / most, std::max<size_t>(kStagedCallItems / items, 2));
   return (s.count + chunks - 1) / chunks;  // even chunks: no small one at the end
 }
 

@@ -4,7 +4,8 @@
 //            memory is ordinary memory registered as pinned;
 //   streams  a FIFO worker thread each (nullptr: one per-process default stream); work
 //            runs in order, one item at a time; a failed item makes the stream's error
-//            sticky, as a CUDA stream's is;
+//            sticky, as a CUDA stream's is; a full stream (kEmulatedStreamDepth items)
+//            makes the enqueueing call wait, as CUDA's does;
 //   events   a generation counter per event: record enqueues "generation g reached",
 //            waits wait for it (with KOLO_TIMEOUT on the worker, never forever);
 //   launch   the kernel's block body, for every block in order, on the stream's worker;
@@ -36,6 +37,9 @@ namespace kolo::device {
 namespace {
 
 constexpr int kEmulatedDevices = 8;
+// Work a stream holds before enqueueing blocks. CUDA's queue is not documented; launches
+// are seen to block past about 1000 pending items per stream.
+constexpr size_t kEmulatedStreamDepth = 1024;
 constexpr uint64_t kHandleMagic = 0x31636970756d656bull;  // "kemupic1"
 
 // ---- memory ----------------------------------------------------------------------------
@@ -178,9 +182,15 @@ class Stream {
     worker_.join();
   }
 
+  // As CUDA's: a stream holds about kEmulatedStreamDepth items; past that, enqueueing
+  // waits for the stream to run some (bounded by KOLO_TIMEOUT here, then it goes on).
   void enqueue(std::function<Status()> work) {
     {
-      std::lock_guard<std::mutex> lock(m_);
+      std::unique_lock<std::mutex> lock(m_);
+      if (!capturing_ && queue_.size() >= kEmulatedStreamDepth && std::this_thread::get_id() != worker_.get_id()) {
+        cv_.wait_for(lock, std::chrono::duration<double>(env_timeout_seconds()),
+                     [&] { return queue_.size() < kEmulatedStreamDepth; });
+      }
       push_locked(std::move(work));
     }
     cv_.notify_all();

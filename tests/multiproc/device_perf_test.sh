@@ -21,6 +21,14 @@ for coll in allgather reduce_scatter alltoall; do
   echo "== $coll -np 3 -G, chunked"
   ok "$(KOLO_DEVICE_IPC=0 "$kolorun" -np 3 "$perf" "$coll" -G -b 12M -e 12M -n 1 -w 1 -c 1)"
 done
+# Many staged calls queued without a synchronize: 20 x 64 MB, 16 chunks each, put more on the
+# stream than it holds (the emulated device blocks an enqueue past 1024 items, as CUDA
+# does). The calls must wait for room before they take the call lock, which the host plans
+# that release the stream need: this hung until KOLO_TIMEOUT before (and on a GPU).
+echo "== allreduce -np 2 -G, staged, 20 calls of 64 MB queued"
+start=$SECONDS
+ok "$(KOLO_DEVICE_IPC=0 KOLO_TIMEOUT=30 "$kolorun" -np 2 "$perf" allreduce -G -b 64M -e 64M -n 20 -w 1 -c 1)"
+[ $((SECONDS - start)) -lt 30 ] || { echo "staged calls took $((SECONDS - start)) s: a hold waited for its deadline"; exit 1; }
 # Ranks as threads (-t), several in one process, through the device_ipc kernels.
 for coll in allreduce reduce_scatter; do
   echo "== $coll -np 1 -t 3 -G"

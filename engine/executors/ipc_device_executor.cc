@@ -215,7 +215,8 @@ class IpcDeviceExecutor final : public Executor {
     if (s.ok()) {
       if (pc.plan->zero_copy) s = enqueue_zero_copy(call, a.zc);
       else if (call.spec.compressed() && regions_->size() > 1) s = enqueue_compressed(call, pc.plan->algorithm);
-      else s = enqueue(call, pc.plan->algorithm);  // one rank has no wire: a scaled copy
+      else if (regions_->size() == 1 && !call.spec.prescaled) s = enqueue_alone(call);  // no wire either
+      else s = enqueue(call, pc.plan->algorithm);
     }
     tag_ = call_tag_value ^ kFenceTag;
     if (s.ok() && fence) s = barrier(call.stream);
@@ -286,6 +287,25 @@ class IpcDeviceExecutor final : public Executor {
     diverged_ = false;
     watcher_ = std::thread([this] { watch(); });
     return Status();
+  }
+
+  // One rank: its result is its input, postscaled where a reduction says so, in one pass
+  // over the data (enqueue() would copy it into the slot that no peer reads, then out).
+  // The same bits as enqueue(): the reduction of one input with the same postscale.
+  Status enqueue_alone(const CollCall& call) {
+    const CollSpec& s = call.spec;
+    const size_t es = dtype_size(s.dtype);
+    switch (s.kind) {
+      case CollKind::kAllreduce:
+      case CollKind::kReduce:
+      case CollKind::kReduceScatter: {
+        const void* one[1] = {call.send};
+        return device_reduce_into(call.recv, one, 1, s.count, s.dtype, s.op, call.postscale, call.stream);
+      }
+      case CollKind::kAllgatherv:
+        return copy(static_cast<char*>(call.recv) + s.displs[0] * es, call.send, s.counts[0] * es, call.stream);
+      default: return copy(call.recv, call.send, s.count * es, call.stream);  // broadcast, allgather, alltoall
+    }
   }
 
   Status enqueue(const CollCall& call, Algorithm algorithm) {

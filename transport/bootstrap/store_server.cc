@@ -16,11 +16,14 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
 
+#include "support/crypto.h"
 #include "support/log.h"
 #include "transport/bootstrap/store.h"
 #include "transport/bootstrap/store_protocol.h"
@@ -92,16 +95,16 @@ class StoreServerImpl final : public StoreServer {
   StoreServerImpl(Fd listen_fd, Fd wake_fd, std::string secret, uint16_t port)
       : secret_(std::move(secret)), port_(port), listen_fd_(std::move(listen_fd)), wake_fd_(std::move(wake_fd)) {}
 
-  ~StoreServerImpl() override {
+  ~StoreServerImpl() override;
+
+  // Ends the server thread (once; later calls return at once).
+  void stop_thread() {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    if (!thread_.joinable()) return;
     uint64_t one = 1;
     ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof(one));
     (void)ignored;
-    if (thread_.joinable()) thread_.join();
-    // Reverse order of acquisition: clients, then the wake-up channel, then the port.
-    waiters_.clear();
-    conns_.clear();
-    wake_fd_.reset();
-    listen_fd_.reset();
+    thread_.join();
   }
 
   uint16_t port() const override { return port_; }
@@ -144,8 +147,48 @@ class StoreServerImpl final : public StoreServer {
   std::unordered_map<std::string, std::vector<uint64_t>> waiters_;  // missing key -> conn ids
   double accept_paused_until_ = 0;
   char chunk_[kReadChunk];
+  std::mutex stop_mutex_;
   std::thread thread_;
 };
+
+// The servers whose threads may still run. A process can exit while its server answers a
+// peer (a rank returning from main without destroying its communicator, while the others
+// finish): OpenSSL frees its state in an exit handler, and the server's next HMAC crashed.
+// So an exit handler registered after OpenSSL's (exit handlers run last registered first)
+// ends every server thread before that. Never destroyed: exit handlers use them.
+std::mutex& g_live_mutex = *new std::mutex;
+std::set<StoreServerImpl*>& g_live = *new std::set<StoreServerImpl*>;
+
+void stop_live_servers() {
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  for (StoreServerImpl* server : g_live) server->stop_thread();
+}
+
+void add_live_server(StoreServerImpl* server) {
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  static const bool registered = [] {
+    // OpenSSL registers its exit handler at its first use (OPENSSL_init_crypto with no
+    // options does nothing): an HMAC now puts it before ours, so that ours runs first.
+    const char byte = 0;
+    (void)hmac_sha256(std::string("kolo"), &byte, 1);
+    return std::atexit(stop_live_servers) == 0;
+  }();
+  (void)registered;
+  g_live.insert(server);
+}
+
+StoreServerImpl::~StoreServerImpl() {
+  {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    g_live.erase(this);
+  }
+  stop_thread();
+  // Reverse order of acquisition: clients, then the wake-up channel, then the port.
+  waiters_.clear();
+  conns_.clear();
+  wake_fd_.reset();
+  listen_fd_.reset();
+}
 
 void StoreServerImpl::run() {
   std::vector<pollfd> fds;
@@ -465,6 +508,7 @@ Result<std::unique_ptr<StoreServer>> StoreServer::start(const std::string& bind_
              "change the job's rendezvous data; use only on a trusted network");
   }
   KOLO_TRY(server->start_thread());
+  add_live_server(server.get());
   log_info(Subsys::kBootstrap, "store listening on ", bind_host.empty() ? "*" : bind_host, ":", bound.value());
   return std::unique_ptr<StoreServer>(std::move(server));
 }

@@ -171,6 +171,14 @@ class StagedDeviceExecutor final : public Executor {
 
   bool busy() const override { return busy_.load(std::memory_order_acquire); }
 
+  void abort() override {  // ends a make_room wait; the host plans fail through the links
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      aborted_ = true;
+    }
+    cv_.notify_all();
+  }
+
   // Holds release only as the progress thread runs host plans, which need the call lock;
   // run() holds that lock, so it must never meet a full stream (CUDA would block it there
   // until the holds' deadline). A call waits here, before the lock, until the operations
@@ -179,6 +187,7 @@ class StagedDeviceExecutor final : public Executor {
   Status make_room(const Deadline& deadline) override {
     std::unique_lock<std::mutex> lock(m_);
     while (queued_items_ > kStagedRoomItems) {
+      if (aborted_) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
       if (deadline.expired()) {
         return error(Code::kTimeout, "rank ", env_.rank, ": ", queued_items_,
                      " device stream items still waiting for their host collectives at the deadline (KOLO_TIMEOUT)");
@@ -390,7 +399,14 @@ class StagedDeviceExecutor final : public Executor {
       // Inputs that never arrived (a broken or stuck stream) must not reach the peers as
       // data: the communicator fails instead, which ends the peers' calls with an error.
       Status ready = dev.event_synchronize(op->ready, Deadline(timeout));
-      if (!ready.ok()) {
+      bool late;  // the hold gave up already: the stream has gone on, the staging with it
+      {
+        std::lock_guard<std::mutex> lock(op->m);
+        late = op->gave_up;
+      }
+      if (late) {
+        // Not run: its staging may be another call's by now. Failed below.
+      } else if (!ready.ok()) {
         env_.fail(error(ready.code(), "rank ", env_.rank, ": device inputs of a call never arrived: ", ready.message()));
       } else {
         (void)env_.run_host(op->host_calls.data(), op->host_calls.size());  // a failure fails the communicator
@@ -452,6 +468,7 @@ class StagedDeviceExecutor final : public Executor {
   size_t queued_items_ = 0;  // stream items of the queued operations (make_room)
   std::atomic<bool> busy_{false};  // pending_ > 0, readable without the lock
   bool stop_ = false;
+  bool aborted_ = false;  // kolo_comm_abort: make_room waits no more
   // Under m_: queued operations that hold staging, oldest first (a new operation past the
   // cap takes theirs), and the bytes of staging that operations hold.
   std::deque<std::shared_ptr<Operation>> held_;

@@ -268,7 +268,8 @@ inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
   // A chunk's stream items: its copies in and out (one per piece), `ready`, the hold and
   // `finished`.
   const size_t items = (strided_send(s.kind) ? blocks : 1) + (strided_recv(s.kind) ? blocks : 1) + 3;
-  const size_t chunks = std::min((s.count + most - 1) / most, std::max<size_t>(kStagedCallItems / items, 2));
+  if (kStagedCallItems / items < 2) return 0;  // so many ranks that two chunks would be too many
+  const size_t chunks = std::min((s.count + most - 1) / most, kStagedCallItems / items);
   return (s.count + chunks - 1) / chunks;  // even chunks: no small one at the end
 }
 

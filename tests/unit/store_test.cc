@@ -557,6 +557,7 @@ void exit_while_serving() {
     }
     std::_Exit(0);
   }
+  ::close(ready[1]);  // a client that ends early ends the read below
   char r = 0;
   if (::read(ready[0], &r, 1) != 1) std::_Exit(7);
   std::exit(0);

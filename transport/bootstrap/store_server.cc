@@ -108,6 +108,7 @@ class StoreServerImpl final : public StoreServer {
   }
 
   uint16_t port() const override { return port_; }
+  pid_t owner_pid() const { return owner_pid_; }
   uint64_t rejected_connections() const override { return rejected_.load(); }
 
   Status start_thread() {
@@ -148,6 +149,7 @@ class StoreServerImpl final : public StoreServer {
   double accept_paused_until_ = 0;
   char chunk_[kReadChunk];
   std::mutex stop_mutex_;
+  const pid_t owner_pid_ = ::getpid();  // the process whose thread serves
   std::thread thread_;
 };
 
@@ -161,7 +163,10 @@ std::set<StoreServerImpl*>& g_live = *new std::set<StoreServerImpl*>;
 
 void stop_live_servers() {
   std::lock_guard<std::mutex> lock(g_live_mutex);
-  for (StoreServerImpl* server : g_live) server->stop_thread();
+  // A forked child inherits the list, not the threads (nor may it stop the parent's).
+  for (StoreServerImpl* server : g_live) {
+    if (server->owner_pid() == ::getpid()) server->stop_thread();
+  }
 }
 
 void add_live_server(StoreServerImpl* server) {

@@ -354,16 +354,16 @@ Status Communicator::drain_device() {
   return Status();
 }
 
-Status Communicator::room_for_device() {
+Status Communicator::room_for_device(const CollCall* calls, size_t n) {
   for (Executor* executor : queueing_) {
-    Status room = executor->make_room(Deadline(timeout_seconds_));
+    Status room = executor->make_room(calls, n, Deadline(timeout_seconds_));
     if (!room.ok()) return fail(std::move(room));  // queued calls that never ran: broken
   }
   return Status();
 }
 
 Status Communicator::run(const CollCall& call) {
-  KOLO_TRY(call.spec.device ? room_for_device() : drain_device());
+  KOLO_TRY(call.spec.device ? room_for_device(&call, 1) : drain_device());
   std::lock_guard<std::mutex> lock(run_mutex_);
   return run_locked(&call, 1);
 }
@@ -375,7 +375,7 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
     return error(Code::kInvalidArgument, "a group mixes host and device buffers on rank ", id_.rank,
                  "; put them in separate groups");
   }
-  KOLO_TRY(host ? drain_device() : room_for_device());
+  KOLO_TRY(host ? drain_device() : room_for_device(calls.data(), calls.size()));
   std::lock_guard<std::mutex> lock(run_mutex_);
   return run_locked(calls.data(), calls.size());
 }

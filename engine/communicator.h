@@ -98,7 +98,7 @@ class Communicator {
   const Plan& plan_for(const CollSpec& spec, bool grouped);
   Status run_locked(const CollCall* calls, size_t n);
   Status drain_device();
-  Status room_for_device();  // before a device call: the executors' make_room
+  Status room_for_device(const CollCall* calls, size_t n);  // before a device call: make_room
   void bound_plan_cache();
   Status execute(const PlannedCall* calls, size_t n);
   uint64_t next_tag_base(const CollSpec& spec);

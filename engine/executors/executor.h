@@ -75,12 +75,13 @@ class Executor {
   virtual Status drain(const Deadline& deadline) { return Status(); }
   // Whether drain() has anything to wait for (cheap: asked before every blocking call).
   virtual bool busy() const { return false; }
-  // Asked before every device call, without the communicator's call lock: waits until the
-  // executor can take another call without overfilling a stream. For work on a stream
-  // that only this communicator's own calls can release (device staging's holds wait for
-  // host plans, which need the call lock): run() may not wait for it, since it holds the
-  // lock, yet CUDA blocks an enqueue into a full stream.
-  virtual Status make_room(const Deadline& deadline) { return Status(); }
+  // Asked before every device call (calls[0..n), as the user made them), without the
+  // communicator's call lock: waits until the executor could take these calls without
+  // overfilling a stream. For work on a stream that only this communicator's own calls can
+  // release (device staging's holds wait for host plans, which need the call lock): run()
+  // may not wait for it, since it holds the lock, yet CUDA blocks an enqueue into a full
+  // stream.
+  virtual Status make_room(const CollCall* calls, size_t n, const Deadline& deadline) { return Status(); }
   // From any thread (kolo_comm_abort): end what runs on the executor's own threads.
   virtual void abort() {}
 };

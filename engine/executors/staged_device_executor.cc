@@ -181,12 +181,14 @@ class StagedDeviceExecutor final : public Executor {
 
   // Holds release only as the progress thread runs host plans, which need the call lock;
   // run() holds that lock, so it must never meet a full stream (CUDA would block it there
-  // until the holds' deadline). A call waits here, before the lock, until the operations
-  // whose host plans have not run put at most kStagedRoomItems on the streams; a call
-  // adds at most about kStagedCallItems (chunk_elems), so the stream never fills.
-  Status make_room(const Deadline& deadline) override {
+  // until the holds' deadline). A call waits here, before the lock, until what it would
+  // enqueue if staged and what the operations whose host plans have not run hold fit in
+  // kStagedStreamItems, or nothing is queued. (A single call adds at most about
+  // kStagedCallItems: chunk_elems; a group of calls is one operation of its own size.)
+  Status make_room(const CollCall* calls, size_t n, const Deadline& deadline) override {
+    const size_t items = stream_items(calls, n, env_.size, env_.rank);
     std::unique_lock<std::mutex> lock(m_);
-    while (queued_items_ > kStagedRoomItems) {
+    while (queued_items_ > 0 && queued_items_ + items > kStagedStreamItems) {
       if (aborted_) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
       if (deadline.expired()) {
         return error(Code::kTimeout, "rank ", env_.rank, ": ", queued_items_,

@@ -109,12 +109,13 @@ constexpr size_t kStagedMinPieceBytes = size_t{512} << 10;
 // operation larger than the cap runs alone (it takes what it needs when nothing else is
 // held).
 constexpr size_t kStagedInFlightBytes = size_t{256} << 20;
-// Stream items (copies, events, holds) a call of the staged executor may add (chunks are
-// made larger to keep within it), and those of earlier calls it waits for before it starts
-// (make_room). Together well under what a CUDA stream holds before an enqueue blocks
-// (about 1000; the emulated device's kEmulatedStreamDepth), whatever the call size.
+// Stream items (copies, events, holds) a single call of the staged executor may add (chunks
+// are made larger to keep within it), and those a call and the calls queued before it may
+// hold together (make_room waits for that, or for an empty queue): under what a CUDA stream
+// holds before an enqueue blocks (about 1000; the emulated device's kEmulatedStreamDepth),
+// with room for the caller's own work.
 constexpr size_t kStagedCallItems = 384;
-constexpr size_t kStagedRoomItems = 256;
+constexpr size_t kStagedStreamItems = 768;
 
 // Where one buffer of a host call lies on the device: `blocks` pieces of `bytes`, `stride`
 // apart. The staging holds the pieces end to end. A whole buffer is one piece.
@@ -271,6 +272,21 @@ inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
   if (kStagedCallItems / items < 2) return 0;  // so many ranks that two chunks would be too many
   const size_t chunks = std::min((s.count + most - 1) / most, kStagedCallItems / items);
   return (s.count + chunks - 1) / chunks;  // even chunks: no small one at the end
+}
+
+// The stream items a staged run of calls[0..n) enqueues: per operation (each chunk of a
+// single large call, else the whole group) a copy in or out per piece, and `ready`, the
+// hold and `finished`.
+inline size_t stream_items(const CollCall* calls, size_t n, int ranks, int rank) {
+  auto pieces = [](const Part& p) { return (p.send.used() ? p.send.blocks : 0) + (p.recv.used() ? p.recv.blocks : 0); };
+  const size_t per = n == 1 ? chunk_elems(calls[0], ranks, rank) : 0;
+  if (per == 0) {
+    size_t items = 3;
+    for (size_t i = 0; i < n; ++i) items += pieces(part_of(calls[i], 0, calls[i].spec.count, ranks, rank));
+    return items;
+  }
+  const size_t chunks = (calls[0].spec.count + per - 1) / per;
+  return chunks * (pieces(part_of(calls[0], 0, per, ranks, rank)) + 3);
 }
 
 }  // namespace kolo::staged

@@ -234,6 +234,56 @@ void device_group(kolo_comm_t comm) {
   (void)dev.stream_destroy(stream);
 }
 
+// Staged calls queued without a synchronize (3 chunked 64 MB allreduces, ~240 stream
+// items), then a group of 400 calls behind them (one staged operation of ~800 items),
+// three times: make_room must hold the group back until the queue is empty, since the
+// stream holds ~1000 items and run() holds the call lock the queued host plans need (with
+// KOLO_DEVICE_IPC=0; the emulated stream blocks when full, as CUDA's does).
+void device_big_group(kolo_comm_t comm) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  const size_t big = size_t{16} << 20, calls = 480, each = 64;
+  void* stream = nullptr;
+  void *zeros = nullptr, *in = nullptr, *out = nullptr;
+  must(dev.stream_create(&stream).ok() && dev.malloc(&zeros, big * 4).ok() && dev.malloc(&in, calls * each * 4).ok() &&
+               dev.malloc(&out, calls * each * 4).ok()
+           ? KOLO_SUCCESS
+           : KOLO_ERR_SYSTEM,
+       "device setup");
+  std::vector<float> host(big, 0.0f), got(calls * each), back(big);
+  for (size_t i = 0; i < calls * each; ++i) got[i] = static_cast<float>((i + me) % 13);
+  must(dev.memcpy_async(zeros, host.data(), big * 4, stream).ok() && dev.memcpy_async(in, got.data(), calls * each * 4, stream).ok()
+           ? KOLO_SUCCESS
+           : KOLO_ERR_SYSTEM,
+       "h2d");
+  must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < 5; ++k) must(kolo_allreduce(zeros, zeros, big, KOLO_FLOAT32, KOLO_SUM, comm, stream), "big allreduce");
+    must(kolo_group_start(), "group_start");
+    for (size_t c = 0; c < calls; ++c) {
+      must(kolo_allreduce(static_cast<float*>(in) + c * each, static_cast<float*>(out) + c * each, each, KOLO_FLOAT32,
+                          KOLO_SUM, comm, stream),
+           "group allreduce");
+    }
+    must(kolo_group_end(), "group_end");
+  }
+  must(dev.memcpy_async(got.data(), out, calls * each * 4, stream).ok() && dev.memcpy_async(back.data(), zeros, big * 4, stream).ok()
+           ? KOLO_SUCCESS
+           : KOLO_ERR_SYSTEM,
+       "d2h");
+  must(dev.stream_synchronize(stream, kolo::Deadline(120)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
+  size_t wrong = 0;
+  for (size_t i = 0; i < calls * each; ++i) {
+    float want = 0;
+    for (int q = 0; q < p; ++q) want += static_cast<float>((i + q) % 13);
+    wrong += got[i] != want;
+  }
+  for (size_t i = 0; i < big; ++i) wrong += back[i] != 0.0f;
+  expect(wrong == 0, "big staged group behind queued calls: " + std::to_string(wrong) + " wrong");
+  for (void* ptr : {zeros, in, out}) (void)dev.free(ptr);
+  (void)dev.stream_destroy(stream);
+}
+
 // The last rank dies while the others have device allreduces queued on a stream: every
 // survivor's stream is released within KOLO_TIMEOUT and the error is reported.
 int device_kill(kolo_comm_t comm) {

@@ -69,22 +69,11 @@ static_assert(sizeof(UniqueId) <= kUniqueIdBytes);
 constexpr uint32_t kUniqueIdMagic = 0x6b6f6c31;  // "kol1"
 
 // Stores started by kolo_get_unique_id in this process, so that the rank that made the
-// id can join without a second store. Kept for the life of the process, and stopped by an
-// exit handler registered with the first (so before the function-local statics they use,
-// logging's among them, are destroyed: a server still serving a peer during the static
-// destructors would use them after their end). Never destroyed as statics themselves.
+// id can join without a second store. Kept for the life of the process, never destroyed as
+// statics themselves; their server threads end at exit in the store's own exit handler
+// (store_server.cc), before OpenSSL's and the function-local statics they use.
 std::mutex& g_hosted_mutex = *new std::mutex;
 std::map<std::string, std::shared_ptr<StoreSession>>& g_hosted = *new std::map<std::string, std::shared_ptr<StoreSession>>;
-
-void stop_hosted_stores() {
-  std::map<std::string, std::shared_ptr<StoreSession>> stopping;
-  {
-    std::lock_guard<std::mutex> lock(g_hosted_mutex);
-    stopping.swap(g_hosted);
-  }
-  // Destroyed here, outside the lock: each server stops its threads and closes its sockets
-  // (a peer still joining gets a connection error instead of a crashed process).
-}
 
 std::atomic<int> g_world_count{0};
 
@@ -221,8 +210,6 @@ Status make_unique_id(char (&out)[kUniqueIdBytes]) {
   session->secret = secret;
   {
     std::lock_guard<std::mutex> lock(g_hosted_mutex);
-    static const bool registered = std::atexit(stop_hosted_stores) == 0;
-    (void)registered;
     g_hosted[to_hex(id.nonce, sizeof(id.nonce))] = session;
   }
   std::memset(out, 0, kUniqueIdBytes);

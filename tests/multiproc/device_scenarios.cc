@@ -234,8 +234,8 @@ void device_group(kolo_comm_t comm) {
   (void)dev.stream_destroy(stream);
 }
 
-// Staged calls queued without a synchronize (3 chunked 64 MB allreduces, ~240 stream
-// items), then a group of 400 calls behind them (one staged operation of ~800 items),
+// Staged calls queued without a synchronize (5 chunked 64 MB allreduces, ~400 stream
+// items), then a group of 480 calls behind them (one staged operation of ~960 items),
 // three times: make_room must hold the group back until the queue is empty, since the
 // stream holds ~1000 items and run() holds the call lock the queued host plans need (with
 // KOLO_DEVICE_IPC=0; the emulated stream blocks when full, as CUDA's does).

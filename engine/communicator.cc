@@ -363,12 +363,14 @@ Status Communicator::room_for_device(const CollCall* calls, size_t n) {
 }
 
 Status Communicator::run(const CollCall& call) {
+  KOLO_TRY(device::assert_may_block("a collective call"));
   KOLO_TRY(call.spec.device ? room_for_device(&call, 1) : drain_device());
   std::lock_guard<std::mutex> lock(run_mutex_);
   return run_locked(&call, 1);
 }
 
 Status Communicator::run_group(const std::vector<CollCall>& calls) {
+  KOLO_TRY(device::assert_may_block("a group of calls"));
   bool device = false, host = false;
   for (const CollCall& c : calls) (c.spec.device ? device : host) = true;
   if (device && host) {

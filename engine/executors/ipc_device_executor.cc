@@ -21,8 +21,9 @@
 // Every barrier carries the call's digest (call_tag); ranks that are not making the same
 // call, or not with the same registered buffers, fail on every rank instead of reading
 // each other's memory wrongly.
-// Ranks in different processes on one GPU wait for each other on the host instead: a
-// host function on the stream (ipc_host_barrier.h says why; KOLO_DEVICE_BARRIER).
+// Ranks in different processes that time-slice one GPU wait for each other on the host
+// instead: the stream waits on the device for a word that a thread of the executor writes
+// once the peers have arrived (ipc_host_barrier.h says why; KOLO_DEVICE_BARRIER).
 // A barrier that gives up (KOLO_TIMEOUT: a dead peer; or kolo_comm_abort) leaves a reason
 // in a host-mapped status word and returns, releasing the stream; later barriers return at
 // once; a watcher thread fails the communicator with the reason.
@@ -83,6 +84,7 @@ static_assert(kMaxIpcRanks <= kMaxWireInputs, "a compressed reduce sums every ra
 struct Control {
   uint32_t abort;
   uint32_t status;
+  uint32_t released;  // the host barriers' release word (ipc_host_barrier.h)
 };
 
 class IpcDeviceExecutor final : public Executor {
@@ -103,6 +105,7 @@ class IpcDeviceExecutor final : public Executor {
       (void)regions_.release();  // and control_: a kernel may still read it
       return;
     }
+    host_barriers_.reset();  // its thread is done with the words
     regions_.reset();
     if (order_ != nullptr) (void)dev.event_destroy(order_);
     if (control_ != nullptr) (void)dev.host_free(control_);
@@ -282,6 +285,10 @@ class IpcDeviceExecutor final : public Executor {
       return Status();
     }
     regions_ = regions.take();
+    if (host_barrier_) {
+      host_barriers_ = std::make_unique<HostBarriers>(
+          *env_.shared, HostBarrierWords{&control_->status, &control_->abort, failed_word(), &control_->released});
+    }
     device_ = device;
     control_ready_.store(control_, std::memory_order_release);
     diverged_ = false;
@@ -604,11 +611,8 @@ class IpcDeviceExecutor final : public Executor {
     return device_barrier(device::runtime(), a, stream);
   }
 
-  // A barrier_body.h barrier run by a host function (host_barrier_, ipc_host_barrier.h).
-  Status host_barrier(void* stream) {
-    return enqueue_host_barrier(*env_.shared, HostBarrierWords{&control_->status, &control_->abort, failed_word()},
-                                ++host_barriers_, tag_, stream);
-  }
+  // A barrier_body.h barrier waited for on the host (host_barrier_, ipc_host_barrier.h).
+  Status host_barrier(void* stream) { return host_barriers_->enqueue(++host_barrier_count_, tag_, stream); }
 
   uint32_t* failed_word() const { return reinterpret_cast<uint32_t*>(regions_->region(regions_->index()) + kIpcFailedOffset); }
 
@@ -673,7 +677,8 @@ class IpcDeviceExecutor final : public Executor {
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
   uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)
   bool host_barrier_ = false;   // barriers wait on the host (host_barrier_wanted)
-  uint64_t host_barriers_ = 0;  // host barriers enqueued so far: the next one's number
+  uint64_t host_barrier_count_ = 0;  // host barriers enqueued so far: the next one's number
+  std::unique_ptr<HostBarriers> host_barriers_;  // where host_barrier_
   std::mutex m_;
   std::condition_variable cv_;
   bool stop_ = false;

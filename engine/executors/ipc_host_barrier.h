@@ -1,13 +1,21 @@
-// The device_ipc executor's step barrier run on the host, for ranks in different processes
-// that share one GPU. There a barrier kernel spinning for a peer holds the GPU, and the
-// peer's kernels run only at the next time slice (~2.2 ms per barrier on an H100,
-// bench/results/2026-11-26-first-gpu-runs-h100.md). A host function on the stream does
-// what kernels/barrier_body.h does (post a number and the call's tag, wait for every peer's,
-// compare tags, give up at KOLO_TIMEOUT or on abort), in the shared-memory domain's words
-// (shared_domain.h: kDeviceBarrierWord, kDeviceBarrierAreaBytes), the GPU free meanwhile.
+// The device_ipc executor's step barrier waited for on the host, for ranks in different
+// processes that share one GPU. There a barrier kernel spinning for a peer holds the GPU,
+// and the peer's kernels run only at the next time slice (~2.2 ms per barrier on an H100,
+// bench/results/2026-11-26-first-gpu-runs-h100.md). Instead the stream records an event
+// and waits on the device (wait_value) for a word; a thread of the executor's own waits for
+// the event, does what kernels/barrier_body.h does (post a number and the call's tag, wait
+// for every peer's, compare tags, give up at KOLO_TIMEOUT or on abort) in the shared-memory
+// domain's words (shared_domain.h: kDeviceBarrierWord, kDeviceBarrierAreaBytes), and writes
+// the word. The GPU is free meanwhile, and no host function waits (CUDA runs every
+// stream's host functions on one thread of the process).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "support/clock.h"
 #include "support/status.h"
@@ -17,25 +25,54 @@
 namespace kolo {
 
 // KOLO_DEVICE_BARRIER (kernel, host or auto) for a communicator's ranks of this host: true
-// where they should wait on the host. auto: where two ranks are different processes on one
-// physical GPU and no two are threads of one process (a process runs all its streams' host
-// functions on one thread: one rank's wait would hold another's post back). Every rank
-// publishes its process, GPU and setting through the site's store and decides from all of
-// them, so all decide alike. Forcing host for threads of one process is an error.
+// where they should wait on the host. auto: where two ranks are different processes that
+// time-slice one physical GPU, and no two are threads of one process (the kernels of one
+// process's streams run side by side, as do those of processes under one MPS server: there
+// a barrier kernel costs ~18 us, a host barrier ~55 us on an H100). Every rank publishes its
+// process, MPS server, GPU and setting through the site's store and decides from all of
+// them, so all decide alike.
 Result<bool> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline);
 
-// The words a host barrier reports in: the status the executor's watcher reads and the
-// abort word (pinned host memory), and the device copy of the status that the kernels
-// after it read (ScopedKernelGuard). Once the status is set, later barriers return at once.
+// The words a host barrier reports in, all pinned host memory the device maps: the status
+// the executor's watcher reads, the abort word, the device copy of the status that the
+// kernels after it read (ScopedKernelGuard), and the word that releases the stream. Once
+// the status is set, later barriers return at once.
 struct HostBarrierWords {
   uint32_t* status;
   const uint32_t* abort;
   uint32_t* failed;
+  uint32_t* released;
 };
 
-// Enqueues barrier number `value` (one more than the last, the same on every rank) with
-// the call's tag on the stream, and behind it the copy of the status into `failed`.
-Status enqueue_host_barrier(SharedDomain& domain, const HostBarrierWords& words, uint64_t value, uint64_t tag,
-                            void* stream);
+// The barriers of one executor, waited for in order by one thread.
+class HostBarriers {
+ public:
+  HostBarriers(SharedDomain& domain, const HostBarrierWords& words) : domain_(domain), words_(words) {}
+  ~HostBarriers();  // after the queued barriers (each ends by its deadline)
+  HostBarriers(const HostBarriers&) = delete;
+  HostBarriers& operator=(const HostBarriers&) = delete;
+
+  // Enqueues barrier number `value` (one more than the last, the same on every rank) with
+  // the call's tag on the stream: an event, the wait for the released word, and behind it
+  // the copy of the status into `failed`.
+  Status enqueue(uint64_t value, uint64_t tag, void* stream);
+
+ private:
+  struct Pending {
+    void* arrived;  // recorded on the stream before its wait
+    uint64_t value, tag;
+  };
+  void loop();
+  void wait_for_peers(const Pending& b);
+
+  SharedDomain& domain_;
+  const HostBarrierWords words_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;
+  std::vector<void*> free_events_;
+  bool stop_ = false;
+  std::thread thread_;  // started by the first barrier
+};
 
 }  // namespace kolo

@@ -1,36 +1,31 @@
-// The device_staged executor: device buffers through the host plan of the same call.
-// On the caller's stream, in order:
-//   1. copy the inputs from the device into pinned host staging buffers; record `ready`;
-//   2. a host function that holds the stream until the host plan has run on the staging
-//      buffers (done by this executor's progress thread, in call order), or until
-//      KOLO_TIMEOUT: a stream is never held forever, even when a peer died;
-//   3. copy the outputs back into the device buffers; record `finished`.
-// The progress thread takes the operations in the order they were enqueued, waits for
-// `ready`, runs the host plan through the communicator (ExecutorEnv::run_host), releases
-// the stream, and frees the staging once `finished` has passed. A failure fails the
-// communicator: the next call and kolo_comm_get_async_error report it.
+// The device_staged executor: device buffers through the host plan of the same call, for
+// ranks on different hosts and for device send/recv. No host function, and no host thread
+// ever holds a stream (CUDA runs every stream's host functions on one thread of the
+// process, and some of its calls wait for the whole device: a held stream deadlocks them).
 //
-// Staging buffers come from a pool of pinned buffers (pinning costs far more than a
-// collective). Large single allreduce, reduce, broadcast, allgather, reduce_scatter and
-// alltoall calls go in chunks, every chunk its own host collective (chunk_elems says when
-// and how large): the input copies of the chunks are enqueued ahead of the holds, so the
-// stream copies chunk i+1 in (and chunk i-1 out) while the progress thread runs the
-// collective on chunk i. A chunk of a rank-major call (allgather's recv, reduce_scatter's
-// send, alltoall's both: `ranks` blocks of `count`) is `ranks` strided pieces on the
-// device, staged end to end as `ranks` blocks of the chunk's count: several copies per
-// chunk, one host collective with the chunk's count. The chunk size depends only on
-// constants, the call's count and dtype and the communicator size, so that every rank
-// cuts alike. Allgatherv runs whole: its blocks have a count per rank and displacements
-// of the caller's choosing, so a chunk would be an uneven host allgatherv of clipped
-// counts, and its recv may have gaps that staging must carry through unchanged.
+// On the caller's stream a call puts two items, whatever its size:
+//   record `ready`;  wait_value(word >= seq)   (a stream memory operation, on the device)
+// The progress thread takes the calls (operations) in order and, for each, on two streams
+// of its own (a lane: `in` and `out`), pipelines the chunks (steps) through a ring of
+// kStagedSlots pinned slots:
+//   in:   wait `ready`; copy step i+1 device -> slot; record in_done
+//   host: wait in_done of step i (polling an event, with KOLO_TIMEOUT); run its host plan
+//         through the communicator (ExecutorEnv::run_host)
+//   out:  copy step i-1 slot -> device; record out_done; after the last step, write seq
+// so the caller's stream goes on once the results are on the device. A slot is reused by
+// the step kStagedSlots later, the `in` stream waiting (on the device) for the `out` copy
+// that read it last. Steps are the chunks of a large single call (chunk_elems), or one
+// step for a group or a call that is not cut.
 //
-// The pinned staging in flight is bounded (kStagedInFlightBytes): past it, a chunk takes
-// the buffers of the oldest queued operation, and its copies in wait on the device for
-// that operation's copies out. The wait is on the stream, never in run(): run() is called
-// with the communicator's call lock held, which the progress thread needs to run any host
-// collective, so nothing queued could finish while run() waited on the host. For the same
-// reason run() must never meet a full stream (CUDA would block the enqueue): make_room,
-// before the lock, bounds what the queued calls hold on the streams.
+// Failures: inputs that never arrive, a host plan that fails, an abort: the communicator
+// fails (the next call and kolo_comm_get_async_error say why), this call's and every later
+// call's results are left unwritten, and every stream is still released by its seq, within
+// KOLO_TIMEOUT of the failure: nothing waits for a word nobody will write.
+//
+// Pinned memory: the ring (kStagedSlots x staged_slot_bytes) is the only pinned staging,
+// taken once. Allocating pinned memory synchronises the device (CUDA), so it is taken only
+// while no staged call of the process is queued (StagedProcess); until then, and for a step
+// larger than a slot (a big group, send/recv or allgatherv), staging is pageable host memory.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -38,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -52,64 +48,103 @@ namespace {
 
 using namespace staged;  // NOLINT: the layout is this executor's own vocabulary
 
+// What every staged executor of the process shares: the pinned words that release the
+// callers' streams, and the rule for pinned allocations. A pinned allocation waits for all
+// work queued on the device; were a staged call queued, its stream would wait for a host
+// collective that may need this very thread (a thread-rank's peer) to go on: a deadlock.
+// So pinned memory is taken only while `queued` is zero, holding `enqueue` exclusively
+// (run() holds it shared while it enqueues a call).
+class StagedProcess {
+ public:
+  static StagedProcess& get() {
+    static StagedProcess* p = new StagedProcess();  // never destroyed: streams may still read its words
+    return *p;
+  }
 
-struct Buffer {
-  void* p;
-  size_t bytes;  // capacity
+  // A word for an executor's releases, in pinned memory the device maps.
+  Result<uint32_t*> take_word() {
+    std::unique_lock<std::shared_mutex> lock(enqueue);
+    if (free_words_.empty()) {
+      void* page = nullptr;
+      KOLO_TRY(device::runtime().host_alloc(&page, kWordsPerPage * sizeof(uint32_t)));
+      auto* words = static_cast<uint32_t*>(page);
+      for (size_t i = 0; i < kWordsPerPage; ++i) {
+        words[i] = 0;
+        free_words_.push_back(&words[i]);
+      }
+    }
+    uint32_t* w = free_words_.back();
+    free_words_.pop_back();
+    return w;
+  }
+  void give_word(uint32_t* w) {
+    std::unique_lock<std::shared_mutex> lock(enqueue);
+    free_words_.push_back(w);
+  }
+
+  // Pinned memory of `bytes`, or null when a staged call of the process is queued.
+  Result<void*> try_pinned(size_t bytes) {
+    std::unique_lock<std::shared_mutex> lock(enqueue);
+    if (queued.load(std::memory_order_acquire) != 0) return static_cast<void*>(nullptr);
+    void* p = nullptr;
+    KOLO_TRY(device::runtime().host_alloc(&p, bytes));
+    return p;
+  }
+
+  std::shared_mutex enqueue;
+  std::atomic<size_t> queued{0};  // calls whose streams wait for a host collective
+
+ private:
+  static constexpr size_t kWordsPerPage = 1024;
+  std::vector<uint32_t*> free_words_;
+};
+
+// A piece to copy: device memory and where it lies in its step's staging.
+struct Copy {
+  char* device;
+  size_t offset;
+  size_t bytes;
+};
+
+// One chunk, or one group: the host calls on its staging, the copies in and out.
+struct Step {
+  std::vector<CollCall> host_calls;  // send/recv: offsets into the staging (npos: none)
+  std::vector<size_t> send_at, recv_at;
+  std::vector<Copy> ins, outs;
+  size_t bytes = 0;  // the staging it needs
 };
 
 struct Operation {
-  struct Copy {
-    char* device;
-    char* host;
-    size_t bytes;
-  };
-  ~Operation() {
-    if (!own_events) return;
-    if (ready != nullptr) (void)device::runtime().event_destroy(ready);
-    if (finished != nullptr) (void)device::runtime().event_destroy(finished);
-  }
-  void* stream = nullptr;
-  std::vector<CollCall> host_calls;  // the calls on the staging buffers
-  std::vector<Copy> ins;             // inputs to copy from the device
-  std::vector<Copy> outs;            // results to copy back to the device
-  // Under the executor's m_: pinned buffers held (from the pool, or taken from an earlier
-  // operation), returned to the pool once `finished` has passed.
-  std::vector<Buffer> staging;
-  // Operations whose buffers this one took on another stream: kept (their `finished`
-  // event with them) until this one's stream is past its wait for them.
-  std::vector<std::shared_ptr<Operation>> waits_on;
-  void* ready = nullptr;
-  void* finished = nullptr;
-  bool own_events = true;  // false: a stream may still refer to them (never destroyed)
-  size_t items = 0;        // what it put on the stream (copies, events, the hold)
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  bool gave_up = false;  // the hold timed out: the stream went on before the host plan ran
+  void* stream = nullptr;  // the caller's
+  int device = -1;
+  void* ready = nullptr;  // recorded on the caller's stream after its inputs
+  uint32_t seq = 0;       // the word value that releases the caller's stream
+  std::vector<Step> steps;
 };
 
-// The stream's hold (step 2): runs on the device runtime's host-function thread, which
-// may not call the device runtime. Past the deadline the stream goes on, copying out
-// staging the host plan has not written; the progress thread then fails the communicator.
-void hold_stream(void* arg) {
-  Operation* op = static_cast<Operation*>(arg);
-  std::unique_lock<std::mutex> lock(op->m);
-  op->gave_up = !op->cv.wait_for(lock, std::chrono::duration<double>(env_timeout_seconds()), [&] { return op->done; });
-}
-
-// An operation being staged: its parts, where they go, and the buffer of each region.
-struct Staging {
-  std::shared_ptr<Operation> op;
-  std::vector<Part> parts;
-  std::vector<Layout> layouts;
-  std::vector<size_t> sizes;  // every region of every part, in order
-  std::vector<int> buffer;    // per region: its index in op->staging; -1 until taken
+// A step's staging: a slot of the ring, or pageable memory the slot holds until reused.
+struct Slot {
+  char* pinned = nullptr;
+  std::unique_ptr<char[]> pageable;
+  void* in_done = nullptr;
+  void* out_done = nullptr;
+  bool used = false;  // out_done recorded at least once
 };
+
+// The streams, ring and events of one device.
+struct Lane {
+  void* in = nullptr;
+  void* out = nullptr;
+  void* ring = nullptr;  // kStagedSlots slots of slot_bytes, pinned; null until taken
+  Slot slots[kStagedSlots];
+  std::vector<void*> free_events;  // `ready` events to reuse
+};
+
+constexpr size_t kNowhere = ~size_t{0};
 
 class StagedDeviceExecutor final : public Executor {
  public:
-  explicit StagedDeviceExecutor(const ExecutorEnv& env) : env_(env) {}
+  explicit StagedDeviceExecutor(const ExecutorEnv& env) : env_(env), slot_bytes_(staged_slot_bytes(env.size)) {}
 
   ~StagedDeviceExecutor() override {
     {
@@ -118,54 +153,62 @@ class StagedDeviceExecutor final : public Executor {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    const device::DeviceOps& dev = device::runtime();
+    bool all_idle = true;
+    for (auto& [device, lane] : lanes_) {
+      device::ScopedDevice on_device(device);
+      // What the lane still copies refers to the ring: it must be done before it goes.
+      bool idle = true;
+      for (void* s : {lane->in, lane->out}) {
+        if (s != nullptr) idle = dev.stream_synchronize(s, Deadline(env_timeout_seconds())).ok() && idle;
+      }
+      all_idle = all_idle && idle;
+      if (!idle) continue;  // kept: a stream still refers to it
+      for (Slot& slot : lane->slots) {
+        for (void* e : {slot.in_done, slot.out_done}) {
+          if (e != nullptr) (void)dev.event_destroy(e);
+        }
+      }
+      for (void* e : lane->free_events) (void)dev.event_destroy(e);
+      for (void* s : {lane->in, lane->out}) {
+        if (s != nullptr) (void)dev.stream_destroy(s);
+      }
+      if (lane->ring != nullptr) (void)dev.host_free(lane->ring);
+    }
+    // Every release is written once the lanes are idle; a word a stream may still be
+    // about to write is never handed on.
+    if (word_ != nullptr && all_idle) StagedProcess::get().give_word(word_);
   }
 
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
     const device::DeviceOps& dev = device::runtime();
-    void* stream = calls[0].call.stream;
     KOLO_TRY(check_device_group(calls, n, env_.rank));
-    // The copies and events go to the device of the buffers and the stream.
-    device::ScopedDevice on_device(calls[0].call.device);
+    const int device = calls[0].call.device;
+    device::ScopedDevice on_device(device);
     KOLO_TRY(on_device.status());
     KOLO_TRY(refuse_graph_capture(calls[0].call, env_.rank, "device_staged"));
-    // One operation per chunk of a large single call, else one for all the calls.
-    std::vector<std::vector<Part>> plan = parts_of(calls, n);
-    // Stages operations while their staging fits (or can be taken from queued operations);
-    // when neither, enqueues the hold and copies out of the oldest staged one, which makes
-    // its buffers available to the next. Past the cap the stream gets in_0 .. in_w,
-    // hold_0, out_0, in_w+1 (into chunk 0's buffers), hold_1, out_1, in_w+2, ... Nothing
-    // here waits: the caller holds the communicator's call lock, which the progress thread
-    // needs for every host collective.
-    std::deque<std::shared_ptr<Operation>> staged;  // inputs enqueued, hold not yet
-    Staging next;
-    size_t k = 0;
-    Status s;
-    while (s.ok() && (k < plan.size() || !staged.empty())) {
-      if (k < plan.size()) {
-        if (next.op == nullptr) s = begin(dev, std::move(plan[k]), stream, &next);
-        bool got = false;
-        if (s.ok()) s = acquire(dev, &next, staged.empty(), &got);
-        if (s.ok() && got) {
-          s = stage_inputs(dev, &next);
-          if (s.ok()) {
-            staged.push_back(std::move(next.op));
-            next = Staging();
-            ++k;
-          }
-          continue;
-        }
-        if (!s.ok()) break;
-      }
-      s = finish(dev, staged.front());
-      if (s.ok()) staged.pop_front();
-    }
-    if (!s.ok()) {
-      // What is on the stream may still touch these: they are kept, never reused.
-      if (next.op != nullptr) staged.push_back(next.op);
+    auto op = std::make_unique<Operation>();
+    op->stream = calls[0].call.stream;
+    op->device = device;
+    KOLO_TRY(steps_of(calls, n, &op->steps));
+    KOLO_TRY(prepare(dev, device, &op->ready));
+    StagedProcess& process = StagedProcess::get();
+    std::shared_lock<std::shared_mutex> enqueueing(process.enqueue);
+    const uint32_t seq = next_seq_ + 1;
+    KOLO_TRY(dev.event_record(op->ready, op->stream));
+    Status held = dev.wait_value(op->stream, word_, seq);
+    if (!held.ok()) return held;  // `ready` alone is harmless; the call is not queued
+    next_seq_ = seq;
+    op->seq = seq;
+    process.queued.fetch_add(1, std::memory_order_acq_rel);
+    {
       std::lock_guard<std::mutex> lock(m_);
-      for (auto& op : staged) abandon_locked(op);
-      return s;
+      queue_.push_back(std::move(op));
+      ++pending_;
+      busy_.store(true, std::memory_order_release);
+      if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
     }
+    cv_.notify_all();
     return Status();
   }
 
@@ -179,20 +222,17 @@ class StagedDeviceExecutor final : public Executor {
     cv_.notify_all();
   }
 
-  // Holds release only as the progress thread runs host plans, which need the call lock;
-  // run() holds that lock, so it must never meet a full stream (CUDA would block it there
-  // until the holds' deadline). A call waits here, before the lock, until what it would
-  // enqueue if staged and what the operations whose host plans have not run hold fit in
-  // kStagedStreamItems, or nothing is queued. (A single call adds at most about
-  // kStagedCallItems: chunk_elems; a group of calls is one operation of its own size.)
-  Status make_room(const CollCall* calls, size_t n, const Deadline& deadline) override {
-    const size_t items = stream_items(calls, n, env_.size, env_.rank);
+  // run() holds the call lock, which the progress thread needs for every host plan, and
+  // CUDA blocks an enqueue into a full stream: a call waits here, before the lock, while
+  // kStagedQueuedCalls are queued (two stream items each).
+  Status make_room(const CollCall*, size_t, const Deadline& deadline) override {
+    KOLO_TRY(device::assert_may_block("a device call waiting for room on its stream"));
     std::unique_lock<std::mutex> lock(m_);
-    while (queued_items_ > 0 && queued_items_ + items > kStagedStreamItems) {
+    while (pending_ >= kStagedQueuedCalls) {
       if (aborted_) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
       if (deadline.expired()) {
-        return error(Code::kTimeout, "rank ", env_.rank, ": ", queued_items_,
-                     " device stream items still waiting for their host collectives at the deadline (KOLO_TIMEOUT)");
+        return error(Code::kTimeout, "rank ", env_.rank, ": ", pending_,
+                     " device calls still waiting for their host collectives at the deadline (KOLO_TIMEOUT)");
       }
       cv_.wait_for(lock, std::chrono::milliseconds(10));
     }
@@ -200,6 +240,7 @@ class StagedDeviceExecutor final : public Executor {
   }
 
   Status drain(const Deadline& deadline) override {
+    KOLO_TRY(device::assert_may_block("waiting for queued device calls"));
     std::unique_lock<std::mutex> lock(m_);
     while (pending_ > 0) {
       if (deadline.expired()) {
@@ -211,272 +252,239 @@ class StagedDeviceExecutor final : public Executor {
   }
 
  private:
-  // A single large call as chunks (chunk_elems), else one operation for all the calls.
-  std::vector<std::vector<Part>> parts_of(const PlannedCall* calls, size_t n) const {
-    std::vector<std::vector<Part>> ops;
+  // ---- the caller's side ---------------------------------------------------------------
+
+  // The steps of calls[0..n): each chunk of a single large call, else one for all.
+  Status steps_of(const PlannedCall* calls, size_t n, std::vector<Step>* steps) const {
     const size_t per = n == 1 ? chunk_elems(calls[0].call, env_.size, env_.rank) : 0;
     if (per == 0) {
-      ops.emplace_back();
-      for (size_t i = 0; i < n; ++i) {
-        ops.back().push_back(part_of(calls[i].call, 0, calls[i].call.spec.count, env_.size, env_.rank));
-      }
-      return ops;
+      std::vector<Part> parts;
+      for (size_t i = 0; i < n; ++i) parts.push_back(part_of(calls[i].call, 0, calls[i].call.spec.count, env_.size, env_.rank));
+      steps->emplace_back();
+      return lay_out(parts, &steps->back());
     }
     const size_t count = calls[0].call.spec.count;
     for (size_t first = 0; first < count; first += per) {
-      ops.push_back({part_of(calls[0].call, first, std::min(per, count - first), env_.size, env_.rank)});
+      steps->emplace_back();
+      KOLO_TRY(lay_out({part_of(calls[0].call, first, std::min(per, count - first), env_.size, env_.rank)}, &steps->back()));
     }
-    return ops;
-  }
-
-  // A new operation for `parts`: its events and the regions its staging must hold.
-  Status begin(const device::DeviceOps& dev, std::vector<Part> parts, void* stream, Staging* st) {
-    st->op = std::make_shared<Operation>();
-    st->op->stream = stream;
-    st->parts = std::move(parts);
-    KOLO_TRY(dev.event_create(&st->op->ready));
-    KOLO_TRY(dev.event_create(&st->op->finished));
-    for (const Part& p : st->parts) {
-      st->layouts.emplace_back();
-      KOLO_TRY(layout_of(p, env_.rank, &st->layouts.back()));
-      for (int r = 0; r < st->layouts.back().regions; ++r) st->sizes.push_back(st->layouts.back().region[r].total());
-    }
-    st->buffer.assign(st->sizes.size(), -1);
     return Status();
   }
 
-  // Takes a buffer for every region of st: one the operation holds already and does not
-  // use, else a new one from the pool while the staging in flight stays within the cap,
-  // else the buffers of the oldest queued operation (the stream waits for its copies out).
-  // *got = false when none of these can be had and `alone` is false (this call has staged
-  // operations whose holds are not enqueued: enqueuing one makes its buffers available).
-  // When `alone` and no queued operation holds staging, a region the cap has no room for
-  // is taken from the pool all the same: the cap bounds reuse, it refuses nothing.
-  Status acquire(const device::DeviceOps& dev, Staging* st, bool alone, bool* got) {
-    Operation* op = st->op.get();
-    std::unique_lock<std::mutex> lock(m_);
-    for (size_t r = 0; r < st->sizes.size(); ++r) {
-      const size_t need = st->sizes[r];
-      while (st->buffer[r] < 0) {
-        int best = -1;
-        for (size_t b = 0; b < op->staging.size(); ++b) {
-          if (op->staging[b].bytes < need) continue;
-          if (std::find(st->buffer.begin(), st->buffer.end(), static_cast<int>(b)) != st->buffer.end()) continue;
-          if (best < 0 || op->staging[b].bytes < op->staging[best].bytes) best = static_cast<int>(b);
-        }
-        if (best >= 0) {
-          st->buffer[r] = best;
-          break;
-        }
-        if (in_flight_ + need <= kStagedInFlightBytes || (held_.empty() && alone)) {
-          in_flight_ += need;  // reserved while the pool pins it
-          lock.unlock();
-          Buffer b{nullptr, 0};
-          Status taken = pool_.take(need, &b.p, &b.bytes);
-          lock.lock();
-          if (!taken.ok()) {
-            in_flight_ -= need;
-            return taken;
-          }
-          in_flight_ += b.bytes - need;
-          op->staging.push_back(b);
-          continue;
-        }
-        if (held_.empty()) {
-          *got = false;
-          return Status();
-        }
-        std::shared_ptr<Operation> old = std::move(held_.front());
-        held_.pop_front();
-        if (old->stream != op->stream) {
-          // On the same stream, its order puts our copies in after old's copies out.
-          KOLO_TRY(dev.stream_wait_event(op->stream, old->finished));
-          op->waits_on.push_back(old);
-        }
-        for (const Buffer& b : old->staging) op->staging.push_back(b);
-        old->staging.clear();
+  // Where each region of each part goes in the step's staging, and the copies in and out.
+  Status lay_out(const std::vector<Part>& parts, Step* step) const {
+    size_t end = 0;
+    for (const Part& p : parts) {
+      Layout l;
+      KOLO_TRY(layout_of(p, env_.rank, &l));
+      size_t at[2] = {0, 0};
+      for (int r = 0; r < l.regions; ++r) {
+        at[r] = end;
+        end += staged_aligned(l.region[r].total());
       }
-    }
-    *got = true;
-    return Status();
-  }
-
-  // Step 1 on the stream: the copies in, `ready`. The host calls point into the staging.
-  Status stage_inputs(const device::DeviceOps& dev, Staging* st) {
-    Operation* op = st->op.get();
-    size_t next_region = 0;
-    for (size_t i = 0; i < st->parts.size(); ++i) {
-      const Part& p = st->parts[i];
-      const Layout& l = st->layouts[i];
-      char* base[2] = {nullptr, nullptr};
-      for (int r = 0; r < l.regions; ++r) base[r] = static_cast<char*>(op->staging[st->buffer[next_region++]].p);
       CollCall host = p.call;
       host.spec.device = false;
       host.stream = nullptr;
-      host.send = l.send_in < 0 ? nullptr : base[l.send_in] + l.region[l.send_in].locate(p.send.device, p.send.bytes);
-      host.recv = l.recv_in < 0 ? nullptr : base[l.recv_in] + l.region[l.recv_in].locate(p.recv.device, p.recv.bytes);
+      host.send = host.recv = nullptr;
+      step->send_at.push_back(l.send_in < 0 ? kNowhere : at[l.send_in] + l.region[l.send_in].locate(p.send.device, p.send.bytes));
+      step->recv_at.push_back(l.recv_in < 0 ? kNowhere : at[l.recv_in] + l.region[l.recv_in].locate(p.recv.device, p.recv.bytes));
       if (l.whole_in) {
-        add_copies(l.region[0], l.region[0], base[0], &op->ins);
+        add_copies(l.region[0], l.region[0], at[0], &step->ins);
       } else if (l.send_in >= 0) {
-        add_copies(p.send, l.region[l.send_in], base[l.send_in], &op->ins);
+        add_copies(p.send, l.region[l.send_in], at[l.send_in], &step->ins);
       }
-      if (l.recv_in >= 0) add_copies(p.recv, l.region[l.recv_in], base[l.recv_in], &op->outs);
-      op->host_calls.push_back(host);
+      if (l.recv_in >= 0) add_copies(p.recv, l.region[l.recv_in], at[l.recv_in], &step->outs);
+      step->host_calls.push_back(host);
     }
-    for (const Operation::Copy& c : op->ins) KOLO_TRY(dev.memcpy_async(c.host, c.device, c.bytes, op->stream));
-    return dev.event_record(op->ready, op->stream);
-  }
-
-  // The pieces of `view`, each to where it lies in the staging of `region` (at `base`).
-  static void add_copies(const View& view, const View& region, char* base, std::vector<Operation::Copy>* copies) {
-    for (size_t q = 0; q < view.blocks; ++q) {
-      const char* d = view.device + q * view.stride;
-      copies->push_back({const_cast<char*>(d), base + region.locate(d, view.bytes), view.bytes});
-    }
-  }
-
-  // Steps 2-3: hold the stream until the host plan has run, copy the results out,
-  // `finished`; then the operation goes to the progress thread.
-  Status finish(const device::DeviceOps& dev, const std::shared_ptr<Operation>& op) {
-    KOLO_TRY(dev.launch_host_func(op->stream, hold_stream, op.get()));
-    for (const Operation::Copy& c : op->outs) KOLO_TRY(dev.memcpy_async(c.device, c.host, c.bytes, op->stream));
-    KOLO_TRY(dev.event_record(op->finished, op->stream));
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      op->items = op->ins.size() + op->outs.size() + 3;
-      queued_items_ += op->items;
-      queue_.push_back(op);
-      if (!op->staging.empty()) held_.push_back(op);
-      ++pending_;
-      busy_.store(true, std::memory_order_release);
-      if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
-    }
-    cv_.notify_all();
+    step->bytes = end;
     return Status();
   }
 
-  // An operation a stream may still refer to, but that will not run: kept as it is.
-  void abandon_locked(const std::shared_ptr<Operation>& op) {
-    for (const Buffer& b : op->staging) in_flight_ -= b.bytes;
-    op->own_events = false;
-    kept_.push_back(op);
+  // The pieces of `view`, each to where it lies in the staging of `region` (at `at`).
+  static void add_copies(const View& view, const View& region, size_t at, std::vector<Copy>* copies) {
+    for (size_t q = 0; q < view.blocks; ++q) {
+      const char* d = view.device + q * view.stride;
+      copies->push_back({const_cast<char*>(d), at + region.locate(d, view.bytes), view.bytes});
+    }
   }
 
-  // Returns the staging of an operation whose `finished` has passed to the pool.
-  void release(Operation* op) {
-    std::vector<Buffer> staging;
-    std::vector<std::shared_ptr<Operation>> waited;  // dropped after the lock
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      staging.swap(op->staging);
-      waited.swap(op->waits_on);
-      for (const Buffer& b : staging) in_flight_ -= b.bytes;
-      auto it = std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.get() == op; });
-      if (it != held_.end()) held_.erase(it);
+  // Before a call is queued: the release word, the device's lane (its ring, when pinned
+  // memory may be taken now) and a `ready` event. Only here are device resources made:
+  // under the call lock, with no call of this communicator queued or one queued already.
+  Status prepare(const device::DeviceOps& dev, int device, void** ready) {
+    if (word_ == nullptr) {
+      Result<uint32_t*> w = StagedProcess::get().take_word();
+      if (!w.ok()) return w.status();
+      word_ = w.value();
+      next_seq_ = __atomic_load_n(word_, __ATOMIC_ACQUIRE);  // a reused word goes on from its value
     }
-    for (const Buffer& b : staging) pool_.give(b.p);
+    std::lock_guard<std::mutex> lock(lanes_m_);
+    std::unique_ptr<Lane>& lane = lanes_[device];
+    if (lane == nullptr) {
+      lane = std::make_unique<Lane>();
+      KOLO_TRY(dev.stream_create(&lane->in));
+      KOLO_TRY(dev.stream_create(&lane->out));
+      for (Slot& slot : lane->slots) {
+        KOLO_TRY(dev.event_create(&slot.in_done));
+        KOLO_TRY(dev.event_create(&slot.out_done));
+      }
+    }
+    if (lane->ring == nullptr) {
+      Result<void*> ring = StagedProcess::get().try_pinned(kStagedSlots * slot_bytes_);
+      if (!ring.ok()) return ring.status();
+      if (ring.value() != nullptr) {
+        lane->ring = ring.value();
+        for (int s = 0; s < kStagedSlots; ++s) lane->slots[s].pinned = static_cast<char*>(lane->ring) + s * slot_bytes_;
+      }
+    }
+    if (!lane->free_events.empty()) {
+      *ready = lane->free_events.back();
+      lane->free_events.pop_back();
+      return Status();
+    }
+    return dev.event_create(ready);
   }
+
+  // ---- the progress thread -------------------------------------------------------------
 
   void progress() {
-    const device::DeviceOps& dev = device::runtime();
     while (true) {
-      std::shared_ptr<Operation> op;
+      std::unique_ptr<Operation> op;
       {
         std::unique_lock<std::mutex> lock(m_);
-        if (queue_.empty() && !retiring_.empty()) {
-          lock.unlock();
-          retire(dev, true);  // idle: wait for the streams to finish copying out
-          lock.lock();
-        }
         cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) {
-          lock.unlock();
-          retire(dev, true);
-          return;
-        }
-        op = queue_.front();
+        if (queue_.empty()) return;
+        op = std::move(queue_.front());
         queue_.pop_front();
       }
-      const double timeout = env_timeout_seconds();
-      // Inputs that never arrived (a broken or stuck stream) must not reach the peers as
-      // data: the communicator fails instead, which ends the peers' calls with an error.
-      Status ready = dev.event_synchronize(op->ready, Deadline(timeout));
-      bool late;  // the hold gave up already: the stream has gone on, the staging with it
-      {
-        std::lock_guard<std::mutex> lock(op->m);
-        late = op->gave_up;
-      }
-      if (late) {
-        // Not run: its staging may be another call's by now. Failed below.
-      } else if (!ready.ok()) {
-        env_.fail(error(ready.code(), "rank ", env_.rank, ": device inputs of a call never arrived: ", ready.message()));
-      } else {
-        (void)env_.run_host(op->host_calls.data(), op->host_calls.size());  // a failure fails the communicator
-      }
-      bool gave_up;
-      {
-        std::lock_guard<std::mutex> lock(op->m);
-        op->done = true;
-        gave_up = op->gave_up;
-      }
-      op->cv.notify_all();
-      if (gave_up) {
-        env_.fail(error(Code::kTimeout, "rank ", env_.rank, ": a device call's stream waited KOLO_TIMEOUT (", timeout,
-                        " s) for its host collective and went on without it; its results are wrong"));
-      }
-      retiring_.push_back(op);
-      retire(dev, false);  // what the stream has finished with; the rest later
+      process(*op);
+      StagedProcess::get().queued.fetch_sub(1, std::memory_order_acq_rel);
       {
         std::lock_guard<std::mutex> lock(m_);
-        queued_items_ -= op->items;
         if (--pending_ == 0) busy_.store(false, std::memory_order_release);
       }
       cv_.notify_all();
     }
   }
 
-  // Frees the staging of operations whose results the stream has copied out, oldest first
-  // (without blocking, or waiting for each). An operation whose stream never gets there is
-  // kept, out of the staging in flight: its host function still refers to it.
-  void retire(const device::DeviceOps& dev, bool block) {
-    while (!retiring_.empty()) {
-      const std::shared_ptr<Operation>& op = retiring_.front();
-      bool finished;
-      if (block) {
-        finished = dev.event_synchronize(op->finished, Deadline(env_timeout_seconds())).ok();
-      } else {
-        Result<bool> query = dev.event_query(op->finished);
-        if (!query.ok() || !query.value()) return;
-        finished = true;
+  Lane& lane_of(int device) {
+    std::lock_guard<std::mutex> lock(lanes_m_);
+    return *lanes_[device];
+  }
+
+  // One call: its steps through the ring, then the caller's stream released by its seq.
+  void process(Operation& op) {
+    const device::DeviceOps& dev = device::runtime();
+    device::ScopedDevice on_device(op.device);
+    Lane& lane = lane_of(op.device);
+    Status s = broken_;
+    if (s.ok()) s = on_device.status();
+    if (s.ok()) s = dev.stream_wait_event(lane.in, op.ready);
+    std::vector<Slot*> slot_of(op.steps.size(), nullptr);
+    size_t staged = 0;  // steps whose copies in are enqueued
+    for (size_t i = 0; s.ok() && i < op.steps.size(); ++i) {
+      // Up to kStagedSlots steps ahead: step j reuses the slot step j - kStagedSlots left.
+      while (s.ok() && staged < op.steps.size() && staged < i + kStagedSlots) {
+        slot_of[staged] = &lane.slots[next_slot_++ % kStagedSlots];
+        s = stage_in(dev, lane, op, op.steps[staged], *slot_of[staged]);
+        ++staged;
       }
-      if (finished) {
-        release(op.get());
-      } else {
-        std::lock_guard<std::mutex> lock(m_);
-        auto it = std::find(held_.begin(), held_.end(), op);
-        if (it != held_.end()) held_.erase(it);
-        abandon_locked(op);
+      if (s.ok()) {
+        s = dev.event_synchronize(slot_of[i]->in_done, Deadline(env_timeout_seconds()));
+        if (!s.ok()) s = error(s.code(), "rank ", env_.rank, ": device inputs of a call never arrived: ", s.message());
       }
-      retiring_.pop_front();
+      if (s.ok()) s = run_host(op.steps[i], *slot_of[i]);
+      if (s.ok()) s = stage_out(dev, lane, op.steps[i], *slot_of[i]);
+    }
+    return_event(lane, op.ready);
+    if (!s.ok() && broken_.ok()) {
+      broken_ = s;
+      env_.fail(s);  // the peers' calls end with an error through the links
+    }
+    // Behind every copy out of this call (and of the earlier ones): release its stream.
+    Status released = dev.write_value(lane.out, word_, op.seq);
+    if (!released.ok()) {
+      log_warn(Subsys::kExec, "rank ", env_.rank, ": releasing a device stream on the device failed (",
+               released.message(), "); released from the host");
+      __atomic_store_n(word_, op.seq, __ATOMIC_RELEASE);
     }
   }
 
+  // The step's staging: its slot when it fits, else pageable memory the slot keeps.
+  Status staging_of(const device::DeviceOps& dev, const Operation& op, const Step& step, Slot& slot, char** base) {
+    if (slot.pageable != nullptr) {
+      // The last copy out of it must be done before it goes (it is from pageable memory).
+      KOLO_TRY(dev.event_synchronize(slot.out_done, Deadline(env_timeout_seconds())));
+      slot.pageable.reset();
+    }
+    if (slot.pinned != nullptr && step.bytes <= slot_bytes_) {
+      *base = slot.pinned;
+      return Status();
+    }
+    // A copy from the device into pageable memory returns once done: the inputs must be
+    // there first, or this thread would wait without a deadline.
+    KOLO_TRY(dev.event_synchronize(op.ready, Deadline(env_timeout_seconds())));
+    slot.pageable.reset(new (std::nothrow) char[std::max<size_t>(step.bytes, 1)]);
+    if (slot.pageable == nullptr) {
+      return error(Code::kSystem, "rank ", env_.rank, ": out of host memory staging ", step.bytes, " bytes of a device call");
+    }
+    *base = slot.pageable.get();
+    return Status();
+  }
+
+  static char* base_of(const Slot& slot) { return slot.pageable != nullptr ? slot.pageable.get() : slot.pinned; }
+
+  // On `in`: after the slot's last copy out, the step's copies into it; in_done.
+  Status stage_in(const device::DeviceOps& dev, Lane& lane, const Operation& op, const Step& step, Slot& slot) {
+    if (slot.used) KOLO_TRY(dev.stream_wait_event(lane.in, slot.out_done));
+    char* base = nullptr;
+    KOLO_TRY(staging_of(dev, op, step, slot, &base));
+    for (const Copy& c : step.ins) KOLO_TRY(dev.memcpy_async(base + c.offset, c.device, c.bytes, lane.in));
+    return dev.event_record(slot.in_done, lane.in);
+  }
+
+  // The host plan of the step, on its staging, through the communicator (in call order).
+  Status run_host(Step& step, const Slot& slot) {
+    char* base = base_of(slot);
+    for (size_t k = 0; k < step.host_calls.size(); ++k) {
+      step.host_calls[k].send = step.send_at[k] == kNowhere ? nullptr : base + step.send_at[k];
+      step.host_calls[k].recv = step.recv_at[k] == kNowhere ? nullptr : base + step.recv_at[k];
+    }
+    return env_.run_host(step.host_calls.data(), step.host_calls.size());
+  }
+
+  // On `out`: the step's results back to the device; out_done.
+  Status stage_out(const device::DeviceOps& dev, Lane& lane, const Step& step, Slot& slot) {
+    char* base = base_of(slot);
+    for (const Copy& c : step.outs) KOLO_TRY(dev.memcpy_async(c.device, base + c.offset, c.bytes, lane.out));
+    KOLO_TRY(dev.event_record(slot.out_done, lane.out));
+    slot.used = true;
+    return Status();
+  }
+
+  void return_event(Lane& lane, void* event) {
+    std::lock_guard<std::mutex> lock(lanes_m_);
+    lane.free_events.push_back(event);
+  }
+
   ExecutorEnv env_;
-  PinnedPool pool_;  // before the thread: outlives it
+  const size_t slot_bytes_;
+  // Under the call lock (run) and, once a call is queued, read by the progress thread.
+  uint32_t* word_ = nullptr;
+  uint32_t next_seq_ = 0;  // the last seq given out
+  std::mutex lanes_m_;
+  std::map<int, std::unique_ptr<Lane>> lanes_;  // by device
+  // The progress thread's own.
+  uint64_t next_slot_ = 0;
+  Status broken_;  // the first failure: later calls only release their streams
+  // Under m_.
   std::mutex m_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Operation>> queue_;
-  size_t pending_ = 0;
-  size_t queued_items_ = 0;  // stream items of the queued operations (make_room)
+  std::deque<std::unique_ptr<Operation>> queue_;
+  size_t pending_ = 0;  // queued or being processed
   std::atomic<bool> busy_{false};  // pending_ > 0, readable without the lock
   bool stop_ = false;
   bool aborted_ = false;  // kolo_comm_abort: make_room waits no more
-  // Under m_: queued operations that hold staging, oldest first (a new operation past the
-  // cap takes theirs), and the bytes of staging that operations hold.
-  std::deque<std::shared_ptr<Operation>> held_;
-  size_t in_flight_ = 0;
-  std::deque<std::shared_ptr<Operation>> retiring_;  // collective done, copies out pending
-  std::vector<std::shared_ptr<Operation>> kept_;  // streams that never finished, or failed enqueues
   std::thread thread_;  // started by the first device call
 };
 

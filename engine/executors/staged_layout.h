@@ -1,14 +1,12 @@
 // How the device_staged executor (staged_device_executor.cc) cuts a device call and lays
-// it out in pinned host staging: the bytes a call reads and writes, the pool of pinned
-// buffers, the chunk rule, and the views (sets of equal pieces on the device) that become
+// it out in pinned host staging: the bytes a call reads and writes, the slots of pinned
+// memory, the chunk rule, and the views (sets of equal pieces on the device) that become
 // the copies in and out. Separate from the executor's threads and queues so that each
 // reads on its own; only that executor includes it.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
-#include <map>
-#include <mutex>
 #include <vector>
 
 #include "engine/collective.h"
@@ -44,56 +42,6 @@ inline CallBytes bytes_of(const CollSpec& s, int ranks, int rank) {
   return {0, 0};
 }
 
-// Pinned buffers kept for reuse, by size. A request takes the smallest free buffer that
-// fits and is at most twice as large; the pool keeps at most kPoolBytes.
-class PinnedPool {
- public:
-  static constexpr size_t kPoolBytes = size_t{1} << 30;
-  ~PinnedPool() {
-    for (auto& [bytes, p] : free_) (void)device::runtime().host_free(p);
-  }
-  // *capacity: the buffer's real size (at least `bytes`).
-  Status take(size_t bytes, void** out, size_t* capacity) {
-    std::lock_guard<std::mutex> lock(m_);
-    auto it = free_.lower_bound(bytes);
-    if (it != free_.end() && it->first <= 2 * bytes) {
-      *out = it->second;
-      *capacity = it->first;
-      size_of_[*out] = it->first;
-      held_ -= it->first;
-      free_.erase(it);
-      return Status();
-    }
-    KOLO_TRY(device::runtime().host_alloc(out, bytes));
-    *capacity = bytes;
-    size_of_[*out] = bytes;
-    return Status();
-  }
-  void give(void* p) {
-    std::lock_guard<std::mutex> lock(m_);
-    const size_t bytes = size_of_[p];
-    size_of_.erase(p);
-    while (held_ + bytes > kPoolBytes && !free_.empty()) {  // make room: the largest go first
-      auto last = std::prev(free_.end());
-      (void)device::runtime().host_free(last->second);
-      held_ -= last->first;
-      free_.erase(last);
-    }
-    if (held_ + bytes > kPoolBytes) {
-      (void)device::runtime().host_free(p);
-      return;
-    }
-    free_.emplace(bytes, p);
-    held_ += bytes;
-  }
-
- private:
-  std::mutex m_;
-  std::multimap<size_t, void*> free_;
-  std::map<void*, size_t> size_of_;
-  size_t held_ = 0;
-};
-
 // The staging one chunk aims at (for a rank-major call: its strided side, all ranks'
 // pieces together).
 constexpr size_t kStagedChunkBytes = size_t{4} << 20;
@@ -101,21 +49,27 @@ constexpr size_t kStagedChunkBytes = size_t{4} << 20;
 // would make each of the chunk's `ranks` copies too small to pay for its own launch (a
 // few microseconds each on a GPU; 512 KB take about 20 us at PCIe speed).
 constexpr size_t kStagedMinPieceBytes = size_t{512} << 10;
-// Pinned staging held by the operations in flight on one communicator (one executor).
-// Beyond it a new chunk reuses the buffers of the oldest queued operation instead of
-// pinning more: a 2 GB allreduce stages at most this much, not 2 GB. 256 MB keeps 32
-// out-of-place allreduce chunks (8 MB staged each) ahead of the collectives, far more than
-// the overlap of copies and collectives needs. A bound on memory, never a refusal: an
-// operation larger than the cap runs alone (it takes what it needs when nothing else is
-// held).
-constexpr size_t kStagedInFlightBytes = size_t{256} << 20;
-// Stream items (copies, events, holds) a single call of the staged executor may add (chunks
-// are made larger to keep within it), and those a call and the calls queued before it may
-// hold together (make_room waits for that, or for an empty queue): under what a CUDA stream
-// holds before an enqueue blocks (about 1000; the emulated device's kEmulatedStreamDepth),
-// with room for the caller's own work.
-constexpr size_t kStagedCallItems = 384;
-constexpr size_t kStagedStreamItems = 768;
+// Staging slots of pinned host memory per communicator, each holding one chunk's regions:
+// three are what the pipeline needs (copy in of chunk i+1, host collective on chunk i,
+// copy out of chunk i-1), one more lets the copies run ahead of a slow collective.
+constexpr int kStagedSlots = 4;
+// Regions in a slot start on this boundary (copy engines prefer aligned addresses).
+constexpr size_t kStagedAlign = 256;
+inline size_t staged_aligned(size_t bytes) { return (bytes + kStagedAlign - 1) / kStagedAlign * kStagedAlign; }
+// Device calls (operations) a communicator may have queued whose streams wait for their
+// host collectives: each puts two items on its stream (an event and a wait), so 256 stay
+// far under what a CUDA stream holds before an enqueue blocks (about 1000), with room for
+// the caller's own work. A call past it waits before the call lock (make_room).
+constexpr size_t kStagedQueuedCalls = 256;
+
+// The bytes of one slot: the largest chunk chunk_elems makes on `ranks` ranks, both sides
+// (an elementwise call's send and recv; a rank-major call's `ranks` pieces and its own one).
+inline size_t staged_slot_bytes(int ranks) {
+  const size_t n = static_cast<size_t>(std::max(ranks, 1));
+  const size_t piece = std::max(kStagedChunkBytes / n, kStagedMinPieceBytes);
+  const size_t rank_major = staged_aligned(n * piece) + staged_aligned(piece);
+  return std::max(2 * kStagedChunkBytes, rank_major);
+}
 
 // Where one buffer of a host call lies on the device: `blocks` pieces of `bytes`, `stride`
 // apart. The staging holds the pieces end to end. A whole buffer is one piece.
@@ -246,16 +200,16 @@ inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int
 
 // The elements per chunk of a single call, or 0: run it whole. A chunk stages about
 // kStagedChunkBytes on its larger side: an elementwise call's buffer, or all `ranks` pieces
-// of a rank-major call's strided buffer (each piece at least kStagedMinPieceBytes); more
-// where so many chunks would put more than kStagedCallItems on the stream. A call
-// is cut when it stages more than two such chunks (for a rank-major call with up to
-// kStagedChunkBytes / kStagedMinPieceBytes ranks: a block of more than
-// 2 * kStagedChunkBytes / ranks): below that, the copies in and out of one more chunk cost
-// more than the overlap saves. The chunks are then evened out (equal counts, within one
-// element), so that no tiny chunk comes last. Every rank computes the same from the count,
-// the dtype and the communicator size. Calls whose send and recv overlap other than in
-// place (an allgather with send == recv off its own block) run whole, as the host plan
-// gets them.
+// of a rank-major call's strided buffer (each piece at least kStagedMinPieceBytes), so it
+// fits a slot (staged_slot_bytes). A call is cut when it stages more than two such chunks
+// (for a rank-major call with up to kStagedChunkBytes / kStagedMinPieceBytes ranks: a block
+// of more than 2 * kStagedChunkBytes / ranks): below that, the copies in and out of one more
+// chunk cost more than the overlap saves. The chunks are then evened out (equal counts,
+// within one element), so that no tiny chunk comes last. Every rank computes the same from
+// the count, the dtype and the communicator size. Calls whose send and recv overlap other
+// than in place (an allgather with send == recv off its own block) run whole, as the host
+// plan gets them; so do send and recv (a send alone may match a receive in a group, which
+// is not cut) and allgatherv (a count per rank).
 inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
   const CollSpec& s = call.spec;
   if (!elementwise(s.kind) && !rank_major(s.kind)) return 0;
@@ -266,27 +220,8 @@ inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
   if (s.count <= 2 * most) return 0;
   const Part whole = part_of(call, 0, s.count, ranks, rank);
   if (overlap(whole.send, whole.recv) && !s.in_place) return 0;
-  // A chunk's stream items: its copies in and out (one per piece), `ready`, the hold and
-  // `finished`.
-  const size_t items = (strided_send(s.kind) ? blocks : 1) + (strided_recv(s.kind) ? blocks : 1) + 3;
-  if (kStagedCallItems / items < 2) return 0;  // so many ranks that two chunks would be too many
-  const size_t chunks = std::min((s.count + most - 1) / most, kStagedCallItems / items);
+  const size_t chunks = (s.count + most - 1) / most;
   return (s.count + chunks - 1) / chunks;  // even chunks: no small one at the end
-}
-
-// The stream items a staged run of calls[0..n) enqueues: per operation (each chunk of a
-// single large call, else the whole group) a copy in or out per piece, and `ready`, the
-// hold and `finished`.
-inline size_t stream_items(const CollCall* calls, size_t n, int ranks, int rank) {
-  auto pieces = [](const Part& p) { return (p.send.used() ? p.send.blocks : 0) + (p.recv.used() ? p.recv.blocks : 0); };
-  const size_t per = n == 1 ? chunk_elems(calls[0], ranks, rank) : 0;
-  if (per == 0) {
-    size_t items = 3;
-    for (size_t i = 0; i < n; ++i) items += pieces(part_of(calls[i], 0, calls[i].spec.count, ranks, rank));
-    return items;
-  }
-  const size_t chunks = (calls[0].spec.count + per - 1) / per;
-  return chunks * (pieces(part_of(calls[0], 0, per, ranks, rank)) + 3);
 }
 
 }  // namespace kolo::staged

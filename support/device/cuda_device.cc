@@ -11,13 +11,20 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "support/device/device.h"
+#include "support/env.h"
 
 namespace kolo::device {
+
+// stream_word_kernels.cu: where the driver has no stream memory operations.
+Status cuda_wait_word_kernel(void* stream, uint32_t* word, uint32_t value, double timeout_s);
+Status cuda_write_word_kernel(void* stream, uint32_t* word, uint32_t value);
+
 namespace {
 
 // ---- the driver, through dlopen ---------------------------------------------------------
@@ -25,7 +32,18 @@ namespace {
 struct Driver {
   bool present = false;  // libcuda loads, cuInit succeeds and there is a GPU
   CUresult (*get_attribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;
+  // Stream memory operations (null where the driver lacks them: the kernels stand in).
+  CUresult (*wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
+  CUresult (*write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
 };
+
+// The _v2 entry points are the ones CUDA 12 and later export (the first versions are gone).
+template <class F>
+F driver_symbol(void* lib, const char* v2, const char* v1) {
+  void* f = dlsym(lib, v2);
+  if (f == nullptr) f = dlsym(lib, v1);
+  return reinterpret_cast<F>(f);
+}
 
 // Loaded once per process; a missing driver is the normal case on a CPU machine: silent.
 // The handle is never dlclose'd (the CUDA runtime holds libcuda open as well).
@@ -45,6 +63,8 @@ const Driver& driver() {
     if (count(&devices) != CUDA_SUCCESS || devices <= 0) return out;
     out.present = true;
     out.get_attribute = attr;
+    out.wait_value32 = driver_symbol<decltype(out.wait_value32)>(lib, "cuStreamWaitValue32_v2", "cuStreamWaitValue32");
+    out.write_value32 = driver_symbol<decltype(out.write_value32)>(lib, "cuStreamWriteValue32_v2", "cuStreamWriteValue32");
     return out;
   }();
   return d;
@@ -204,8 +224,67 @@ Status cuda_event_synchronize(void* event, const Deadline& deadline) {
   return poll_until_done([e = as_event(event)] { return cudaEventQuery(e); }, deadline, "event_synchronize", event);
 }
 
+// fn runs marked as a host function (assert_may_block).
+struct HostCall {
+  void (*fn)(void*);
+  void* arg;
+};
+void run_host_call(void* p) {
+  HostCall call = *static_cast<HostCall*>(p);
+  delete static_cast<HostCall*>(p);
+  set_in_host_function(true);
+  call.fn(call.arg);
+  set_in_host_function(false);
+}
+
 Status cuda_launch_host_func(void* stream, void (*fn)(void*), void* arg) {
-  return check(cudaLaunchHostFunc(as_stream(stream), fn, arg), "cudaLaunchHostFunc", "stream ", stream);
+  auto* call = new HostCall{fn, arg};
+  const cudaError_t rc = cudaLaunchHostFunc(as_stream(stream), run_host_call, call);
+  if (rc != cudaSuccess) delete call;
+  return check(rc, "cudaLaunchHostFunc", "stream ", stream);
+}
+
+// The word's device address (mapped pinned memory: the same under UVA, asked all the same).
+Status word_address(uint32_t* word, CUdeviceptr* address) {
+  void* device = nullptr;
+  KOLO_TRY(check(cudaHostGetDevicePointer(&device, word, 0), "cudaHostGetDevicePointer", word));
+  *address = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(device));
+  return Status();
+}
+
+// Whether a driver call came back "not supported" (the kernels stand in then, for good).
+std::atomic<bool> stream_ops_unsupported{false};
+
+Status cuda_wait_value(void* stream, uint32_t* word, uint32_t value) {
+  CUdeviceptr address = 0;
+  KOLO_TRY(word_address(word, &address));
+  const Driver& d = driver();
+  if (d.wait_value32 != nullptr && !stream_ops_unsupported.load(std::memory_order_relaxed)) {
+    const CUresult rc = d.wait_value32(as_stream(stream), address, value, CU_STREAM_WAIT_VALUE_GEQ);
+    if (rc == CUDA_SUCCESS) return Status();
+    if (rc != CUDA_ERROR_NOT_SUPPORTED) {
+      return error(Code::kSystem, "cuda: cuStreamWaitValue32(stream ", stream, ", word ", word, ", ", value,
+                   ") failed with CUresult ", static_cast<int>(rc));
+    }
+    stream_ops_unsupported.store(true, std::memory_order_relaxed);
+  }
+  return cuda_wait_word_kernel(stream, reinterpret_cast<uint32_t*>(address), value, 2 * env_timeout_seconds() + 5);
+}
+
+Status cuda_write_value(void* stream, uint32_t* word, uint32_t value) {
+  CUdeviceptr address = 0;
+  KOLO_TRY(word_address(word, &address));
+  const Driver& d = driver();
+  if (d.write_value32 != nullptr && !stream_ops_unsupported.load(std::memory_order_relaxed)) {
+    const CUresult rc = d.write_value32(as_stream(stream), address, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (rc == CUDA_SUCCESS) return Status();
+    if (rc != CUDA_ERROR_NOT_SUPPORTED) {
+      return error(Code::kSystem, "cuda: cuStreamWriteValue32(stream ", stream, ", word ", word, ", ", value,
+                   ") failed with CUresult ", static_cast<int>(rc));
+    }
+    stream_ops_unsupported.store(true, std::memory_order_relaxed);
+  }
+  return cuda_write_word_kernel(stream, reinterpret_cast<uint32_t*>(address), value);
 }
 
 // The kernel's .cu wrapper does the <<<>>> launch and checks it; here only the dispatch.
@@ -318,6 +397,8 @@ const DeviceOps kCuda = {
     cuda_event_query,
     cuda_event_synchronize,
     cuda_launch_host_func,
+    cuda_wait_value,
+    cuda_write_value,
     cuda_launch,
     cuda_stream_begin_capture,
     cuda_stream_end_capture,

@@ -2,6 +2,8 @@
 // backend, which refuses everything but the questions.
 #include "support/device/device.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -47,6 +49,8 @@ const DeviceOps kNone = {
     no_query,
     [](void*, const Deadline&) { return no_device(); },
     [](void*, void (*)(void*), void*) { return no_device(); },
+    refuse<void*, uint32_t*, uint32_t>,
+    refuse<void*, uint32_t*, uint32_t>,
     [](const Launch&, void*) { return no_device(); },
     refuse<void*>,
     refuse<void*, void**>,
@@ -102,6 +106,24 @@ Status why_none() { return chosen().status; }
 }  // namespace
 
 const DeviceOps& runtime() { return *chosen().ops; }
+
+namespace {
+thread_local bool host_function_running = false;
+}  // namespace
+
+bool in_host_function() { return host_function_running; }
+void set_in_host_function(bool in) { host_function_running = in; }
+
+Status assert_may_block(const char* what) {
+  if (!host_function_running) return Status();
+#ifndef NDEBUG
+  std::fprintf(stderr, "kolo: %s would wait inside a device host function (it stalls every stream's host "
+               "functions of the process)\n", what);
+  std::abort();
+#endif
+  return error(Code::kInternal, what, " would wait inside a device host function, which stalls every stream's host "
+               "functions of the process");
+}
 const DeviceOps& none_ops() { return kNone; }
 
 ScopedDevice::ScopedDevice(int device) {

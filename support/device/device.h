@@ -83,8 +83,22 @@ struct DeviceOps {
   Status (*event_synchronize)(void* event, const Deadline& deadline);
 
   // Runs fn(arg) on a host thread once the work enqueued before it is done; later work on
-  // the stream waits for it.
+  // the stream waits for it. As in CUDA, one thread runs the host functions of every
+  // stream of the process, in the order they become ready: a host function that waits
+  // holds every other stream's host functions back, and may not call the runtime. kolo
+  // itself enqueues none (assert_may_block catches one that would wait).
   Status (*launch_host_func)(void* stream, void (*fn)(void*), void* arg);
+  // Stream memory operations on a 32-bit word of pinned host memory (host_alloc: mapped,
+  // so the device reads and writes it at the same address). wait_value holds the stream
+  // on the device until (int32_t)(*word - value) >= 0 (a sequence number that wraps);
+  // write_value stores `value` once the work before it is done. This is how a host thread
+  // holds and releases a stream without a host function (cuStreamWaitValue32 /
+  // cuStreamWriteValue32, or a one-thread polling kernel where those are missing). A
+  // wait has no deadline of its own on a GPU: whoever enqueues one must write the word
+  // within KOLO_TIMEOUT whatever happens (the emulated device fails the stream at twice
+  // that, so a test sees a word never written).
+  Status (*wait_value)(void* stream, uint32_t* word, uint32_t value);
+  Status (*write_value)(void* stream, uint32_t* word, uint32_t value);
   Status (*launch)(const Launch& launch, void* stream);
 
   // CUDA graphs, for callers that capture kolo's calls (tests, kolo-perf --graph): begin
@@ -130,6 +144,16 @@ class ScopedDevice {
   int previous_ = -1;  // the device to restore; -1: nothing to restore
   Status status_;
 };
+
+// Host functions run on the runtime's host-function thread, which every stream of the
+// process shares: one that waits on anything stalls them all. kolo's code calls this
+// before any wait that could last (a host collective, a barrier, a condition variable with
+// a deadline); on the host-function thread it aborts in debug builds and returns an error
+// in release builds, naming `what`.
+Status assert_may_block(const char* what);
+// Whether this thread is running a host function now (set by both backends around fn).
+bool in_host_function();
+void set_in_host_function(bool in);  // for the backends
 
 // Backends (each in its own file; the cuda one only in builds with nvcc).
 const DeviceOps& emulated_ops();

@@ -14,6 +14,21 @@
 //   graphs   capturing a stream records its work items instead of running them; a launch
 //            enqueues them again, as one; events and synchronize refuse a capturing stream.
 // There are kEmulatedDevices devices; an allocation belongs to the thread's current one.
+//
+// Where CUDA constrains a program, the emulated device constrains it alike, so that what
+// deadlocks or fails on a GPU deadlocks or fails here (tests named *cuda_semantics*):
+//   - host functions of every stream run on one process-wide thread, in the order they
+//     become ready; a stream waits for its host function there, so one that blocks holds
+//     back the others (and calling the device runtime from one is an error);
+//   - malloc, free, host_alloc and host_free wait for all work queued on the device (its
+//     streams and the default stream), as CUDA's implicit synchronisation does; past
+//     KOLO_TIMEOUT they fail and say that a GPU would have deadlocked there;
+//   - during a capture, the capturing thread may not synchronize, query events, allocate
+//     or free, nor use the legacy default stream: the call fails and the capture is
+//     invalidated (end_capture fails), as in CUDA's thread-local capture mode;
+//   - a full stream blocks the enqueueing thread (kEmulatedStreamDepth);
+//   - wait_value polls its word on the stream's worker (a GPU's front end waits, with no
+//     deadline: after 2 x KOLO_TIMEOUT + 5 s the emulated one fails the stream instead).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -73,6 +88,39 @@ std::map<uintptr_t, Allocation>& allocations() {  // by base address
 
 thread_local int current = 0;
 
+// ---- capture rules ----------------------------------------------------------------------
+
+class Stream;
+// The streams this thread is capturing (CUDA's thread-local capture mode): what it may not
+// do meanwhile fails and invalidates them.
+thread_local std::vector<Stream*> captures_here;
+void invalidate_captures_here();
+
+Status refuse_during_capture(const char* what) {
+  if (captures_here.empty()) return Status();
+  invalidate_captures_here();
+  return error(Code::kInvalidArgument, "emulated device: ", what, " while this thread captures a stream (CUDA: "
+               "cudaErrorStreamCaptureUnsupported; the capture is invalidated)");
+}
+
+// The device runtime may not be called from a host function (CUDA: cudaErrorNotPermitted).
+Status refuse_in_host_function(const char* what) {
+  if (!in_host_function()) return Status();
+  return error(Code::kInvalidArgument, "emulated device: ", what, " called from a host function (CUDA forbids "
+               "device runtime calls there)");
+}
+
+// What must wait for all queued device work first (defined with the streams).
+Status implicit_synchronization(const char* what);
+
+// Allocation and freeing: not during a capture, not in a host function, and only once the
+// device is idle.
+Status allocation_allowed(const char* what) {
+  KOLO_TRY(refuse_in_host_function(what));
+  KOLO_TRY(refuse_during_capture(what));
+  return implicit_synchronization(what);
+}
+
 // The allocation holding p, or end().
 std::map<uintptr_t, Allocation>::iterator find_allocation(const void* p) {
   auto& all = allocations();
@@ -92,6 +140,7 @@ Status map_memfd(int fd, size_t bytes, void** ptr) {
 
 Status emu_malloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return error(Code::kInvalidArgument, "emulated device: malloc with a null result pointer");
+  KOLO_TRY(allocation_allowed("malloc"));
   const int fd = ::memfd_create("kolo-emulated-device", MFD_CLOEXEC);
   if (fd < 0) return error(Code::kSystem, "emulated device: memfd_create failed: ", std::strerror(errno));
   if (::ftruncate(fd, static_cast<off_t>(std::max<size_t>(bytes, 1))) != 0) {
@@ -130,6 +179,8 @@ Status release(void* ptr, MemoryKind kind, const char* what) {
 }
 
 Status emu_free(void* ptr) {
+  if (ptr == nullptr) return Status();
+  KOLO_TRY(allocation_allowed("free"));
   {
     std::lock_guard<std::mutex> lock(memory_mutex());
     auto it = allocations().find(reinterpret_cast<uintptr_t>(ptr));
@@ -141,6 +192,7 @@ Status emu_free(void* ptr) {
 }
 
 Status emu_host_alloc(void** ptr, size_t bytes) {
+  KOLO_TRY(allocation_allowed("host_alloc"));
   char* p = new (std::nothrow) char[std::max<size_t>(bytes, 1)];
   if (p == nullptr) return error(Code::kSystem, "emulated device: out of memory allocating ", bytes, " pinned bytes");
   std::lock_guard<std::mutex> lock(memory_mutex());
@@ -149,7 +201,11 @@ Status emu_host_alloc(void** ptr, size_t bytes) {
   return Status();
 }
 
-Status emu_host_free(void* ptr) { return release(ptr, MemoryKind::kPinnedHost, "host_free"); }
+Status emu_host_free(void* ptr) {
+  if (ptr == nullptr) return Status();
+  KOLO_TRY(allocation_allowed("host_free"));
+  return release(ptr, MemoryKind::kPinnedHost, "host_free");
+}
 
 PointerInfo emu_pointer_info(const void* ptr) {
   std::lock_guard<std::mutex> lock(memory_mutex());
@@ -170,10 +226,28 @@ Result<int> emu_current_device() { return current; }
 
 // ---- streams ---------------------------------------------------------------------------
 
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<Stream*>& registry() {  // every live stream (the default stream included)
+  static std::vector<Stream*> r;
+  return r;
+}
+
 class Stream {
  public:
-  Stream() : worker_([this] { loop(); }) {}
+  // kDefaultStream: the legacy default stream, of every device.
+  static constexpr int kDefaultStream = -1;
+  explicit Stream(int device) : device_(device), worker_([this] { loop(); }) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry().push_back(this);
+  }
   ~Stream() {
+    {
+      std::lock_guard<std::mutex> lock(registry_mutex());
+      registry().erase(std::find(registry().begin(), registry().end(), this));
+    }
     {
       std::lock_guard<std::mutex> lock(m_);
       stop_ = true;
@@ -181,6 +255,8 @@ class Stream {
     cv_.notify_all();
     worker_.join();
   }
+
+  int device() const { return device_; }
 
   // As CUDA's: a stream holds about kEmulatedStreamDepth items; past that, enqueueing
   // waits for the stream to run some (bounded by KOLO_TIMEOUT here, then it goes on).
@@ -201,18 +277,31 @@ class Stream {
     std::lock_guard<std::mutex> lock(m_);
     if (capturing_) return error(Code::kInvalidArgument, "emulated device: the stream is being captured already");
     capturing_ = true;
+    invalidated_ = false;
     captured_.clear();
+    captures_here.push_back(this);
     return Status();
   }
   Result<std::vector<std::function<Status()>>> end_capture() {
     std::lock_guard<std::mutex> lock(m_);
     if (!capturing_) return error(Code::kInvalidArgument, "emulated device: end_capture of a stream not being captured");
     capturing_ = false;
+    auto it = std::find(captures_here.begin(), captures_here.end(), this);
+    if (it != captures_here.end()) captures_here.erase(it);
+    if (invalidated_) {
+      captured_.clear();
+      return error(Code::kInvalidArgument, "emulated device: the capture was invalidated by a call CUDA forbids "
+                   "during capture (cudaErrorStreamCaptureInvalidated)");
+    }
     return std::move(captured_);
   }
   bool capturing() {
     std::lock_guard<std::mutex> lock(m_);
     return capturing_;
+  }
+  void invalidate_capture() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (capturing_) invalidated_ = true;
   }
 
   // Enqueued as one: nothing another thread enqueues lands between them (a graph launch).
@@ -228,9 +317,26 @@ class Stream {
   Status synchronize(const Deadline& deadline) {
     std::unique_lock<std::mutex> lock(m_);
     if (capturing_) {  // as CUDA: synchronizing a capturing stream invalidates the capture
+      invalidated_ = true;
       return error(Code::kInvalidArgument, "emulated device: synchronize of a stream being captured");
     }
-    const uint64_t target = enqueued_;
+    return wait_for_locked(lock, enqueued_, deadline);
+  }
+
+  // What has been enqueued so far (for an implicit synchronisation's snapshot).
+  uint64_t enqueued() {
+    std::lock_guard<std::mutex> lock(m_);
+    return enqueued_;
+  }
+  // Waits until the first `target` items have run; kTimeout with the count still pending.
+  Status wait_for(uint64_t target, const Deadline& deadline) {
+    std::unique_lock<std::mutex> lock(m_);
+    Status s = wait_for_locked(lock, target, deadline);
+    return s.code() == Code::kTimeout ? s : Status();
+  }
+
+ private:
+  Status wait_for_locked(std::unique_lock<std::mutex>& lock, uint64_t target, const Deadline& deadline) {
     while (completed_ < target) {
       if (deadline.expired()) {
         return error(Code::kTimeout, "emulated device: stream still busy after the deadline (", target - completed_,
@@ -241,7 +347,6 @@ class Stream {
     return error_;
   }
 
- private:
   void loop() {
     std::unique_lock<std::mutex> lock(m_);
     while (true) {
@@ -270,26 +375,110 @@ class Stream {
     ++enqueued_;
   }
 
+  const int device_;
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::function<Status()>> queue_;
   uint64_t enqueued_ = 0, completed_ = 0;
   bool stop_ = false;
   bool capturing_ = false;
+  bool invalidated_ = false;
   std::vector<std::function<Status()>> captured_;
   Status error_;
   std::thread worker_;  // last: started once the members above exist
 };
 
+void invalidate_captures_here() {
+  for (Stream* s : captures_here) s->invalidate_capture();
+}
+
 Stream& default_stream() {
-  static Stream* s = new Stream();  // never destroyed: work may be queued at exit
+  static Stream* s = new Stream(Stream::kDefaultStream);  // never destroyed: work may be queued at exit
   return *s;
 }
 
 Stream& stream_of(void* stream) { return stream == nullptr ? default_stream() : *static_cast<Stream*>(stream); }
 
+// Every enqueueing op first: the legacy default stream may not be used by a thread that
+// captures (CUDA: cudaErrorStreamCaptureImplicit, and the capture is invalidated).
+Status usable(void* stream, const char* what) {
+  if (stream != nullptr || captures_here.empty()) return Status();
+  invalidate_captures_here();
+  return error(Code::kInvalidArgument, "emulated device: ", what, " on the legacy default stream while this thread "
+               "captures a stream (CUDA: cudaErrorStreamCaptureImplicit; the capture is invalidated)");
+}
+
+// CUDA's implicit synchronisation: the call waits until the work queued on the current
+// device (and the default stream) before it has run. On a GPU a deadlock here is forever;
+// here it ends at KOLO_TIMEOUT with an error that says so.
+Status implicit_synchronization(const char* what) {
+  std::lock_guard<std::mutex> lock(registry_mutex());  // streams outlive the wait
+  std::vector<std::pair<Stream*, uint64_t>> targets;
+  for (Stream* s : registry()) {
+    if (s->device() == current || s->device() == Stream::kDefaultStream) targets.emplace_back(s, s->enqueued());
+  }
+  const Deadline deadline(env_timeout_seconds());
+  for (auto& [s, target] : targets) {
+    Status done = s->wait_for(target, deadline);
+    if (!done.ok()) {
+      return error(Code::kTimeout, "emulated device: ", what, " synchronizes the device implicitly (as CUDA's does) "
+                   "and queued work did not finish within KOLO_TIMEOUT: on a GPU this is a deadlock (",
+                   done.message(), ")");
+    }
+  }
+  return Status();
+}
+
+// The one thread that runs every stream's host functions, in the order they become ready.
+class HostFunctionThread {
+ public:
+  HostFunctionThread() : thread_([this] { loop(); }) { thread_.detach(); }
+  // On a stream's worker: hands fn over and waits until it has run (the stream is held).
+  void run(void (*fn)(void*), void* arg) {
+    Item item{fn, arg};
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.push_back(&item);
+    }
+    cv_.notify_all();
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return item.done; });  // no deadline: CUDA cannot cut a host function short either
+  }
+
+ private:
+  struct Item {
+    void (*fn)(void*);
+    void* arg;
+    bool done = false;
+  };
+  void loop() {
+    set_in_host_function(true);
+    std::unique_lock<std::mutex> lock(m_);
+    while (true) {
+      cv_.wait(lock, [&] { return !queue_.empty(); });
+      Item* item = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      item->fn(item->arg);
+      lock.lock();
+      item->done = true;
+      cv_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Item*> queue_;
+  std::thread thread_;
+};
+
+HostFunctionThread& host_function_thread() {
+  static HostFunctionThread* t = new HostFunctionThread();  // never destroyed, as the default stream
+  return *t;
+}
+
 Status emu_stream_create(void** stream) {
-  *stream = new Stream();
+  KOLO_TRY(refuse_in_host_function("stream_create"));
+  *stream = new Stream(current);
   return Status();
 }
 Status emu_stream_destroy(void* stream) {
@@ -299,9 +488,14 @@ Status emu_stream_destroy(void* stream) {
   delete s;  // joins the worker (after what is queued has run)
   return drained;
 }
-Status emu_stream_synchronize(void* stream, const Deadline& deadline) { return stream_of(stream).synchronize(deadline); }
+Status emu_stream_synchronize(void* stream, const Deadline& deadline) {
+  KOLO_TRY(refuse_in_host_function("stream_synchronize"));
+  KOLO_TRY(refuse_during_capture("stream_synchronize"));
+  return stream_of(stream).synchronize(deadline);
+}
 
 Status emu_memcpy_async(void* dst, const void* src, size_t bytes, void* stream) {
+  KOLO_TRY(usable(stream, "memcpy_async"));
   stream_of(stream).enqueue([=] {
     if (bytes > 0) std::memmove(dst, src, bytes);  // a zero-byte copy may pass null pointers
     return Status();
@@ -309,6 +503,7 @@ Status emu_memcpy_async(void* dst, const void* src, size_t bytes, void* stream) 
   return Status();
 }
 Status emu_memset_async(void* dst, int value, size_t bytes, void* stream) {
+  KOLO_TRY(usable(stream, "memset_async"));
   stream_of(stream).enqueue([=] {
     std::memset(dst, value, bytes);
     return Status();
@@ -347,6 +542,7 @@ Status refuse_event_in_capture(void* stream, const char* what) {
 }
 
 Status emu_event_record(void* event, void* stream) {
+  KOLO_TRY(usable(stream, "event_record"));
   KOLO_TRY(refuse_event_in_capture(stream, "event_record"));
   std::shared_ptr<Event> e = event_of(event);
   uint64_t g;
@@ -375,6 +571,7 @@ Status wait_generation(Event& e, uint64_t g, const Deadline& deadline) {
 }
 
 Status emu_stream_wait_event(void* stream, void* event) {
+  KOLO_TRY(usable(stream, "stream_wait_event"));
   KOLO_TRY(refuse_event_in_capture(stream, "stream_wait_event"));
   std::shared_ptr<Event> e = event_of(event);
   uint64_t g;
@@ -389,11 +586,14 @@ Status emu_stream_wait_event(void* stream, void* event) {
   return Status();
 }
 Result<bool> emu_event_query(void* event) {
+  KOLO_TRY(refuse_during_capture("event_query"));
   std::shared_ptr<Event> e = event_of(event);
   std::lock_guard<std::mutex> lock(e->m);
   return e->reached >= e->recorded;
 }
 Status emu_event_synchronize(void* event, const Deadline& deadline) {
+  KOLO_TRY(refuse_in_host_function("event_synchronize"));
+  KOLO_TRY(refuse_during_capture("event_synchronize"));
   std::shared_ptr<Event> e = event_of(event);
   uint64_t g;
   {
@@ -403,15 +603,53 @@ Status emu_event_synchronize(void* event, const Deadline& deadline) {
   return wait_generation(*e, g, deadline);
 }
 
+// The stream's worker hands fn to the process's host-function thread and waits for it.
 Status emu_launch_host_func(void* stream, void (*fn)(void*), void* arg) {
+  KOLO_TRY(usable(stream, "launch_host_func"));
   stream_of(stream).enqueue([fn, arg] {
-    fn(arg);
+    host_function_thread().run(fn, arg);
+    return Status();
+  });
+  return Status();
+}
+
+// The stream waits on its worker, polling the word: briefly spinning (a release is often
+// microseconds away), then sleeping a little longer each time.
+Status emu_wait_value(void* stream, uint32_t* word, uint32_t value) {
+  KOLO_TRY(usable(stream, "wait_value"));
+  if (word == nullptr) return error(Code::kInvalidArgument, "emulated device: wait_value on a null word");
+  stream_of(stream).enqueue([word, value] {
+    const Deadline deadline(2 * env_timeout_seconds() + 5);
+    for (int round = 0;; ++round) {
+      const uint32_t now = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+      if (static_cast<int32_t>(now - value) >= 0) return Status();
+      if (deadline.expired()) {
+        return error(Code::kTimeout, "emulated device: a stream waited on word ", static_cast<const void*>(word),
+                     " for ", value, " (it holds ", now, ") past twice KOLO_TIMEOUT: nobody released it, and a GPU "
+                     "stream would wait forever");
+      }
+      if (round < 200) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(round < 2000 ? 20 : 200));
+      }
+    }
+  });
+  return Status();
+}
+
+Status emu_write_value(void* stream, uint32_t* word, uint32_t value) {
+  KOLO_TRY(usable(stream, "write_value"));
+  if (word == nullptr) return error(Code::kInvalidArgument, "emulated device: write_value to a null word");
+  stream_of(stream).enqueue([word, value] {
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
     return Status();
   });
   return Status();
 }
 
 Status emu_launch(const Launch& launch, void* stream) {
+  KOLO_TRY(usable(stream, "launch"));
   if (launch.emulated == nullptr) return error(Code::kInvalidArgument, "emulated device: a launch without an emulated body");
   if (launch.grid == 0 || launch.block == 0) {
     return error(Code::kInvalidArgument, "emulated device: launch of grid ", launch.grid, " x block ", launch.block);
@@ -446,6 +684,7 @@ Status emu_end_capture(void* stream, void** graph) {
   return Status();
 }
 Status emu_graph_launch(void* graph, void* stream) {
+  KOLO_TRY(usable(stream, "graph_launch"));
   stream_of(stream).enqueue_all(static_cast<Graph*>(graph)->items);
   return Status();
 }
@@ -553,6 +792,8 @@ const DeviceOps kEmulated = {
     emu_event_query,
     emu_event_synchronize,
     emu_launch_host_func,
+    emu_wait_value,
+    emu_write_value,
     emu_launch,
     emu_begin_capture,
     emu_end_capture,

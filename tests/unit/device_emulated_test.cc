@@ -73,6 +73,22 @@ void wait_for_gate(void*) {
 }
 void set_flag(void* flag) { static_cast<std::atomic<int>*>(flag)->store(1); }
 
+// Holds a stream on the device until released from the host (a blocking host function
+// would hold every stream's host functions back: one thread runs them all, as in CUDA).
+class Held {
+ public:
+  Held() {
+    EXPECT_TRUE(emu().host_alloc(reinterpret_cast<void**>(&word_), sizeof(uint32_t)).ok());
+    *word_ = 0;
+  }
+  ~Held() { (void)emu().host_free(word_); }
+  Status hold(void* stream) { return emu().wait_value(stream, word_, 1); }
+  void release() { __atomic_store_n(word_, 1, __ATOMIC_RELEASE); }
+
+ private:
+  uint32_t* word_ = nullptr;
+};
+
 TEST(DeviceEmulated, EventOrdersTwoStreamsAndStreamsDoNotWaitForEachOther) {
   void *a = nullptr, *b = nullptr, *c = nullptr, *event = nullptr;
   ASSERT_TRUE(emu().stream_create(&a).ok());
@@ -80,9 +96,9 @@ TEST(DeviceEmulated, EventOrdersTwoStreamsAndStreamsDoNotWaitForEachOther) {
   ASSERT_TRUE(emu().stream_create(&c).ok());
   ASSERT_TRUE(emu().event_create(&event).ok());
   EXPECT_TRUE(emu().event_query(event).value());  // never recorded: complete
-  gate = false;
+  Held held;
   std::atomic<int> after_wait{0}, independent{0};
-  ASSERT_TRUE(emu().launch_host_func(a, wait_for_gate, nullptr).ok());
+  ASSERT_TRUE(held.hold(a).ok());
   ASSERT_TRUE(emu().event_record(event, a).ok());
   ASSERT_TRUE(emu().stream_wait_event(b, event).ok());
   ASSERT_TRUE(emu().launch_host_func(b, set_flag, &after_wait).ok());
@@ -93,7 +109,7 @@ TEST(DeviceEmulated, EventOrdersTwoStreamsAndStreamsDoNotWaitForEachOther) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(after_wait.load(), 0);
   EXPECT_FALSE(emu().event_query(event).value());
-  gate = true;
+  held.release();
   ASSERT_TRUE(emu().event_synchronize(event, Deadline(10)).ok());
   ASSERT_TRUE(emu().stream_synchronize(b, Deadline(10)).ok());
   EXPECT_EQ(after_wait.load(), 1);
@@ -110,16 +126,16 @@ TEST(DeviceEmulated, EventDestroyedWhileItsRecordAndWaitAreQueued) {
   ASSERT_TRUE(emu().stream_create(&a).ok());
   ASSERT_TRUE(emu().stream_create(&b).ok());
   ASSERT_TRUE(emu().event_create(&event).ok());
-  gate = false;
+  Held held;
   std::atomic<int> after_wait{0};
-  ASSERT_TRUE(emu().launch_host_func(a, wait_for_gate, nullptr).ok());
+  ASSERT_TRUE(held.hold(a).ok());
   ASSERT_TRUE(emu().event_record(event, a).ok());
   ASSERT_TRUE(emu().stream_wait_event(b, event).ok());
   ASSERT_TRUE(emu().launch_host_func(b, set_flag, &after_wait).ok());
   EXPECT_TRUE(emu().event_destroy(event).ok());  // record and wait still queued
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(after_wait.load(), 0);  // b still waits for a's record
-  gate = true;
+  held.release();
   ASSERT_TRUE(emu().stream_synchronize(a, Deadline(10)).ok());
   ASSERT_TRUE(emu().stream_synchronize(b, Deadline(10)).ok());
   EXPECT_EQ(after_wait.load(), 1);

@@ -1,31 +1,35 @@
 // The device_staged executor: device buffers through the host plan of the same call, for
 // ranks on different hosts and for device send/recv. No host function, and no host thread
-// ever holds a stream (CUDA runs every stream's host functions on one thread of the
-// process, and some of its calls wait for the whole device: a held stream deadlocks them).
+// ever holds a stream: the caller's stream waits on the device for a word in pinned host
+// memory (wait_value), which the progress thread writes (support/device/README.md).
 //
-// On the caller's stream a call puts two items, whatever its size:
-//   record `ready`;  wait_value(word >= seq)   (a stream memory operation, on the device)
-// The progress thread takes the calls (operations) in order and, for each, on two streams
-// of its own (a lane: `in` and `out`), pipelines the chunks (steps) through a ring of
-// kStagedSlots pinned slots:
-//   in:   wait `ready`; copy step i+1 device -> slot; record in_done
-//   host: wait in_done of step i (polling an event, with KOLO_TIMEOUT); run its host plan
-//         through the communicator (ExecutorEnv::run_host)
-//   out:  copy step i-1 slot -> device; record out_done; after the last step, write seq
-// so the caller's stream goes on once the results are on the device. A slot is reused by
-// the step kStagedSlots later, the `in` stream waiting (on the device) for the `out` copy
-// that read it last. Steps are the chunks of a large single call (chunk_elems), or one
-// step for a group or a call that is not cut.
+// Everything is on the caller's stream, nothing on streams of kolo's own: a stream whose
+// progress the host waits for could share a hardware queue with the caller's stream
+// (CUDA_DEVICE_MAX_CONNECTIONS) and sit behind its wait, a deadlock. A call is cut in
+// chunks (chunk_elems; a group is one chunk), staged through a ring of kStagedSlots pinned
+// slots, the copies of chunk i+kStagedSlots-1 in while the host works on chunk i:
+//   in(0) in(1) .. in(K-1) | wait(0) out(0) in(K) | wait(1) out(1) in(K+1) | ...
+// where in(j) is the copies of chunk j into its slot and `in_done`, wait(j) the device
+// waiting for the word to reach chunk j's number, out(j) its results copied back and
+// `out_done` (a later chunk on another stream waits for it before reusing the slot).
+// The progress thread takes the chunks in order: waits for `in_done` (polling an event,
+// with KOLO_TIMEOUT), runs the chunk's host plan through the communicator
+// (ExecutorEnv::run_host), then writes the chunk's number into the word.
 //
 // Failures: inputs that never arrive, a host plan that fails, an abort: the communicator
-// fails (the next call and kolo_comm_get_async_error say why), this call's and every later
-// call's results are left unwritten, and every stream is still released by its seq, within
-// KOLO_TIMEOUT of the failure: nothing waits for a word nobody will write.
+// fails (the next call and kolo_comm_get_async_error say why), the results of that chunk
+// and of every later one are left unwritten, and every wait is still released in order,
+// within KOLO_TIMEOUT of the failure: nothing waits for a word nobody will write.
 //
-// Pinned memory: the ring (kStagedSlots x staged_slot_bytes) is the only pinned staging,
-// taken once. Allocating pinned memory synchronises the device (CUDA), so it is taken only
-// while no staged call of the process is queued (StagedProcess); until then, and for a step
-// larger than a slot (a big group, send/recv or allgatherv), staging is pageable host memory.
+// Pinned memory: the ring (kStagedSlots x staged_slot_bytes), and one large buffer for a
+// chunk that does not fit a slot (a big group, send/recv or allgatherv; a call so large
+// that its chunks outgrow a slot), its chunks then one at a time. Allocating pinned memory
+// synchronises the device (CUDA): the ring is taken when the executor is made (where the
+// thread has a device context; else at its first device call), the large buffer before
+// the call that needs it, in make_room, once this communicator has nothing queued and no
+// staged call of the process is (StagedProcess). Buffers are never freed: a destroyed
+// executor's go to the next one (freeing synchronises the device too, and a destroy may
+// come while peers' last calls still wait for this rank).
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -61,7 +65,8 @@ class StagedProcess {
     return *p;
   }
 
-  // A word for an executor's releases, in pinned memory the device maps.
+  // A word for an executor's releases, in pinned memory the device maps. Taken with the
+  // executor's ring, under the same rule; pages are never freed.
   Result<uint32_t*> take_word() {
     std::unique_lock<std::shared_mutex> lock(enqueue);
     if (free_words_.empty()) {
@@ -82,13 +87,50 @@ class StagedProcess {
     free_words_.push_back(w);
   }
 
-  // Pinned memory of `bytes`, or null when a staged call of the process is queued.
-  Result<void*> try_pinned(size_t bytes) {
+  // Pinned buffers of executors that are gone, kept for the next ones: freeing pinned
+  // memory synchronises the device as allocating does, and a communicator's destroy may
+  // come while its peers' last device calls wait for it.
+  void give(void* p, size_t bytes) {
     std::unique_lock<std::shared_mutex> lock(enqueue);
-    if (queued.load(std::memory_order_acquire) != 0) return static_cast<void*>(nullptr);
-    void* p = nullptr;
-    KOLO_TRY(device::runtime().host_alloc(&p, bytes));
+    kept_.emplace(bytes, p);
+  }
+  // A kept buffer of at least `bytes` (at most twice as large), or null. *got: its size.
+  void* take_kept(size_t bytes, size_t* got) {
+    std::unique_lock<std::shared_mutex> lock(enqueue);
+    auto it = kept_.lower_bound(bytes);
+    if (it == kept_.end() || it->first > 2 * bytes) return nullptr;
+    void* p = it->second;
+    *got = it->first;
+    kept_.erase(it);
     return p;
+  }
+
+  // Pinned memory of at least `bytes` (*got: how much): a kept buffer, else a new one once
+  // no staged call of the process is queued, polling until the deadline. `old` (of
+  // `old_bytes`; done with) goes to the kept ones.
+  Result<void*> pinned(size_t bytes, size_t* got, void* old, size_t old_bytes, const Deadline& deadline, int rank) {
+    if (void* p = take_kept(bytes, got)) {
+      if (old != nullptr) give(old, old_bytes);
+      return p;
+    }
+    *got = bytes;
+    while (true) {
+      {
+        std::unique_lock<std::shared_mutex> lock(enqueue);
+        if (queued.load(std::memory_order_acquire) == 0) {
+          if (old != nullptr) kept_.emplace(old_bytes, old);
+          void* p = nullptr;
+          KOLO_TRY(device::runtime().host_alloc(&p, bytes));
+          return p;
+        }
+      }
+      if (deadline.expired()) {
+        return error(Code::kTimeout, "rank ", rank, ": staging of ", bytes, " bytes for a device call cannot be "
+                     "pinned while device calls of other communicators of this process are queued (a pinned "
+                     "allocation waits for them; ranks that are threads of one process may be waiting for this one)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 
   std::shared_mutex enqueue;
@@ -97,9 +139,12 @@ class StagedProcess {
  private:
   static constexpr size_t kWordsPerPage = 1024;
   std::vector<uint32_t*> free_words_;
+  std::multimap<size_t, void*> kept_;  // by size
 };
 
-// A piece to copy: device memory and where it lies in its step's staging.
+constexpr size_t kNowhere = ~size_t{0};
+
+// A piece to copy: device memory and where it lies in its chunk's staging.
 struct Copy {
   char* device;
   size_t offset;
@@ -107,44 +152,37 @@ struct Copy {
 };
 
 // One chunk, or one group: the host calls on its staging, the copies in and out.
-struct Step {
-  std::vector<CollCall> host_calls;  // send/recv: offsets into the staging (npos: none)
-  std::vector<size_t> send_at, recv_at;
+struct Chunk {
+  std::vector<CollCall> host_calls;  // send/recv: set from the offsets once staged
+  std::vector<size_t> send_at, recv_at;  // offsets into the staging (kNowhere: none)
   std::vector<Copy> ins, outs;
-  size_t bytes = 0;  // the staging it needs
+  size_t bytes = 0;          // the staging it needs
+  char* staging = nullptr;   // a slot, or the large buffer
+  void* in_done = nullptr;   // recorded after its copies in
+  uint32_t seq = 0;          // the word value that releases the stream after it
 };
 
+// One call (or group) as the progress thread gets it.
 struct Operation {
-  void* stream = nullptr;  // the caller's
   int device = -1;
-  void* ready = nullptr;  // recorded on the caller's stream after its inputs
-  uint32_t seq = 0;       // the word value that releases the caller's stream
-  std::vector<Step> steps;
+  std::vector<Chunk> chunks;
 };
 
-// A step's staging: a slot of the ring, or pageable memory the slot holds until reused.
-struct Slot {
-  char* pinned = nullptr;
-  std::unique_ptr<char[]> pageable;
-  void* in_done = nullptr;
-  void* out_done = nullptr;
-  bool used = false;  // out_done recorded at least once
+// A staging buffer's last user: a later chunk on another stream waits for its copies out.
+struct LastUse {
+  void* stream = nullptr;
+  void* out_done = nullptr;  // an event of the buffer's own, re-recorded by each user
+  bool used = false;
 };
-
-// The streams, ring and events of one device.
-struct Lane {
-  void* in = nullptr;
-  void* out = nullptr;
-  void* ring = nullptr;  // kStagedSlots slots of slot_bytes, pinned; null until taken
-  Slot slots[kStagedSlots];
-  std::vector<void*> free_events;  // `ready` events to reuse
-};
-
-constexpr size_t kNowhere = ~size_t{0};
 
 class StagedDeviceExecutor final : public Executor {
  public:
-  explicit StagedDeviceExecutor(const ExecutorEnv& env) : env_(env), slot_bytes_(staged_slot_bytes(env.size)) {}
+  explicit StagedDeviceExecutor(const ExecutorEnv& env) : env_(env), slot_bytes_(staged_slot_bytes(env.size)) {
+    // The ring now where that creates no device context (kolo has no call queued yet, and
+    // a collective set-up means no peer waits for this rank): a thread-rank could not take
+    // it later while its peers' calls, waiting for it, are queued.
+    if (device::runtime().context_current()) (void)ensure_ring(Deadline(0));
+  }
 
   ~StagedDeviceExecutor() override {
     {
@@ -153,31 +191,31 @@ class StagedDeviceExecutor final : public Executor {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    // Every wait is released; the copies out behind them may still read the staging. Once
+    // they are done the buffers go to the process's kept ones (never freed: that would
+    // synchronise the device while peers' calls may still wait for this rank).
     const device::DeviceOps& dev = device::runtime();
-    bool all_idle = true;
-    for (auto& [device, lane] : lanes_) {
+    bool idle = true;
+    for (auto& [device, events] : events_) {
       device::ScopedDevice on_device(device);
-      // What the lane still copies refers to the ring: it must be done before it goes.
-      bool idle = true;
-      for (void* s : {lane->in, lane->out}) {
-        if (s != nullptr) idle = dev.stream_synchronize(s, Deadline(env_timeout_seconds())).ok() && idle;
+      std::vector<LastUse*> uses;
+      for (LastUse& use : events.slots) uses.push_back(&use);
+      uses.push_back(&events.large);
+      for (LastUse* use : uses) {
+        if (use->out_done == nullptr) continue;
+        if (use->used) idle = dev.event_synchronize(use->out_done, Deadline(env_timeout_seconds())).ok() && idle;
+        (void)dev.event_destroy(use->out_done);
       }
-      all_idle = all_idle && idle;
-      if (!idle) continue;  // kept: a stream still refers to it
-      for (Slot& slot : lane->slots) {
-        for (void* e : {slot.in_done, slot.out_done}) {
-          if (e != nullptr) (void)dev.event_destroy(e);
-        }
-      }
-      for (void* e : lane->free_events) (void)dev.event_destroy(e);
-      for (void* s : {lane->in, lane->out}) {
-        if (s != nullptr) (void)dev.stream_destroy(s);
-      }
-      if (lane->ring != nullptr) (void)dev.host_free(lane->ring);
+      for (void* e : events.free) (void)dev.event_destroy(e);
     }
-    // Every release is written once the lanes are idle; a word a stream may still be
-    // about to write is never handed on.
-    if (word_ != nullptr && all_idle) StagedProcess::get().give_word(word_);
+    if (!idle) {
+      log_warn(Subsys::kExec, "rank ", env_.rank, ": device staging kept at destroy: a stream still copies from it");
+      return;
+    }
+    StagedProcess& process = StagedProcess::get();
+    if (ring_ != nullptr) process.give(ring_, ring_bytes_);
+    if (large_ != nullptr) process.give(large_, large_bytes_);
+    if (word_ != nullptr) process.give_word(word_);
   }
 
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
@@ -187,29 +225,44 @@ class StagedDeviceExecutor final : public Executor {
     device::ScopedDevice on_device(device);
     KOLO_TRY(on_device.status());
     KOLO_TRY(refuse_graph_capture(calls[0].call, env_.rank, "device_staged"));
+    if (ring_ == nullptr || word_ == nullptr) {
+      return error(Code::kInternal, "rank ", env_.rank, ": device staging was not set up before the call");
+    }
     auto op = std::make_unique<Operation>();
-    op->stream = calls[0].call.stream;
     op->device = device;
-    KOLO_TRY(steps_of(calls, n, &op->steps));
-    KOLO_TRY(prepare(dev, device, &op->ready));
+    std::vector<CollCall> host_calls;
+    for (size_t i = 0; i < n; ++i) host_calls.push_back(calls[i].call);
+    KOLO_TRY(chunks_of(host_calls.data(), n, &op->chunks));
+    const bool fits = std::all_of(op->chunks.begin(), op->chunks.end(), [&](const Chunk& c) { return c.bytes <= slot_bytes_; });
+    if (!fits && large_bytes_ < largest(op->chunks)) {
+      return error(Code::kInternal, "rank ", env_.rank, ": no staging for a chunk of ", largest(op->chunks), " bytes");
+    }
+    DeviceEvents* events;
+    {
+      std::lock_guard<std::mutex> lock(m_);  // the progress thread reads the map
+      events = &events_[device];
+    }
     StagedProcess& process = StagedProcess::get();
     std::shared_lock<std::shared_mutex> enqueueing(process.enqueue);
-    const uint32_t seq = next_seq_ + 1;
-    KOLO_TRY(dev.event_record(op->ready, op->stream));
-    Status held = dev.wait_value(op->stream, word_, seq);
-    if (!held.ok()) return held;  // `ready` alone is harmless; the call is not queued
-    next_seq_ = seq;
-    op->seq = seq;
+    Status s = enqueue(dev, calls[0].call.stream, fits, *events, op.get());
+    if (!s.ok()) {
+      // Part of it may be on the stream: its waits must still be released, in order.
+      std::lock_guard<std::mutex> lock(m_);
+      abandoned_ = true;
+    }
+    const size_t items = stream_items(host_calls.data(), n, env_.size, env_.rank);
     process.queued.fetch_add(1, std::memory_order_acq_rel);
     {
       std::lock_guard<std::mutex> lock(m_);
+      queued_items_ += items;
+      items_of_.push_back(items);
       queue_.push_back(std::move(op));
       ++pending_;
       busy_.store(true, std::memory_order_release);
       if (!thread_.joinable()) thread_ = std::thread([this] { progress(); });
     }
     cv_.notify_all();
-    return Status();
+    return s;
   }
 
   bool busy() const override { return busy_.load(std::memory_order_acquire); }
@@ -222,17 +275,31 @@ class StagedDeviceExecutor final : public Executor {
     cv_.notify_all();
   }
 
-  // run() holds the call lock, which the progress thread needs for every host plan, and
-  // CUDA blocks an enqueue into a full stream: a call waits here, before the lock, while
-  // kStagedQueuedCalls are queued (two stream items each).
-  Status make_room(const CollCall*, size_t, const Deadline& deadline) override {
+  // Before the call lock, which run() holds and the progress thread needs for every host
+  // plan: room on the stream (CUDA blocks an enqueue into a full stream), and the pinned
+  // staging the call needs, taken once nothing is queued.
+  Status make_room(const CollCall* calls, size_t n, const Deadline& deadline) override {
     KOLO_TRY(device::assert_may_block("a device call waiting for room on its stream"));
+    if (ring_ == nullptr || word_ == nullptr) KOLO_TRY(ensure_ring(deadline));
+    std::vector<Chunk> chunks;
+    KOLO_TRY(chunks_of(calls, n, &chunks));
+    const size_t need = largest(chunks);
+    if (need > slot_bytes_ && need > large_bytes_) {
+      KOLO_TRY(drain(deadline));  // the large buffer in use goes, once its copies out are done
+      KOLO_TRY(large_done(deadline));
+      size_t got = 0;
+      Result<void*> large = StagedProcess::get().pinned(need, &got, large_, large_bytes_, deadline, env_.rank);
+      if (!large.ok()) return large.status();
+      large_ = large.value();
+      large_bytes_ = got;
+    }
+    const size_t items = stream_items(calls, n, env_.size, env_.rank);
     std::unique_lock<std::mutex> lock(m_);
-    while (pending_ >= kStagedQueuedCalls) {
+    while (queued_items_ > 0 && queued_items_ + items > kStagedStreamItems) {
       if (aborted_) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
       if (deadline.expired()) {
-        return error(Code::kTimeout, "rank ", env_.rank, ": ", pending_,
-                     " device calls still waiting for their host collectives at the deadline (KOLO_TIMEOUT)");
+        return error(Code::kTimeout, "rank ", env_.rank, ": ", queued_items_,
+                     " device stream items still waiting for their host collectives at the deadline (KOLO_TIMEOUT)");
       }
       cv_.wait_for(lock, std::chrono::milliseconds(10));
     }
@@ -252,27 +319,71 @@ class StagedDeviceExecutor final : public Executor {
   }
 
  private:
-  // ---- the caller's side ---------------------------------------------------------------
+  // Per device: `in_done` events to reuse, and each buffer's last use.
+  struct DeviceEvents {
+    std::vector<void*> free;
+    LastUse slots[kStagedSlots];
+    LastUse large;
+  };
 
-  // The steps of calls[0..n): each chunk of a single large call, else one for all.
-  Status steps_of(const PlannedCall* calls, size_t n, std::vector<Step>* steps) const {
-    const size_t per = n == 1 ? chunk_elems(calls[0].call, env_.size, env_.rank) : 0;
-    if (per == 0) {
-      std::vector<Part> parts;
-      for (size_t i = 0; i < n; ++i) parts.push_back(part_of(calls[i].call, 0, calls[i].call.spec.count, env_.size, env_.rank));
-      steps->emplace_back();
-      return lay_out(parts, &steps->back());
+  // The word and the ring (a no-op once taken).
+  Status ensure_ring(const Deadline& deadline) {
+    if (word_ == nullptr) {
+      Result<uint32_t*> w = StagedProcess::get().take_word();
+      if (!w.ok()) return w.status();
+      word_ = w.value();
+      next_seq_ = __atomic_load_n(word_, __ATOMIC_ACQUIRE);  // a reused word goes on from its value
     }
-    const size_t count = calls[0].call.spec.count;
-    for (size_t first = 0; first < count; first += per) {
-      steps->emplace_back();
-      KOLO_TRY(lay_out({part_of(calls[0].call, first, std::min(per, count - first), env_.size, env_.rank)}, &steps->back()));
+    if (ring_ == nullptr) {
+      size_t got = 0;
+      Result<void*> ring = StagedProcess::get().pinned(kStagedSlots * slot_bytes_, &got, nullptr, 0, deadline, env_.rank);
+      if (!ring.ok()) return ring.status();
+      ring_ = static_cast<char*>(ring.value());
+      ring_bytes_ = got;
     }
     return Status();
   }
 
-  // Where each region of each part goes in the step's staging, and the copies in and out.
-  Status lay_out(const std::vector<Part>& parts, Step* step) const {
+  // The copies out of the large buffer are done (on every device it was used on).
+  Status large_done(const Deadline& deadline) {
+    std::vector<void*> last;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      for (auto& [device, events] : events_) {
+        if (events.large.used) last.push_back(events.large.out_done);
+      }
+    }
+    for (void* e : last) KOLO_TRY(device::runtime().event_synchronize(e, deadline));
+    return Status();
+  }
+
+  static size_t largest(const std::vector<Chunk>& chunks) {
+    size_t most = 0;
+    for (const Chunk& c : chunks) most = std::max(most, c.bytes);
+    return most;
+  }
+
+  // ---- the caller's side ---------------------------------------------------------------
+
+  // The chunks of calls[0..n): each chunk of a single large call, else one for all.
+  Status chunks_of(const CollCall* calls, size_t n, std::vector<Chunk>* chunks) const {
+    const size_t per = n == 1 ? chunk_elems(calls[0], env_.size, env_.rank) : 0;
+    if (per == 0) {
+      std::vector<Part> parts;
+      for (size_t i = 0; i < n; ++i) parts.push_back(part_of(calls[i], 0, calls[i].spec.count, env_.size, env_.rank));
+      chunks->emplace_back();
+      return lay_out(parts, &chunks->back());
+    }
+    const size_t count = calls[0].spec.count;
+    for (size_t first = 0; first < count; first += per) {
+      chunks->emplace_back();
+      KOLO_TRY(lay_out({part_of(calls[0], first, std::min(per, count - first), env_.size, env_.rank)}, &chunks->back()));
+    }
+    return Status();
+  }
+
+  // Where each region of each part goes in the chunk's staging, and the copies in and out.
+  Status lay_out(const std::vector<Part>& parts, Chunk* chunk) const {
     size_t end = 0;
     for (const Part& p : parts) {
       Layout l;
@@ -285,18 +396,20 @@ class StagedDeviceExecutor final : public Executor {
       CollCall host = p.call;
       host.spec.device = false;
       host.stream = nullptr;
-      host.send = host.recv = nullptr;
-      step->send_at.push_back(l.send_in < 0 ? kNowhere : at[l.send_in] + l.region[l.send_in].locate(p.send.device, p.send.bytes));
-      step->recv_at.push_back(l.recv_in < 0 ? kNowhere : at[l.recv_in] + l.region[l.recv_in].locate(p.recv.device, p.recv.bytes));
+      const size_t send_at = l.send_in < 0 ? kNowhere : at[l.send_in] + l.region[l.send_in].locate(p.send.device, p.send.bytes);
+      const size_t recv_at = l.recv_in < 0 ? kNowhere : at[l.recv_in] + l.region[l.recv_in].locate(p.recv.device, p.recv.bytes);
+      host.send = host.recv = nullptr;  // enqueue() points them into the staging
+      chunk->send_at.push_back(send_at);
+      chunk->recv_at.push_back(recv_at);
       if (l.whole_in) {
-        add_copies(l.region[0], l.region[0], at[0], &step->ins);
+        add_copies(l.region[0], l.region[0], at[0], &chunk->ins);
       } else if (l.send_in >= 0) {
-        add_copies(p.send, l.region[l.send_in], at[l.send_in], &step->ins);
+        add_copies(p.send, l.region[l.send_in], at[l.send_in], &chunk->ins);
       }
-      if (l.recv_in >= 0) add_copies(p.recv, l.region[l.recv_in], at[l.recv_in], &step->outs);
-      step->host_calls.push_back(host);
+      if (l.recv_in >= 0) add_copies(p.recv, l.region[l.recv_in], at[l.recv_in], &chunk->outs);
+      chunk->host_calls.push_back(host);
     }
-    step->bytes = end;
+    chunk->bytes = end;
     return Status();
   }
 
@@ -308,41 +421,63 @@ class StagedDeviceExecutor final : public Executor {
     }
   }
 
-  // Before a call is queued: the release word, the device's lane (its ring, when pinned
-  // memory may be taken now) and a `ready` event. Only here are device resources made:
-  // under the call lock, with no call of this communicator queued or one queued already.
-  Status prepare(const device::DeviceOps& dev, int device, void** ready) {
-    if (word_ == nullptr) {
-      Result<uint32_t*> w = StagedProcess::get().take_word();
-      if (!w.ok()) return w.status();
-      word_ = w.value();
-      next_seq_ = __atomic_load_n(word_, __ATOMIC_ACQUIRE);  // a reused word goes on from its value
-    }
-    std::lock_guard<std::mutex> lock(lanes_m_);
-    std::unique_ptr<Lane>& lane = lanes_[device];
-    if (lane == nullptr) {
-      lane = std::make_unique<Lane>();
-      KOLO_TRY(dev.stream_create(&lane->in));
-      KOLO_TRY(dev.stream_create(&lane->out));
-      for (Slot& slot : lane->slots) {
-        KOLO_TRY(dev.event_create(&slot.in_done));
-        KOLO_TRY(dev.event_create(&slot.out_done));
+  // The chunks on the caller's stream: the copies in of up to kStagedSlots chunks ahead,
+  // then per chunk its wait, its copies out and the next copies in. Chunks that do not all
+  // fit a slot share the large buffer, one at a time. Every chunk gets its number even
+  // when enqueuing fails halfway (the progress thread releases them all).
+  Status enqueue(const device::DeviceOps& dev, void* stream, bool fits, DeviceEvents& events, Operation* op) {
+    std::vector<LastUse*> use(op->chunks.size(), nullptr);
+    for (size_t j = 0; j < op->chunks.size(); ++j) {  // nothing here fails: every chunk is released
+      Chunk& c = op->chunks[j];
+      c.seq = ++next_seq_;
+      if (fits) {
+        const size_t slot = next_slot_++ % kStagedSlots;
+        c.staging = ring_ + slot * slot_bytes_;
+        use[j] = &events.slots[slot];
+      } else {
+        c.staging = static_cast<char*>(large_);
+        use[j] = &events.large;
+      }
+      for (size_t k = 0; k < c.host_calls.size(); ++k) {
+        c.host_calls[k].send = c.send_at[k] == kNowhere ? nullptr : c.staging + c.send_at[k];
+        c.host_calls[k].recv = c.recv_at[k] == kNowhere ? nullptr : c.staging + c.recv_at[k];
       }
     }
-    if (lane->ring == nullptr) {
-      Result<void*> ring = StagedProcess::get().try_pinned(kStagedSlots * slot_bytes_);
-      if (!ring.ok()) return ring.status();
-      if (ring.value() != nullptr) {
-        lane->ring = ring.value();
-        for (int s = 0; s < kStagedSlots; ++s) lane->slots[s].pinned = static_cast<char*>(lane->ring) + s * slot_bytes_;
+    for (Chunk& c : op->chunks) KOLO_TRY(take_event(dev, events, &c.in_done));
+    const size_t ahead = fits ? kStagedSlots : 1;
+    size_t staged = 0;
+    for (size_t i = 0; i < op->chunks.size(); ++i) {
+      for (; staged < op->chunks.size() && staged < i + ahead; ++staged) {
+        KOLO_TRY(stage_in(dev, stream, op->chunks[staged], *use[staged]));
+      }
+      const Chunk& c = op->chunks[i];
+      KOLO_TRY(dev.wait_value(stream, word_, c.seq));
+      for (const Copy& x : c.outs) KOLO_TRY(dev.memcpy_async(x.device, c.staging + x.offset, x.bytes, stream));
+      KOLO_TRY(dev.event_record(use[i]->out_done, stream));
+      use[i]->stream = stream;
+      use[i]->used = true;
+    }
+    return Status();
+  }
+
+  // A chunk's copies into its staging, after the staging's last user on another stream.
+  Status stage_in(const device::DeviceOps& dev, void* stream, const Chunk& c, LastUse& use) {
+    if (use.out_done == nullptr) KOLO_TRY(dev.event_create(&use.out_done));
+    if (use.used && use.stream != stream) KOLO_TRY(dev.stream_wait_event(stream, use.out_done));
+    for (const Copy& x : c.ins) KOLO_TRY(dev.memcpy_async(c.staging + x.offset, x.device, x.bytes, stream));
+    return dev.event_record(c.in_done, stream);
+  }
+
+  Status take_event(const device::DeviceOps& dev, DeviceEvents& events, void** event) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!events.free.empty()) {
+        *event = events.free.back();
+        events.free.pop_back();
+        return Status();
       }
     }
-    if (!lane->free_events.empty()) {
-      *ready = lane->free_events.back();
-      lane->free_events.pop_back();
-      return Status();
-    }
-    return dev.event_create(ready);
+    return dev.event_create(event);
   }
 
   // ---- the progress thread -------------------------------------------------------------
@@ -361,130 +496,71 @@ class StagedDeviceExecutor final : public Executor {
       StagedProcess::get().queued.fetch_sub(1, std::memory_order_acq_rel);
       {
         std::lock_guard<std::mutex> lock(m_);
+        queued_items_ -= items_of_.front();
+        items_of_.pop_front();
         if (--pending_ == 0) busy_.store(false, std::memory_order_release);
       }
       cv_.notify_all();
     }
   }
 
-  Lane& lane_of(int device) {
-    std::lock_guard<std::mutex> lock(lanes_m_);
-    return *lanes_[device];
-  }
-
-  // One call: its steps through the ring, then the caller's stream released by its seq.
+  // One call: each chunk's host plan once its inputs are staged, then its release.
   void process(Operation& op) {
     const device::DeviceOps& dev = device::runtime();
     device::ScopedDevice on_device(op.device);
-    Lane& lane = lane_of(op.device);
-    Status s = broken_;
-    if (s.ok()) s = on_device.status();
-    if (s.ok()) s = dev.stream_wait_event(lane.in, op.ready);
-    std::vector<Slot*> slot_of(op.steps.size(), nullptr);
-    size_t staged = 0;  // steps whose copies in are enqueued
-    for (size_t i = 0; s.ok() && i < op.steps.size(); ++i) {
-      // Up to kStagedSlots steps ahead: step j reuses the slot step j - kStagedSlots left.
-      while (s.ok() && staged < op.steps.size() && staged < i + kStagedSlots) {
-        slot_of[staged] = &lane.slots[next_slot_++ % kStagedSlots];
-        s = stage_in(dev, lane, op, op.steps[staged], *slot_of[staged]);
-        ++staged;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (abandoned_ && broken_.ok()) {
+        broken_ = error(Code::kInternal, "rank ", env_.rank, ": a device call failed while being enqueued");
       }
+    }
+    for (Chunk& c : op.chunks) {
+      Status s = broken_;
+      if (s.ok()) s = on_device.status();
       if (s.ok()) {
-        s = dev.event_synchronize(slot_of[i]->in_done, Deadline(env_timeout_seconds()));
+        s = dev.event_synchronize(c.in_done, Deadline(env_timeout_seconds()));
         if (!s.ok()) s = error(s.code(), "rank ", env_.rank, ": device inputs of a call never arrived: ", s.message());
       }
-      if (s.ok()) s = run_host(op.steps[i], *slot_of[i]);
-      if (s.ok()) s = stage_out(dev, lane, op.steps[i], *slot_of[i]);
+      if (s.ok()) s = env_.run_host(c.host_calls.data(), c.host_calls.size());
+      if (!s.ok() && broken_.ok()) {
+        broken_ = s;
+        env_.fail(s);  // the peers' calls end with an error through the links
+      }
+      // The stream goes on to the copies out: the results, or (after a failure) staging
+      // nobody wrote, which the communicator's error covers.
+      __atomic_store_n(word_, c.seq, __ATOMIC_RELEASE);
+      if (c.in_done != nullptr) {
+        std::lock_guard<std::mutex> lock(m_);
+        events_[op.device].free.push_back(c.in_done);
+      }
     }
-    return_event(lane, op.ready);
-    if (!s.ok() && broken_.ok()) {
-      broken_ = s;
-      env_.fail(s);  // the peers' calls end with an error through the links
-    }
-    // Behind every copy out of this call (and of the earlier ones): release its stream.
-    Status released = dev.write_value(lane.out, word_, op.seq);
-    if (!released.ok()) {
-      log_warn(Subsys::kExec, "rank ", env_.rank, ": releasing a device stream on the device failed (",
-               released.message(), "); released from the host");
-      __atomic_store_n(word_, op.seq, __ATOMIC_RELEASE);
-    }
-  }
-
-  // The step's staging: its slot when it fits, else pageable memory the slot keeps.
-  Status staging_of(const device::DeviceOps& dev, const Operation& op, const Step& step, Slot& slot, char** base) {
-    if (slot.pageable != nullptr) {
-      // The last copy out of it must be done before it goes (it is from pageable memory).
-      KOLO_TRY(dev.event_synchronize(slot.out_done, Deadline(env_timeout_seconds())));
-      slot.pageable.reset();
-    }
-    if (slot.pinned != nullptr && step.bytes <= slot_bytes_) {
-      *base = slot.pinned;
-      return Status();
-    }
-    // A copy from the device into pageable memory returns once done: the inputs must be
-    // there first, or this thread would wait without a deadline.
-    KOLO_TRY(dev.event_synchronize(op.ready, Deadline(env_timeout_seconds())));
-    slot.pageable.reset(new (std::nothrow) char[std::max<size_t>(step.bytes, 1)]);
-    if (slot.pageable == nullptr) {
-      return error(Code::kSystem, "rank ", env_.rank, ": out of host memory staging ", step.bytes, " bytes of a device call");
-    }
-    *base = slot.pageable.get();
-    return Status();
-  }
-
-  static char* base_of(const Slot& slot) { return slot.pageable != nullptr ? slot.pageable.get() : slot.pinned; }
-
-  // On `in`: after the slot's last copy out, the step's copies into it; in_done.
-  Status stage_in(const device::DeviceOps& dev, Lane& lane, const Operation& op, const Step& step, Slot& slot) {
-    if (slot.used) KOLO_TRY(dev.stream_wait_event(lane.in, slot.out_done));
-    char* base = nullptr;
-    KOLO_TRY(staging_of(dev, op, step, slot, &base));
-    for (const Copy& c : step.ins) KOLO_TRY(dev.memcpy_async(base + c.offset, c.device, c.bytes, lane.in));
-    return dev.event_record(slot.in_done, lane.in);
-  }
-
-  // The host plan of the step, on its staging, through the communicator (in call order).
-  Status run_host(Step& step, const Slot& slot) {
-    char* base = base_of(slot);
-    for (size_t k = 0; k < step.host_calls.size(); ++k) {
-      step.host_calls[k].send = step.send_at[k] == kNowhere ? nullptr : base + step.send_at[k];
-      step.host_calls[k].recv = step.recv_at[k] == kNowhere ? nullptr : base + step.recv_at[k];
-    }
-    return env_.run_host(step.host_calls.data(), step.host_calls.size());
-  }
-
-  // On `out`: the step's results back to the device; out_done.
-  Status stage_out(const device::DeviceOps& dev, Lane& lane, const Step& step, Slot& slot) {
-    char* base = base_of(slot);
-    for (const Copy& c : step.outs) KOLO_TRY(dev.memcpy_async(c.device, base + c.offset, c.bytes, lane.out));
-    KOLO_TRY(dev.event_record(slot.out_done, lane.out));
-    slot.used = true;
-    return Status();
-  }
-
-  void return_event(Lane& lane, void* event) {
-    std::lock_guard<std::mutex> lock(lanes_m_);
-    lane.free_events.push_back(event);
   }
 
   ExecutorEnv env_;
   const size_t slot_bytes_;
-  // Under the call lock (run) and, once a call is queued, read by the progress thread.
+  // Made before any call is queued (constructor, make_room), read by the progress thread.
   uint32_t* word_ = nullptr;
-  uint32_t next_seq_ = 0;  // the last seq given out
-  std::mutex lanes_m_;
-  std::map<int, std::unique_ptr<Lane>> lanes_;  // by device
-  // The progress thread's own.
+  char* ring_ = nullptr;
+  size_t ring_bytes_ = 0;
+  void* large_ = nullptr;
+  size_t large_bytes_ = 0;
+  // Under the call lock (run).
+  uint32_t next_seq_ = 0;  // the last chunk number given out
   uint64_t next_slot_ = 0;
-  Status broken_;  // the first failure: later calls only release their streams
+  std::map<int, DeviceEvents> events_;  // by device; `free` under m_ as well
+  // The progress thread's own.
+  Status broken_;  // the first failure: later chunks are only released
   // Under m_.
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Operation>> queue_;
+  std::deque<size_t> items_of_;  // the stream items of each queued operation
+  size_t queued_items_ = 0;
   size_t pending_ = 0;  // queued or being processed
   std::atomic<bool> busy_{false};  // pending_ > 0, readable without the lock
   bool stop_ = false;
-  bool aborted_ = false;  // kolo_comm_abort: make_room waits no more
+  bool aborted_ = false;    // kolo_comm_abort: make_room waits no more
+  bool abandoned_ = false;  // an enqueue failed halfway: the communicator is broken
   std::thread thread_;  // started by the first device call
 };
 

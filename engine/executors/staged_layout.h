@@ -56,11 +56,16 @@ constexpr int kStagedSlots = 4;
 // Regions in a slot start on this boundary (copy engines prefer aligned addresses).
 constexpr size_t kStagedAlign = 256;
 inline size_t staged_aligned(size_t bytes) { return (bytes + kStagedAlign - 1) / kStagedAlign * kStagedAlign; }
-// Device calls (operations) a communicator may have queued whose streams wait for their
-// host collectives: each puts two items on its stream (an event and a wait), so 256 stay
-// far under what a CUDA stream holds before an enqueue blocks (about 1000), with room for
-// the caller's own work. A call past it waits before the call lock (make_room).
-constexpr size_t kStagedQueuedCalls = 256;
+// Stream items (copies, events, waits) a single call may add (chunks are made larger to
+// keep within it), and those a call and the calls queued before it may hold together
+// (make_room waits for that, or for an empty queue): under what a CUDA stream holds before
+// an enqueue blocks (about 1000; the emulated device's kEmulatedStreamDepth), with room for
+// the caller's own work.
+constexpr size_t kStagedCallItems = 384;
+constexpr size_t kStagedStreamItems = 768;
+// Besides its copies, a chunk puts on the stream: `in_done`, the wait for its release,
+// `out_done`, and a wait for the slot's last user on another stream.
+constexpr size_t kStagedChunkItems = 4;
 
 // The bytes of one slot: the largest chunk chunk_elems makes on `ranks` ranks, both sides
 // (an elementwise call's send and recv; a rank-major call's `ranks` pieces and its own one).
@@ -201,7 +206,9 @@ inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int
 // The elements per chunk of a single call, or 0: run it whole. A chunk stages about
 // kStagedChunkBytes on its larger side: an elementwise call's buffer, or all `ranks` pieces
 // of a rank-major call's strided buffer (each piece at least kStagedMinPieceBytes), so it
-// fits a slot (staged_slot_bytes). A call is cut when it stages more than two such chunks
+// fits a slot (staged_slot_bytes); more where so many chunks would put more than
+// kStagedCallItems on the stream (then a chunk may not fit a slot: it is staged in the
+// executor's large buffer). A call is cut when it stages more than two such chunks
 // (for a rank-major call with up to kStagedChunkBytes / kStagedMinPieceBytes ranks: a block
 // of more than 2 * kStagedChunkBytes / ranks): below that, the copies in and out of one more
 // chunk cost more than the overlap saves. The chunks are then evened out (equal counts,
@@ -220,8 +227,25 @@ inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
   if (s.count <= 2 * most) return 0;
   const Part whole = part_of(call, 0, s.count, ranks, rank);
   if (overlap(whole.send, whole.recv) && !s.in_place) return 0;
-  const size_t chunks = (s.count + most - 1) / most;
+  const size_t items = (strided_send(s.kind) ? blocks : 1) + (strided_recv(s.kind) ? blocks : 1) + kStagedChunkItems;
+  if (kStagedCallItems / items < 2) return 0;  // so many ranks that two chunks would be too many
+  const size_t chunks = std::min((s.count + most - 1) / most, kStagedCallItems / items);
   return (s.count + chunks - 1) / chunks;  // even chunks: no small one at the end
+}
+
+// The stream items a staged run of calls[0..n) enqueues: per chunk (each chunk of a single
+// large call, else one for the whole group) a copy in or out per piece, and
+// kStagedChunkItems more.
+inline size_t stream_items(const CollCall* calls, size_t n, int ranks, int rank) {
+  auto pieces = [](const Part& p) { return (p.send.used() ? p.send.blocks : 0) + (p.recv.used() ? p.recv.blocks : 0); };
+  const size_t per = n == 1 ? chunk_elems(calls[0], ranks, rank) : 0;
+  if (per == 0) {
+    size_t items = kStagedChunkItems;
+    for (size_t i = 0; i < n; ++i) items += pieces(part_of(calls[i], 0, calls[i].spec.count, ranks, rank));
+    return items;
+  }
+  const size_t chunks = (calls[0].spec.count + per - 1) / per;
+  return chunks * (pieces(part_of(calls[0], 0, per, ranks, rank)) + kStagedChunkItems);
 }
 
 }  // namespace kolo::staged

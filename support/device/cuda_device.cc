@@ -35,6 +35,7 @@ struct Driver {
   // Stream memory operations (null where the driver lacks them: the kernels stand in).
   CUresult (*wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
   CUresult (*write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
 };
 
 // The _v2 entry points are the ones CUDA 12 and later export (the first versions are gone).
@@ -64,6 +65,7 @@ const Driver& driver() {
     out.present = true;
     out.get_attribute = attr;
     out.wait_value32 = driver_symbol<decltype(out.wait_value32)>(lib, "cuStreamWaitValue32_v2", "cuStreamWaitValue32");
+    out.ctx_get_current = reinterpret_cast<CUresult (*)(CUcontext*)>(dlsym(lib, "cuCtxGetCurrent"));
     out.write_value32 = driver_symbol<decltype(out.write_value32)>(lib, "cuStreamWriteValue32_v2", "cuStreamWriteValue32");
     return out;
   }();
@@ -126,6 +128,12 @@ Result<int> cuda_current_device() {
   const cudaError_t rc = cudaGetDevice(&device);
   if (rc != cudaSuccess) return fail(rc, "cudaGetDevice", "");
   return device;
+}
+
+bool cuda_context_current() {
+  const Driver& d = driver();
+  CUcontext context = nullptr;
+  return d.ctx_get_current != nullptr && d.ctx_get_current(&context) == CUDA_SUCCESS && context != nullptr;
 }
 
 Status cuda_malloc(void** ptr, size_t bytes) { return check(cudaMalloc(ptr, bytes), "cudaMalloc", bytes, " bytes"); }
@@ -379,6 +387,7 @@ const DeviceOps kCuda = {
     cuda_device_count,
     cuda_set_device,
     cuda_current_device,
+    cuda_context_current,
     cuda_malloc,
     cuda_free,
     cuda_host_alloc,

@@ -31,6 +31,7 @@ const DeviceOps kNone = {
     no_devices,
     refuse<int>,
     no_current,
+    [] { return false; },
     refuse<void**, size_t>,
     refuse<void*>,
     refuse<void**, size_t>,

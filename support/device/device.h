@@ -59,6 +59,9 @@ struct DeviceOps {
   int (*device_count)();
   Status (*set_device)(int device);  // for this thread
   Result<int> (*current_device)();
+  // Whether this thread has a device context already (so that allocating pinned memory now
+  // creates none): kolo takes its pinned staging early only then. Never creates one.
+  bool (*context_current)();
 
   Status (*malloc)(void** ptr, size_t bytes);  // device memory of the current device
   Status (*free)(void* ptr);

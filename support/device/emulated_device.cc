@@ -248,6 +248,12 @@ class Stream {
       std::lock_guard<std::mutex> lock(registry_mutex());
       registry().erase(std::find(registry().begin(), registry().end(), this));
     }
+    // An implicit synchronisation that took this stream before it left the registry may
+    // still be waiting on it.
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return watchers_ == 0; });
+    }
     {
       std::lock_guard<std::mutex> lock(m_);
       stop_ = true;
@@ -323,10 +329,19 @@ class Stream {
     return wait_for_locked(lock, enqueued_, deadline);
   }
 
-  // What has been enqueued so far (for an implicit synchronisation's snapshot).
-  uint64_t enqueued() {
+  // For an implicit synchronisation (under the registry's lock): what has been enqueued
+  // so far, the stream kept alive until release_watch.
+  uint64_t watch() {
     std::lock_guard<std::mutex> lock(m_);
+    ++watchers_;
     return enqueued_;
+  }
+  void release_watch() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      --watchers_;
+    }
+    cv_.notify_all();
   }
   // Waits until the first `target` items have run; kTimeout with the count still pending.
   Status wait_for(uint64_t target, const Deadline& deadline) {
@@ -380,6 +395,7 @@ class Stream {
   std::condition_variable cv_;
   std::deque<std::function<Status()>> queue_;
   uint64_t enqueued_ = 0, completed_ = 0;
+  int watchers_ = 0;  // implicit synchronisations waiting on it
   bool stop_ = false;
   bool capturing_ = false;
   bool invalidated_ = false;
@@ -412,21 +428,28 @@ Status usable(void* stream, const char* what) {
 // device (and the default stream) before it has run. On a GPU a deadlock here is forever;
 // here it ends at KOLO_TIMEOUT with an error that says so.
 Status implicit_synchronization(const char* what) {
-  std::lock_guard<std::mutex> lock(registry_mutex());  // streams outlive the wait
   std::vector<std::pair<Stream*, uint64_t>> targets;
-  for (Stream* s : registry()) {
-    if (s->device() == current || s->device() == Stream::kDefaultStream) targets.emplace_back(s, s->enqueued());
-  }
-  const Deadline deadline(env_timeout_seconds());
-  for (auto& [s, target] : targets) {
-    Status done = s->wait_for(target, deadline);
-    if (!done.ok()) {
-      return error(Code::kTimeout, "emulated device: ", what, " synchronizes the device implicitly (as CUDA's does) "
-                   "and queued work did not finish within KOLO_TIMEOUT: on a GPU this is a deadlock (",
-                   done.message(), ")");
+  {
+    // Not held while waiting: other threads may create and destroy streams meanwhile.
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    for (Stream* s : registry()) {
+      if (s->device() == current || s->device() == Stream::kDefaultStream) targets.emplace_back(s, s->watch());
     }
   }
-  return Status();
+  const Deadline deadline(env_timeout_seconds());
+  Status result;
+  for (auto& [s, target] : targets) {
+    if (result.ok()) {
+      Status done = s->wait_for(target, deadline);
+      if (!done.ok()) {
+        result = error(Code::kTimeout, "emulated device: ", what, " synchronizes the device implicitly (as CUDA's "
+                       "does) and queued work did not finish within KOLO_TIMEOUT: on a GPU this is a deadlock (",
+                       done.message(), ")");
+      }
+    }
+    s->release_watch();
+  }
+  return result;
 }
 
 // The one thread that runs every stream's host functions, in the order they become ready.
@@ -774,6 +797,7 @@ const DeviceOps kEmulated = {
     emu_device_count,
     emu_set_device,
     emu_current_device,
+    [] { return true; },
     emu_malloc,
     emu_free,
     emu_host_alloc,

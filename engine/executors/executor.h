@@ -123,6 +123,9 @@ MadeExecutor create_local_executor(const ExecutorEnv& env);
 MadeExecutor create_staged_device_executor(const ExecutorEnv& env);
 MadeExecutor create_nccl_executor(const ExecutorEnv& env);
 MadeExecutor create_ipc_device_executor(const ExecutorEnv& env);
+// Whether the device_ipc row can run on the communicator env describes (then only device
+// calls with send/recv are staged, or all of them where peers cannot map each other).
+bool device_ipc_possible(const ExecutorEnv& env);
 MadeExecutor create_compressed_link_executor(const ExecutorEnv& env);
 
 }  // namespace kolo

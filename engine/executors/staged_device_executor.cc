@@ -177,7 +177,8 @@ struct LastUse {
 
 class StagedDeviceExecutor final : public Executor {
  public:
-  explicit StagedDeviceExecutor(const ExecutorEnv& env) : env_(env), slot_bytes_(staged_slot_bytes(env.size)) {
+  explicit StagedDeviceExecutor(const ExecutorEnv& env)
+      : env_(env), slot_bytes_(staged_slot_bytes(env.size)), ipc_possible_(device_ipc_possible(env)) {
     // The ring now where that creates no device context (kolo has no call queued yet, and
     // a collective set-up means no peer waits for this rank): a thread-rank could not take
     // it later while its peers' calls, waiting for it, are queued.
@@ -235,7 +236,12 @@ class StagedDeviceExecutor final : public Executor {
     KOLO_TRY(chunks_of(host_calls.data(), n, &op->chunks));
     const bool fits = std::all_of(op->chunks.begin(), op->chunks.end(), [&](const Chunk& c) { return c.bytes <= slot_bytes_; });
     if (!fits && large_bytes_ < largest(op->chunks)) {
-      return error(Code::kInternal, "rank ", env_.rank, ": no staging for a chunk of ", largest(op->chunks), " bytes");
+      // make_room takes the large buffer for the calls it expects here: those with
+      // send/recv where device_ipc runs the rest. This one came through device_ipc's
+      // fallback (peers that cannot map each other's memory), alike on every rank.
+      return error(Code::kUnsupported, "rank ", env_.rank, ": device ", coll_name(calls[0].call.spec.kind),
+                   " needs ", largest(op->chunks), " bytes of staging in one piece, more than a slot (",
+                   slot_bytes_, " bytes) holds, where the GPUs cannot map each other's memory");
     }
     DeviceEvents* events;
     {
@@ -284,7 +290,11 @@ class StagedDeviceExecutor final : public Executor {
     std::vector<Chunk> chunks;
     KOLO_TRY(chunks_of(calls, n, &chunks));
     const size_t need = largest(chunks);
-    if (need > slot_bytes_ && need > large_bytes_) {
+    // Where device_ipc runs, only calls with send/recv come here (the large buffer's
+    // allocation waits for the device, which a thread-rank's peers' kernels may hold).
+    bool p2p = false;
+    for (size_t i = 0; i < n; ++i) p2p = p2p || calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
+    if (need > slot_bytes_ && need > large_bytes_ && (p2p || !ipc_possible_)) {
       KOLO_TRY(drain(deadline));  // the large buffer in use goes, once its copies out are done
       KOLO_TRY(large_done(deadline));
       size_t got = 0;
@@ -538,6 +548,7 @@ class StagedDeviceExecutor final : public Executor {
 
   ExecutorEnv env_;
   const size_t slot_bytes_;
+  const bool ipc_possible_;  // device_ipc takes the device calls without send/recv
   // Made before any call is queued (constructor, make_room), read by the progress thread.
   uint32_t* word_ = nullptr;
   char* ring_ = nullptr;

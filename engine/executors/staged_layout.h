@@ -208,10 +208,10 @@ inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int
 // of a rank-major call's strided buffer (each piece at least kStagedMinPieceBytes), so it
 // fits a slot (staged_slot_bytes); more where so many chunks would put more than
 // kStagedCallItems on the stream (then a chunk may not fit a slot: it is staged in the
-// executor's large buffer). A call is cut when it stages more than two such chunks
-// (for a rank-major call with up to kStagedChunkBytes / kStagedMinPieceBytes ranks: a block
-// of more than 2 * kStagedChunkBytes / ranks): below that, the copies in and out of one more
-// chunk cost more than the overlap saves. The chunks are then evened out (equal counts,
+// executor's large buffer). A call is cut when it stages more than one such chunk (for a
+// rank-major call with up to kStagedChunkBytes / kStagedMinPieceBytes ranks: a block of
+// more than kStagedChunkBytes / ranks), so that a call not cut fits a slot. The chunks are
+// then evened out (equal counts,
 // within one element), so that no tiny chunk comes last. Every rank computes the same from
 // the count, the dtype and the communicator size. Calls whose send and recv overlap other
 // than in place (an allgather with send == recv off its own block) run whole, as the host
@@ -224,7 +224,7 @@ inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
   const size_t es = dtype_size(s.dtype);
   const size_t piece = std::max(kStagedChunkBytes / blocks, kStagedMinPieceBytes);
   const size_t most = std::max<size_t>(piece / es, 1);
-  if (s.count <= 2 * most) return 0;
+  if (s.count <= most) return 0;
   const Part whole = part_of(call, 0, s.count, ranks, rank);
   if (overlap(whole.send, whole.recv) && !s.in_place) return 0;
   const size_t items = (strided_send(s.kind) ? blocks : 1) + (strided_recv(s.kind) ? blocks : 1) + kStagedChunkItems;

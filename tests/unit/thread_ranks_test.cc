@@ -160,10 +160,12 @@ std::string compressed_main(const kolo_unique_id& id, int n, int me) {
     }
     if (!why.empty()) break;
   }
-  (void)dev.free(d_in);
-  (void)dev.free(d_out);
   (void)dev.stream_destroy(stream);
   if (kolo_comm_destroy(comm) != KOLO_SUCCESS) why += std::string(" destroy: ") + kolo_last_error();
+  // Freed after the destroy: freeing waits for the device, where the peers' last barrier
+  // waits for this rank's (a deadlock, as with CUDA).
+  (void)dev.free(d_in);
+  (void)dev.free(d_out);
   return why;
 }
 

@@ -7,13 +7,15 @@
 # usage: tools/gpu-bundle.sh BUILD_DIR DIR   (BUILD_DIR configured with CUDA and built)
 set -euo pipefail
 build=$1 dir=$2
-bins=(tools/kolorun/kolorun bench/perf/kolo-perf tests/multiproc/kolo_test_worker tests/gpu/kolo_gpu_tests
-      bench/kernels/kolo_kernels_cuda_bench)
+bins=(tools/kolorun/kolorun bench/perf/kolo-perf tests/multiproc/kolo_test_worker tests/multiproc/kolo_soak
+      tests/gpu/kolo_gpu_tests bench/kernels/kolo_kernels_cuda_bench)
 rm -rf "$dir"; mkdir -p "$dir/lib"
 for b in "${bins[@]}"; do
   [ -x "$build/$b" ] || { echo "gpu-bundle: $build/$b is not built" >&2; exit 1; }
   mkdir -p "$dir/$(dirname "$b")"; cp "$build/$b" "$dir/$b"; strip --strip-debug "$dir/$b"
 done
+# libkolo itself, for kolo.torch (KOLO_LIBRARY; the Python package comes with the tree).
+cp -L "$build/libkolo.so" "$dir/libkolo.so"
 # Shared libraries by what ldd resolves; glibc's own and libcuda (the driver's) stay behind.
 for b in "${bins[@]}"; do ldd "$build/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libcuda|libnccl)\.so' |

@@ -498,6 +498,10 @@ int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   // --backend is KOLO_BACKEND for this process (read when the communicator is made).
   setenv("KOLO_BACKEND", o.backend.c_str(), 1);
+  // Before CUDA starts: as many hardware queues as CUDA gives (8 by default). Thread-ranks'
+  // streams beyond them share queues, where one rank's barrier kernel holds back the peer
+  // work it waits for (docs/device.md, "Several ranks on one GPU").
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   kolo_comm_t world = nullptr;
   kolo_result_t rc = kolo_init(&world);
   if (rc != KOLO_SUCCESS) die("kolo_init", rc);

@@ -227,6 +227,7 @@ class StagedDeviceExecutor final : public Executor {
     device::ScopedDevice on_device(device);
     KOLO_TRY(on_device.status());
     KOLO_TRY(refuse_graph_capture(calls[0].call, env_.rank, "device_staged"));
+    std::lock_guard<std::mutex> staging(staging_m_);  // ensure_staging replaces nothing meanwhile
     if (ring_ == nullptr || word_ == nullptr) {
       return error(Code::kInternal, "rank ", env_.rank, ": device staging was not set up before the call");
     }
@@ -289,23 +290,7 @@ class StagedDeviceExecutor final : public Executor {
     KOLO_TRY(device::assert_may_block("a device call waiting for room on its stream"));
     // An empty group, or no device (the call fails where it names its buffers).
     if (n == 0 || std::string(device::runtime().name) == "none") return Status();
-    if (ring_ == nullptr || word_ == nullptr) KOLO_TRY(ensure_ring(deadline));
-    std::vector<Chunk> chunks;
-    KOLO_TRY(chunks_of(calls, n, &chunks));
-    const size_t need = largest(chunks);
-    // Where device_ipc runs, only calls with send/recv come here (the large buffer's
-    // allocation waits for the device, which a thread-rank's peers' kernels may hold).
-    bool p2p = false;
-    for (size_t i = 0; i < n; ++i) p2p = p2p || calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
-    if (need > slot_bytes_ && need > large_bytes_ && (p2p || !ipc_possible_)) {
-      KOLO_TRY(drain(deadline));  // the large buffer in use goes, once its copies out are done
-      KOLO_TRY(large_done(deadline));
-      size_t got = 0;
-      Result<void*> large = StagedProcess::get().pinned(need, &got, large_, large_bytes_, deadline, env_.rank);
-      if (!large.ok()) return large.status();
-      large_ = large.value();
-      large_bytes_ = got;
-    }
+    KOLO_TRY(ensure_staging(calls, n, deadline));
     const size_t items = stream_items(calls, n, env_.size, env_.rank);
     std::unique_lock<std::mutex> lock(m_);
     while (queued_items_ > 0 && queued_items_ + items > kStagedStreamItems) {
@@ -339,7 +324,40 @@ class StagedDeviceExecutor final : public Executor {
     LastUse large;
   };
 
-  // The word and the ring (a no-op once taken).
+  // The word, the ring and, for a call with a chunk larger than a slot, the large buffer.
+  // The large buffer in use is replaced only once this communicator's calls are done and
+  // its copies out have run; run() holds staging_m_ while it enqueues, so no call takes
+  // it meanwhile. The wait for the calls is outside staging_m_ (their host plans need the
+  // call lock, which a run() waiting for staging_m_ would hold).
+  Status ensure_staging(const CollCall* calls, size_t n, const Deadline& deadline) {
+    std::vector<Chunk> chunks;
+    KOLO_TRY(chunks_of(calls, n, &chunks));
+    const size_t need = largest(chunks);
+    // Where device_ipc runs, only calls with send/recv come here (the large buffer's
+    // allocation waits for the device, which a thread-rank's peers' kernels may hold).
+    bool p2p = false;
+    for (size_t i = 0; i < n; ++i) p2p = p2p || calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
+    const bool large = need > slot_bytes_ && (p2p || !ipc_possible_);
+    while (true) {
+      {
+        std::lock_guard<std::mutex> staging(staging_m_);
+        if (ring_ == nullptr || word_ == nullptr) KOLO_TRY(ensure_ring(deadline));
+        if (!large || need <= large_bytes_) return Status();
+        if (!busy()) {
+          KOLO_TRY(large_done(deadline));
+          size_t got = 0;
+          Result<void*> buffer = StagedProcess::get().pinned(need, &got, large_, large_bytes_, deadline, env_.rank);
+          if (!buffer.ok()) return buffer.status();
+          large_ = buffer.value();
+          large_bytes_ = got;
+          return Status();
+        }
+      }
+      KOLO_TRY(drain(deadline));
+    }
+  }
+
+  // The word and the ring (a no-op once taken). Under staging_m_ (or in the constructor).
   Status ensure_ring(const Deadline& deadline) {
     if (word_ == nullptr) {
       Result<uint32_t*> w = StagedProcess::get().take_word();
@@ -357,7 +375,8 @@ class StagedDeviceExecutor final : public Executor {
     return Status();
   }
 
-  // The copies out of the large buffer are done (on every device it was used on).
+  // The copies out of the large buffer are done (on every device it was used on). Under
+  // staging_m_: no run() records a new use meanwhile.
   Status large_done(const Deadline& deadline) {
     std::vector<void*> last;
     {
@@ -552,7 +571,9 @@ class StagedDeviceExecutor final : public Executor {
   ExecutorEnv env_;
   const size_t slot_bytes_;
   const bool ipc_possible_;  // device_ipc takes the device calls without send/recv
-  // Made before any call is queued (constructor, make_room), read by the progress thread.
+  // Made before any call is queued (constructor, make_room: under staging_m_), read by
+  // run() under staging_m_ and (the word) by the progress thread.
+  std::mutex staging_m_;
   uint32_t* word_ = nullptr;
   char* ring_ = nullptr;
   size_t ring_bytes_ = 0;

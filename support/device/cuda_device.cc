@@ -263,36 +263,35 @@ Status word_address(uint32_t* word, CUdeviceptr* address) {
 // Whether a driver call came back "not supported" (the kernels stand in then, for good).
 std::atomic<bool> stream_ops_unsupported{false};
 
-Status cuda_wait_value(void* stream, uint32_t* word, uint32_t value) {
+using StreamWordOp = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+
+// One stream memory operation on the word: the driver's `op` (with `flags`), else the
+// kernel that stands in for it (`kernel`, given the word's device address).
+template <class Kernel>
+Status stream_word(const char* name, StreamWordOp op, unsigned flags, void* stream, uint32_t* word, uint32_t value,
+                   Kernel kernel) {
   CUdeviceptr address = 0;
   KOLO_TRY(word_address(word, &address));
-  const Driver& d = driver();
-  if (d.wait_value32 != nullptr && !stream_ops_unsupported.load(std::memory_order_relaxed)) {
-    const CUresult rc = d.wait_value32(as_stream(stream), address, value, CU_STREAM_WAIT_VALUE_GEQ);
+  if (op != nullptr && !stream_ops_unsupported.load(std::memory_order_relaxed)) {
+    const CUresult rc = op(as_stream(stream), address, value, flags);
     if (rc == CUDA_SUCCESS) return Status();
     if (rc != CUDA_ERROR_NOT_SUPPORTED) {
-      return error(Code::kSystem, "cuda: cuStreamWaitValue32(stream ", stream, ", word ", word, ", ", value,
+      return error(Code::kSystem, "cuda: ", name, "(stream ", stream, ", word ", word, ", ", value,
                    ") failed with CUresult ", static_cast<int>(rc));
     }
     stream_ops_unsupported.store(true, std::memory_order_relaxed);
   }
-  return cuda_wait_word_kernel(stream, reinterpret_cast<uint32_t*>(address), value, 2 * env_timeout_seconds() + 5);
+  return kernel(reinterpret_cast<uint32_t*>(address));
+}
+
+Status cuda_wait_value(void* stream, uint32_t* word, uint32_t value) {
+  return stream_word("cuStreamWaitValue32", driver().wait_value32, CU_STREAM_WAIT_VALUE_GEQ, stream, word, value,
+                     [&](uint32_t* at) { return cuda_wait_word_kernel(stream, at, value, 2 * env_timeout_seconds() + 5); });
 }
 
 Status cuda_write_value(void* stream, uint32_t* word, uint32_t value) {
-  CUdeviceptr address = 0;
-  KOLO_TRY(word_address(word, &address));
-  const Driver& d = driver();
-  if (d.write_value32 != nullptr && !stream_ops_unsupported.load(std::memory_order_relaxed)) {
-    const CUresult rc = d.write_value32(as_stream(stream), address, value, CU_STREAM_WRITE_VALUE_DEFAULT);
-    if (rc == CUDA_SUCCESS) return Status();
-    if (rc != CUDA_ERROR_NOT_SUPPORTED) {
-      return error(Code::kSystem, "cuda: cuStreamWriteValue32(stream ", stream, ", word ", word, ", ", value,
-                   ") failed with CUresult ", static_cast<int>(rc));
-    }
-    stream_ops_unsupported.store(true, std::memory_order_relaxed);
-  }
-  return cuda_write_word_kernel(stream, reinterpret_cast<uint32_t*>(address), value);
+  return stream_word("cuStreamWriteValue32", driver().write_value32, CU_STREAM_WRITE_VALUE_DEFAULT, stream, word, value,
+                     [&](uint32_t* at) { return cuda_write_word_kernel(stream, at, value); });
 }
 
 // The kernel's .cu wrapper does the <<<>>> launch and checks it; here only the dispatch.

@@ -337,10 +337,8 @@ class Stream {
     return enqueued_;
   }
   void release_watch() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      --watchers_;
-    }
+    std::lock_guard<std::mutex> lock(m_);  // notified under the lock: the destructor may be waiting to free cv_
+    --watchers_;
     cv_.notify_all();
   }
   // Waits until the first `target` items have run; kTimeout with the count still pending.

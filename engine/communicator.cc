@@ -244,8 +244,13 @@ Status Communicator::connect(const Deadline& deadline) {
 }
 
 // Several hosts: the cost model's network figures from a measurement (net_calibration.h).
+// Every rank or none: the figures go into the topology every rank plans with. (Deciding by
+// this rank's cross size skipped it on a rank whose local index has no peer on the other
+// hosts, hosts of 2 + 1 ranks, and that rank planned with other figures than its peers.)
 Status Communicator::calibrate_network(const Deadline& deadline) {
-  if (cross_size_ < 2 || env_string("KOLO_NET_CALIBRATE") == "0") return Status();
+  const bool several_hosts =
+      std::any_of(host_of_rank_.begin(), host_of_rank_.end(), [](int h) { return h > 0; });
+  if (!several_hosts || env_string("KOLO_NET_CALIBRATE") == "0") return Status();
   auto measured = kolo::calibrate_network(connections_->fabric(), *store_->client, id_.prefix, id_.rank,
                                           host_of_rank_, planner_params().host_net.efficiency, topology_, deadline);
   return measured.ok() ? Status() : measured.status();

@@ -3,10 +3,8 @@
 # device buffers with the device_ipc path off (KOLO_DEVICE_IPC=0: everything staged through
 # host memory), at 2, 3 and 5 ranks, from 8 B to 256 MB (factor 4), kolo-perf's default 20
 # calls queued per size, results checked. On the emulated device unless KOLO_DEVICE says
-# otherwise; with --hosts, the ranks on 2 test hosts (tools/testhosts.sh, root), 2 and 4
-# ranks split evenly: on uneven hosts (2 + 1) ranks plan host collectives differently and
-# fail with a mismatch, host buffers too (a planner bug, not the staged path's).
-#   tools/staged-matrix.sh [--hosts] [build-dir] [rank counts...]
+# otherwise; with --hosts, the ranks on 2 test hosts (tools/testhosts.sh, root).
+#   tools/staged-matrix.sh [--hosts] [build-dir] [rank counts...]   (default 2 3 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hosts=0
@@ -14,9 +12,7 @@ if [ "${1:-}" = --hosts ]; then hosts=1; shift; fi
 build=${1:-build}
 shift $(( $# > 0 ? 1 : 0 ))
 counts=("$@")
-if [ ${#counts[@]} -eq 0 ]; then
-  if [ $hosts = 1 ]; then counts=(2 4); else counts=(2 3 5); fi
-fi
+[ ${#counts[@]} -gt 0 ] || counts=(2 3 5)
 export KOLO_DEVICE=${KOLO_DEVICE:-emulated} KOLO_DEVICE_IPC=0 KOLO_TIMEOUT=${KOLO_TIMEOUT:-120}
 testhosts=$PWD/tools/testhosts.sh
 if [ $hosts = 1 ]; then

@@ -44,6 +44,7 @@
 
 #include "engine/executors/executor.h"
 #include "engine/executors/staged_layout.h"
+#include "engine/executors/staged_process.h"
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
@@ -52,96 +53,6 @@ namespace kolo {
 namespace {
 
 using namespace staged;  // NOLINT: the layout is this executor's own vocabulary
-
-// What every staged executor of the process shares: the pinned words that release the
-// callers' streams, and the rule for pinned allocations. A pinned allocation waits for all
-// work queued on the device; were a staged call queued, its stream would wait for a host
-// collective that may need this very thread (a thread-rank's peer) to go on: a deadlock.
-// So pinned memory is taken only while `queued` is zero, holding `enqueue` exclusively
-// (run() holds it shared while it enqueues a call).
-class StagedProcess {
- public:
-  static StagedProcess& get() {
-    static StagedProcess* p = new StagedProcess();  // never destroyed: streams may still read its words
-    return *p;
-  }
-
-  // A word for an executor's releases, in pinned memory the device maps. Taken with the
-  // executor's ring, under the same rule; pages are never freed.
-  Result<uint32_t*> take_word() {
-    std::unique_lock<std::shared_mutex> lock(enqueue);
-    if (free_words_.empty()) {
-      void* page = nullptr;
-      KOLO_TRY(device::runtime().host_alloc(&page, kWordsPerPage * sizeof(uint32_t)));
-      auto* words = static_cast<uint32_t*>(page);
-      for (size_t i = 0; i < kWordsPerPage; ++i) {
-        words[i] = 0;
-        free_words_.push_back(&words[i]);
-      }
-    }
-    uint32_t* w = free_words_.back();
-    free_words_.pop_back();
-    return w;
-  }
-  void give_word(uint32_t* w) {
-    std::unique_lock<std::shared_mutex> lock(enqueue);
-    free_words_.push_back(w);
-  }
-
-  // Pinned buffers of executors that are gone, kept for the next ones: freeing pinned
-  // memory synchronises the device as allocating does, and a communicator's destroy may
-  // come while its peers' last device calls wait for it.
-  void give(void* p, size_t bytes) {
-    std::unique_lock<std::shared_mutex> lock(enqueue);
-    kept_.emplace(bytes, p);
-  }
-  // A kept buffer of at least `bytes` (at most twice as large), or null. *got: its size.
-  void* take_kept(size_t bytes, size_t* got) {
-    std::unique_lock<std::shared_mutex> lock(enqueue);
-    auto it = kept_.lower_bound(bytes);
-    if (it == kept_.end() || it->first > 2 * bytes) return nullptr;
-    void* p = it->second;
-    *got = it->first;
-    kept_.erase(it);
-    return p;
-  }
-
-  // Pinned memory of at least `bytes` (*got: how much): a kept buffer, else a new one once
-  // no staged call of the process is queued, polling until the deadline. `old` (of
-  // `old_bytes`; done with) goes to the kept ones.
-  Result<void*> pinned(size_t bytes, size_t* got, void* old, size_t old_bytes, const Deadline& deadline, int rank) {
-    if (void* p = take_kept(bytes, got)) {
-      if (old != nullptr) give(old, old_bytes);
-      return p;
-    }
-    *got = bytes;
-    while (true) {
-      {
-        std::unique_lock<std::shared_mutex> lock(enqueue);
-        if (queued.load(std::memory_order_acquire) == 0) {
-          if (old != nullptr) kept_.emplace(old_bytes, old);
-          void* p = nullptr;
-          KOLO_TRY(device::runtime().host_alloc(&p, bytes));
-          return p;
-        }
-      }
-      if (deadline.expired()) {
-        return error(Code::kTimeout, "rank ", rank, ": staging of ", bytes, " bytes for a device call cannot be "
-                     "pinned while device calls of other communicators of this process are queued (a pinned "
-                     "allocation waits for them; ranks that are threads of one process may be waiting for this one)");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-
-  std::shared_mutex enqueue;
-  std::atomic<size_t> queued{0};  // calls whose streams wait for a host collective
-
- private:
-  static constexpr size_t kWordsPerPage = 1024;
-  std::vector<uint32_t*> free_words_;
-  std::multimap<size_t, void*> kept_;  // by size
-};
 
 constexpr size_t kNowhere = ~size_t{0};
 
@@ -258,7 +169,8 @@ class StagedDeviceExecutor final : public Executor {
       std::lock_guard<std::mutex> lock(m_);
       abandoned_ = true;
     }
-    const size_t items = stream_items(host_calls.data(), n, env_.size, env_.rank);
+    size_t items = 0;  // what it put on the stream (stream_items' count, from the chunks made)
+    for (const Chunk& c : op->chunks) items += c.ins.size() + c.outs.size() + kStagedChunkItems;
     process.queued.fetch_add(1, std::memory_order_acq_rel);
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -291,8 +203,9 @@ class StagedDeviceExecutor final : public Executor {
     // An empty group, or no device (the call fails where it names its buffers).
     if (n == 0 || std::string(device::runtime().name) == "none") return Status();
     KOLO_TRY(ensure_staging(calls, n, deadline));
-    const size_t items = stream_items(calls, n, env_.size, env_.rank);
     std::unique_lock<std::mutex> lock(m_);
+    if (queued_items_ == 0) return Status();  // the common case: no count needed
+    const size_t items = stream_items(calls, n, env_.size, env_.rank);
     while (queued_items_ > 0 && queued_items_ + items > kStagedStreamItems) {
       if (aborted_) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
       if (deadline.expired()) {
@@ -330,19 +243,24 @@ class StagedDeviceExecutor final : public Executor {
   // it meanwhile. The wait for the calls is outside staging_m_ (their host plans need the
   // call lock, which a run() waiting for staging_m_ would hold).
   Status ensure_staging(const CollCall* calls, size_t n, const Deadline& deadline) {
+    {
+      std::lock_guard<std::mutex> staging(staging_m_);
+      if (ring_ == nullptr || word_ == nullptr) KOLO_TRY(ensure_ring(deadline));
+    }
+    // Where device_ipc runs, only calls with send/recv come here: no other call needs the
+    // large buffer (its allocation waits for the device, which a thread-rank's peers'
+    // kernels may hold), nor the layout that tells (every device call passes here).
+    bool p2p = false;
+    for (size_t i = 0; i < n; ++i) p2p = p2p || calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
+    if (ipc_possible_ && !p2p) return Status();
     std::vector<Chunk> chunks;
     KOLO_TRY(chunks_of(calls, n, &chunks));
     const size_t need = largest(chunks);
-    // Where device_ipc runs, only calls with send/recv come here (the large buffer's
-    // allocation waits for the device, which a thread-rank's peers' kernels may hold).
-    bool p2p = false;
-    for (size_t i = 0; i < n; ++i) p2p = p2p || calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
-    const bool large = need > slot_bytes_ && (p2p || !ipc_possible_);
+    if (need <= slot_bytes_) return Status();
     while (true) {
       {
         std::lock_guard<std::mutex> staging(staging_m_);
-        if (ring_ == nullptr || word_ == nullptr) KOLO_TRY(ensure_ring(deadline));
-        if (!large || need <= large_bytes_) return Status();
+        if (need <= large_bytes_) return Status();
         if (!busy()) {
           KOLO_TRY(large_done(deadline));
           size_t got = 0;

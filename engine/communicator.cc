@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "engine/comm_store.h"
 #include "engine/net_calibration.h"
 #include "support/device/device.h"
 #include "support/env.h"
@@ -74,16 +75,25 @@ Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> store, CommIdentity id) {
-  std::unique_ptr<Communicator> comm(new Communicator(std::move(store), std::move(id)));
+// The bootstrap store (a unique id's maker's, kolorun's, a parent's) gives only the address
+// of the communicator's own store (comm_store.h); everything after uses that. The closing
+// barrier, over the communicator's own connections, keeps every rank here until all have
+// done their last store call of the init: a rank that returns and exits (its process
+// hosting a store, the unique id's maker) breaks no one.
+Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id) {
+  Deadline deadline(env_timeout_seconds());
+  auto own = own_store(*bootstrap, id.prefix, id.rank, deadline);
+  if (!own.ok()) return own.status();
+  bootstrap.reset();
+  std::unique_ptr<Communicator> comm(new Communicator(own.take(), std::move(id)));
   KOLO_TRY(comm->read_environment());
-  Deadline deadline(comm->timeout_seconds_);
   KOLO_TRY(comm->exchange_hosts(deadline));
   KOLO_TRY(comm->exchange_topology(deadline));
   KOLO_TRY(comm->connect(deadline));
   KOLO_TRY(comm->calibrate_network(deadline));
   comm->send_seq_.assign(comm->size(), 0);
   comm->recv_seq_.assign(comm->size(), 0);
+  KOLO_TRY(comm->barrier().with_context("at the end of the communicator's init: "));
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
            comm->cross_size_, comm->executors_[static_cast<int>(ExecutorKind::kLocal)] ? ", one-host collectives in shared memory" : "");
@@ -471,7 +481,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   gather.recv = all.data();
   KOLO_TRY(run(gather));
   const uint32_t seq = split_seq_++;
-  if (color < 0) return std::unique_ptr<Communicator>();
+  if (color < 0) return made_with_all(std::unique_ptr<Communicator>());  // waits for the others
   std::vector<std::pair<int32_t, int>> members;  // (key, old rank)
   for (int r = 0; r < id_.size; ++r) {
     if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
@@ -480,11 +490,30 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   int new_rank = 0;
   while (members[new_rank].second != id_.rank) ++new_rank;
   CommIdentity child{str_cat(id_.prefix, "/split", seq, "/", color), new_rank, static_cast<int>(members.size())};
-  return create(store_, child);
+  return made_with_all(create(store_, child));
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::duplicate(const std::string& name) {
-  return create(store_, CommIdentity{str_cat(id_.prefix, "/dup/", name), id_.rank, id_.size});
+  return made_with_all(create(store_, CommIdentity{str_cat(id_.prefix, "/dup/", name), id_.rank, id_.size}));
+}
+
+// The new communicators were bootstrapped from this one's store, in its rank 0's process:
+// every rank of this one (those in no new communicator too) waits here until every new one
+// is made, so that rank 0 returns, and may exit, only when no one needs its store for them.
+// This rank's own result stands either way; a failed barrier fails only a call that
+// succeeded.
+Result<std::unique_ptr<Communicator>> Communicator::made_with_all(Result<std::unique_ptr<Communicator>> made) {
+  Status all = barrier();
+  if (!made.ok()) return made;
+  if (!all.ok()) return all.with_context(str_cat("rank ", id_.rank, ": after the new communicator was made: "));
+  return made;
+}
+
+Status Communicator::barrier() {
+  CollCall call;
+  call.spec.kind = CollKind::kBarrier;
+  call.spec.dtype = DType::kUint8;
+  return run(call);
 }
 
 void Communicator::abort() {

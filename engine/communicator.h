@@ -36,7 +36,9 @@ struct CommIdentity {
 
 class Communicator {
  public:
-  static Result<std::unique_ptr<Communicator>> create(std::shared_ptr<StoreSession> store, CommIdentity id);
+  // Collective over id's ranks; `bootstrap` gives only the address of the communicator's own
+  // store (comm_store.h).
+  static Result<std::unique_ptr<Communicator>> create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id);
   ~Communicator();
 
   int rank() const { return id_.rank; }
@@ -54,6 +56,7 @@ class Communicator {
   // buffers: enqueued on the call's stream, in call order with every other call.
   Status run(const CollCall& call);
   Status run_group(const std::vector<CollCall>& calls);
+  Status barrier();
   // The plan the last call ran with (a group: its last call's; null before any and after
   // an empty call), for the runtime's timeline. Only meaningful on the thread that ran it,
   // until the next call.
@@ -88,6 +91,7 @@ class Communicator {
  private:
   Communicator(std::shared_ptr<StoreSession> store, CommIdentity id) : store_(std::move(store)), id_(std::move(id)) {}
   Status read_environment();
+  Result<std::unique_ptr<Communicator>> made_with_all(Result<std::unique_ptr<Communicator>> made);
   Status connect(const Deadline& deadline);
   // AVG as SUM and a divisor; the scale flags set: the spec as plans see it.
   CollCall lowered(const CollCall& call) const;

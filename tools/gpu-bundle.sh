@@ -14,8 +14,14 @@ for b in "${bins[@]}"; do
   [ -x "$build/$b" ] || { echo "gpu-bundle: $build/$b is not built" >&2; exit 1; }
   mkdir -p "$dir/$(dirname "$b")"; cp "$build/$b" "$dir/$b"; strip --strip-debug "$dir/$b"
 done
-# libkolo itself, for kolo.torch (KOLO_LIBRARY; the Python package comes with the tree).
+# libkolo itself, for kolo.torch (KOLO_LIBRARY; the Python package comes with the tree),
+# and kolo's libnccl.so.2 where it was built (kolorun --nccl finds it in nccl-dropin/; it
+# finds libkolo.so.0 through env.sh's LD_LIBRARY_PATH).
 cp -L "$build/libkolo.so" "$dir/libkolo.so"
+cp -L "$build/libkolo.so" "$dir/lib/libkolo.so.0"
+if [ -e "$build/nccl-dropin/libnccl.so.2" ]; then
+  mkdir -p "$dir/nccl-dropin"; cp -L "$build/nccl-dropin/libnccl.so.2" "$dir/nccl-dropin/libnccl.so.2"
+fi
 # Shared libraries by what ldd resolves; glibc's own and libcuda (the driver's) stay behind.
 for b in "${bins[@]}"; do ldd "$build/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libcuda|libnccl)\.so' |

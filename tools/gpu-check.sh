@@ -4,8 +4,9 @@
 # on GPU memory with 1-4 ranks sharing the GPU (kernels over CUDA IPC, and staged), device
 # calls between 2 test hosts (network namespaces, every rank on this GPU) with the soak,
 # ranks as threads, registered buffers, CUDA graphs, compressed wires, kolo.torch on CUDA
-# tensors, the kernel benchmark, and NCCL (--backend nccl; NCCL refuses two ranks on one
-# GPU, so that runs with one rank per GPU only). Writes everything to
+# tensors, PyTorch's own "nccl" backend on kolo's libnccl.so.2 (kolorun --nccl, 2 ranks on
+# one GPU: collectives and DDP), the kernel benchmark, and NCCL (--backend nccl; NCCL
+# refuses two ranks on one GPU, so that runs with one rank per GPU only). Writes everything to
 # bench/results/<date>-gpu-check-<commit>.md with the device's name, and ends with a
 # one-screen summary (step, pass/fail, the key figure). Exits non-zero when a step failed.
 # Without a GPU it says so and exits 0 having run nothing that needs one.
@@ -151,6 +152,13 @@ across_hosts() {
       env PYTHONPATH="$PWD/api/python" KOLO_LIBRARY="$build/libkolo.so" "$kolorun" -np 2 "$python" tests/gpu/torch_cuda_check.py
   else
     skip "kolo.torch on CUDA tensors" "$python has no CUDA torch"
+  fi
+  if [ "$device" = cuda ] && [ -e "$build/nccl-dropin/libnccl.so.2" ] &&
+     "$python" -c "import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_nccl_available()" 2>/dev/null; then
+    step 150 "PyTorch's nccl backend on kolo's libnccl.so.2: collectives, DDP (tests/gpu/torch_nccl_check.py; kolorun --nccl, 2 ranks on one GPU)" \
+      "$kolorun" --nccl -x MASTER_PORT=$((20000 + RANDOM % 10000)) -np 2 "$python" tests/gpu/torch_nccl_check.py
+  else
+    skip "PyTorch's nccl backend on kolo's libnccl.so.2" "no CUDA torch with NCCL, or no drop-in built"
   fi
   if [ "$device" = cuda ]; then
     step 60 "kolo-perf allreduce --backend nccl, one rank (NCCL's own path on this GPU)" \

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -38,6 +39,10 @@ const char kUsage[] =
     "                         (without hosts, every rank runs on this machine)\n"
     "  -x NAME=VALUE, -x NAME set (or pass on kolorun's value of) a variable for every rank\n"
     "  --no-prefix            relay the ranks' output as is, without '[rank] '\n"
+    "  --nccl                 run the job on kolo's libnccl.so.2: programs linked with NCCL\n"
+    "                         (PyTorch's \"nccl\" backend, MPI+NCCL codes) use kolo unchanged;\n"
+    "                         its folder goes first on LD_LIBRARY_PATH and the library on\n"
+    "                         LD_PRELOAD of every rank (the same path on every host)\n"
     "  --bind-to core|none    pin each rank on this machine to one CPU (default: core when\n"
     "                         the ranks here are no more than its CPUs, as mpirun does)\n"
     "  --timeout SECONDS      stop the whole job after this long (exit status 124)\n"
@@ -61,6 +66,7 @@ struct Options {
   std::string hostfile;
   std::vector<std::pair<std::string, std::string>> exports;
   bool prefix = true;
+  bool nccl = false;
   bool bind_to_core = true;
   double timeout_s = 0;
   std::string ssh = "ssh";
@@ -130,6 +136,8 @@ Result<Options> parse_args(int argc, char** argv) {
       options.help_env = true;
     } else if (arg == "--no-prefix") {
       options.prefix = false;
+    } else if (arg == "--nccl") {
+      options.nccl = true;
     } else if (!takes_value) {
       return error(Code::kInvalidArgument, "unknown option '", arg, "'");
     } else {
@@ -179,6 +187,43 @@ Result<Options> parse_args(int argc, char** argv) {
     return error(Code::kInvalidArgument, "give --ssh or --launcher, not both");
   }
   return options;
+}
+
+// kolo's libnccl.so.2, next to this kolorun: installed (<prefix>/bin/kolorun,
+// <prefix>/<libdir>/kolo/nccl) or in the build tree (tools/kolorun/kolorun, nccl-dropin).
+Result<std::string> nccl_dropin_folder() {
+  char self[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return error(Code::kSystem, "--nccl: cannot tell where kolorun is (/proc/self/exe)");
+  const std::string bin = std::string(self, static_cast<size_t>(n)).substr(0, std::string(self).rfind('/'));
+  std::vector<std::string> tried;
+  for (const char* relative : {"/../lib/kolo/nccl", "/../lib64/kolo/nccl", "/../lib/x86_64-linux-gnu/kolo/nccl",
+                               "/../lib/aarch64-linux-gnu/kolo/nccl", "/../../nccl-dropin"}) {
+    const std::string folder = bin + relative;
+    char real[4096] = {};
+    if (::access((folder + "/libnccl.so.2").c_str(), R_OK) == 0 && ::realpath(folder.c_str(), real) != nullptr) {
+      return std::string(real);
+    }
+    tried.push_back(folder);
+  }
+  std::string list;
+  for (const std::string& t : tried) list += "\n  " + t;
+  return error(Code::kInvalidUsage, "--nccl: kolo's libnccl.so.2 is in none of these folders:", list,
+               "\n(build kolo with the CUDA toolkit's nccl.h present, or install it)");
+}
+
+// name=first:<kolorun's or -x's value>, so that `first` wins and nothing else is lost.
+void put_first(std::vector<std::pair<std::string, std::string>>& env, const std::string& name,
+               const std::string& first, char separator) {
+  std::string rest;
+  auto given = std::find_if(env.begin(), env.end(), [&](const auto& var) { return var.first == name; });
+  if (given != env.end()) {
+    rest = given->second;
+    env.erase(given);
+  } else if (const char* inherited = std::getenv(name.c_str())) {
+    rest = inherited;
+  }
+  env.emplace_back(name, rest.empty() ? first : first + separator + rest);
 }
 
 // fds 0-2 closed at start would be reused by pipes and then clobbered by dup2.
@@ -259,6 +304,12 @@ int kolorun_main(int argc, char** argv) {
   for (auto& [name, value] : options.exports) {
     std::erase_if(job.env, [&](const auto& var) { return var.first == name; });
     job.env.emplace_back(name, value);
+  }
+  if (options.nccl) {
+    Result<std::string> folder = nccl_dropin_folder();
+    if (!folder.ok()) return fail(kExitUsage, folder.status().message());
+    put_first(job.env, "LD_LIBRARY_PATH", folder.value(), ':');
+    put_first(job.env, "LD_PRELOAD", folder.value() + "/libnccl.so.2", ':');
   }
   char cwd[4096];
   job.cwd = ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : "/";

@@ -289,7 +289,8 @@ Status Domain::wait_on(Bell& bell, Ready ready, const Deadline& deadline, const 
     bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (ready()) return Status();
     Status healthy = health(peer);
-    if (!healthy.ok()) return healthy.with_context(str_cat(what, ": "));
+    // A peer may arrive and then exit (its last call done) between the two looks.
+    if (!healthy.ok()) return ready() ? Status() : healthy.with_context(str_cat(what, ": "));
     if (deadline.expired()) {
       return error(Code::kTimeout, what, ": rank ", members_[peer], " did not arrive in time (KOLO_TIMEOUT)");
     }

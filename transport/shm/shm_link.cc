@@ -57,7 +57,11 @@ Status ShmLink::progress() {
   KOLO_TRY(progress_sends(&moved));
   if (!moved && has_pending()) {
     Status healthy = domain_.health(peer_index_);
-    if (!healthy.ok()) return fail(healthy);
+    if (!healthy.ok()) {
+      // What a peer wrote before it exited (its last call done) is still read.
+      KOLO_TRY(progress_recvs(&moved));
+      if (!moved) return fail(healthy);
+    }
   }
   return Status();
 }

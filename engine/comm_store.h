@@ -1,0 +1,26 @@
+// Each communicator's own rendezvous store, hosted by the process of its rank 0.
+//
+// A communicator is bootstrapped from a store that may live in a process outside it: the
+// maker of a unique id (which may exit once every rank has joined), kolorun, or the parent
+// of a split. Its first act is to move to a store of its own, in the process of its own
+// rank 0 (a member, which the communicator needs anyway), so that nothing it does later
+// (its init's exchanges, device setup, registration, splits) depends on another process.
+// Only one key is read from the bootstrap store: the own store's address.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/communicator.h"
+#include "support/clock.h"
+#include "support/status.h"
+
+namespace kolo {
+
+// Rank 0 hosts (one server per process and secret, for the life of the process; the
+// store's exit handler stops it) and publishes its address under `prefix`/store; every rank
+// reads it and connects. The session's secret is the bootstrap's.
+Result<std::shared_ptr<StoreSession>> own_store(StoreSession& bootstrap, const std::string& prefix, int rank,
+                                                const Deadline& deadline);
+
+}  // namespace kolo

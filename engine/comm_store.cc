@@ -10,24 +10,25 @@
 namespace kolo {
 namespace {
 
-// Servers this process hosts for its communicators, by (address, secret). Never destroyed
-// as statics: a communicator may still use one while the process exits; the server
-// threads end in the store's own exit handler (store_server.cc).
+// Servers this process hosts for its communicators, by (address, secret): one per pair
+// while a communicator of this process hosts its store there (its rank 0's session holds
+// it), so that rank 0 listens no longer than it needs to. Never destroyed as statics: a
+// communicator may still be made while the process exits.
 std::mutex& g_mutex = *new std::mutex;
-std::map<std::pair<std::string, std::string>, std::unique_ptr<StoreServer>>& g_servers =
-    *new std::map<std::pair<std::string, std::string>, std::unique_ptr<StoreServer>>;
+std::map<std::pair<std::string, std::string>, std::weak_ptr<StoreServer>>& g_servers =
+    *new std::map<std::pair<std::string, std::string>, std::weak_ptr<StoreServer>>;
 
-// The address of this process's server for `secret`, reachable where `ip` is (the
-// interface through which this process reaches the bootstrap store, so the peers' too).
-Result<HostPort> hosted(const std::string& ip, const std::string& secret) {
+// This process's server for `secret`, reachable where `ip` is (the interface through which
+// this process reaches the bootstrap store, so the peers' too).
+Result<std::shared_ptr<StoreServer>> hosted(const std::string& ip, const std::string& secret) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::unique_ptr<StoreServer>& server = g_servers[{ip, secret}];
-  if (!server) {
-    auto started = StoreServer::start(listen_host_for(ip), 0, secret);
-    if (!started.ok()) return started.status().with_context(str_cat("hosting the communicator's store at ", ip, ": "));
-    server = started.take();
-  }
-  return HostPort{ip, server->port()};
+  std::weak_ptr<StoreServer>& slot = g_servers[{ip, secret}];
+  if (std::shared_ptr<StoreServer> running = slot.lock()) return running;
+  auto started = StoreServer::start(listen_host_for(ip), 0, secret);
+  if (!started.ok()) return started.status().with_context(str_cat("hosting the communicator's store at ", ip, ": "));
+  std::shared_ptr<StoreServer> server = started.take();
+  slot = server;
+  return server;
 }
 
 }  // namespace
@@ -36,10 +37,13 @@ Result<std::shared_ptr<StoreSession>> own_store(StoreSession& bootstrap, const s
                                                 const Deadline& deadline) {
   const std::string key = str_cat(prefix, "/store");
   HostPort address;
+  auto session = std::make_shared<StoreSession>();
   if (rank == 0) {
-    auto mine = hosted(bootstrap.client->local_ip(), bootstrap.secret);
+    const std::string ip = bootstrap.client->local_ip();
+    auto mine = hosted(ip, bootstrap.secret);
     if (!mine.ok()) return mine.status();
-    address = mine.value();
+    session->server = mine.take();
+    address = HostPort{ip, session->server->port()};
     KOLO_TRY(bootstrap.client->set(key, address.to_string(), deadline));
   } else {
     Result<std::string> text = bootstrap.client->get(key, deadline);
@@ -53,7 +57,6 @@ Result<std::shared_ptr<StoreSession>> own_store(StoreSession& bootstrap, const s
     return client.status().with_context(str_cat("rank ", rank, ": connecting to rank 0's store at ",
                                                 address.to_string(), ": "));
   }
-  auto session = std::make_shared<StoreSession>();
   session->client = client.take();
   session->secret = bootstrap.secret;
   log_trace(Subsys::kBootstrap, "communicator ", prefix, ": rank ", rank, " uses rank 0's store at ",

@@ -17,9 +17,9 @@
 
 namespace kolo {
 
-// Rank 0 hosts (one server per process and secret, for the life of the process; the
-// store's exit handler stops it) and publishes its address under `prefix`/store; every rank
-// reads it and connects. The session's secret is the bootstrap's.
+// Rank 0 hosts (one server per process, address and secret, shared by the communicators
+// hosted there and stopped with the last of them) and publishes its address under
+// `prefix`/store; every rank reads it and connects. The session's secret is the bootstrap's.
 Result<std::shared_ptr<StoreSession>> own_store(StoreSession& bootstrap, const std::string& prefix, int rank,
                                                 const Deadline& deadline);
 

@@ -84,7 +84,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   Deadline deadline(env_timeout_seconds());
   auto own = own_store(*bootstrap, id.prefix, id.rank, deadline);
   if (!own.ok()) return own.status();
-  bootstrap.reset();
+  // `bootstrap` stays until the closing barrier: its server may be in this process (rank 0
+  // under KOLO_ADDR), and the others may not have read the address yet. Dropped on return.
   std::unique_ptr<Communicator> comm(new Communicator(own.take(), std::move(id)));
   KOLO_TRY(comm->read_environment());
   KOLO_TRY(comm->exchange_hosts(deadline));
@@ -101,11 +102,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
 }
 
 Status Communicator::read_environment() {
-  Result<long long> chunk = env_int("KOLO_CHUNK_BYTES");
+  Result<long long> chunk = env_int("KOLO_CHUNK_BYTES");  // at least 1024 (the table's range)
   if (!chunk.ok()) return chunk.status();
-  if (chunk.value() < 1024) {
-    return error(Code::kInvalidArgument, "KOLO_CHUNK_BYTES=", chunk.value(), " is below the minimum of 1024");
-  }
   chunk_bytes_ = static_cast<size_t>(chunk.value());
   Result<Algorithm> algorithm = parse_algorithm_name(env_string("KOLO_ALGO"));
   if (!algorithm.ok()) return algorithm.status();

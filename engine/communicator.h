@@ -23,7 +23,9 @@ namespace kolo {
 // The rendezvous store as the communicators of one job share it: the client, and the
 // server when this process hosts it (it must outlive every communicator that uses it).
 struct StoreSession {
-  std::unique_ptr<StoreServer> server;  // null unless this process hosts the store
+  // Null unless this process hosts the store; shared by the communicators of this process
+  // that rank 0 hosts there (comm_store.h), stopped when the last of them goes.
+  std::shared_ptr<StoreServer> server;
   std::unique_ptr<StoreClient> client;
   std::string secret;  // raw bytes; empty = unauthenticated
 };

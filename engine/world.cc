@@ -15,11 +15,11 @@
 namespace kolo {
 namespace {
 
-Result<int> parse_rank_variable(const char* name) {
-  const char* text = std::getenv(name);
+// `text`: the value of `name`, KOLO_RANK/KOLO_SIZE (read through env_string) or a launcher's.
+Result<int> parse_rank_variable(const char* name, const std::string& text) {
   char* end = nullptr;
-  long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 0 || value > (1 << 24)) {
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || value < 0 || value > (1 << 24)) {
     return error(Code::kInvalidArgument, name, "='", text, "' is not a valid rank or size");
   }
   return static_cast<int>(value);
@@ -82,8 +82,8 @@ std::atomic<int> g_world_count{0};
 Result<WorldInfo> world_from_environment() {
   WorldInfo w;
   if (env_is_set("KOLO_RANK") && env_is_set("KOLO_SIZE")) {
-    auto rank = parse_rank_variable("KOLO_RANK");
-    auto size = parse_rank_variable("KOLO_SIZE");
+    auto rank = parse_rank_variable("KOLO_RANK", env_string("KOLO_RANK"));
+    auto size = parse_rank_variable("KOLO_SIZE", env_string("KOLO_SIZE"));
     if (!rank.ok()) return rank.status();
     if (!size.ok()) return size.status();
     w.rank = rank.value();
@@ -91,8 +91,8 @@ Result<WorldInfo> world_from_environment() {
     w.source = env_string("KOLO_LAUNCHER") == "kolorun" ? "kolorun" : "KOLO_RANK";
     w.host_store = w.source != "kolorun" && w.rank == 0;
   } else if (std::getenv("OMPI_COMM_WORLD_RANK") && std::getenv("OMPI_COMM_WORLD_SIZE")) {
-    auto rank = parse_rank_variable("OMPI_COMM_WORLD_RANK");
-    auto size = parse_rank_variable("OMPI_COMM_WORLD_SIZE");
+    auto rank = parse_rank_variable("OMPI_COMM_WORLD_RANK", std::getenv("OMPI_COMM_WORLD_RANK"));
+    auto size = parse_rank_variable("OMPI_COMM_WORLD_SIZE", std::getenv("OMPI_COMM_WORLD_SIZE"));
     if (!rank.ok()) return rank.status();
     if (!size.ok()) return size.status();
     w.rank = rank.value();
@@ -100,8 +100,8 @@ Result<WorldInfo> world_from_environment() {
     w.source = "Open MPI";
     w.host_store = w.rank == 0;
   } else if (std::getenv("SLURM_PROCID") && std::getenv("SLURM_NTASKS")) {
-    auto rank = parse_rank_variable("SLURM_PROCID");
-    auto size = parse_rank_variable("SLURM_NTASKS");
+    auto rank = parse_rank_variable("SLURM_PROCID", std::getenv("SLURM_PROCID"));
+    auto size = parse_rank_variable("SLURM_NTASKS", std::getenv("SLURM_NTASKS"));
     if (!rank.ok()) return rank.status();
     if (!size.ok()) return size.status();
     w.rank = rank.value();
@@ -180,6 +180,7 @@ Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const s
 }
 
 Result<std::unique_ptr<Communicator>> init_world() {
+  KOLO_TRY(env_check_all());  // every KOLO_* value, before any is used
   auto world = world_from_environment();
   if (!world.ok()) return world.status();
   log_set_rank(world.value().rank);
@@ -218,6 +219,7 @@ Status make_unique_id(char (&out)[kUniqueIdBytes]) {
 }
 
 Result<std::unique_ptr<Communicator>> init_from_unique_id(const char (&raw)[kUniqueIdBytes], int nranks, int rank) {
+  KOLO_TRY(env_check_all());  // every KOLO_* value, before any is used
   UniqueId id;
   std::memcpy(&id, raw, sizeof(id));
   if (id.magic != kUniqueIdMagic || id.port == 0 || std::memchr(id.host, '\0', sizeof(id.host)) == nullptr) {

@@ -2,6 +2,7 @@
 // launchers set and kolo reads with checks. The input is lines; each line's first byte
 // picks a variable from the list below and the rest is its value (up to its first NUL,
 // as the environment holds it). Then every parser kolo runs on them at start-up reads them:
+//   env_check_all (the table's check of every set KOLO_* value);
 //   env_int / env_double / env_timeout_seconds on every numeric KOLO_* variable;
 //   RuntimeSettings::from_environment (KOLO_CYCLE_TIME, KOLO_FUSION_THRESHOLD, ...);
 //   parse_algorithm_name (KOLO_ALGO), parse_transports (KOLO_TRANSPORTS), each
@@ -48,6 +49,7 @@ constexpr const char* kNumeric[] = {
 };
 
 void read_everything() {
+  (void)env_check_all();  // the table's check of every value, as at a communicator's init
   for (const char* name : kNumeric) {
     (void)env_int(name);
     (void)env_double(name);

@@ -32,16 +32,18 @@ struct LogConfig {
 
 LogConfig load_config() {
   LogConfig config;
+  // Names in the table's spelling (any case is accepted). A value that is none of them
+  // leaves the default here: env_check_all fails the communicator's init with it.
   std::string level = env_string("KOLO_DEBUG");
   if (level == "NONE") config.level = LogLevel::kNone;
   else if (level == "INFO") config.level = LogLevel::kInfo;
   else if (level == "TRACE") config.level = LogLevel::kTrace;
-  std::string subsystems = env_string("KOLO_DEBUG_SUBSYS");
+  const std::vector<std::string> subsystems = env_list("KOLO_DEBUG_SUBSYS");
   if (!subsystems.empty()) {
     config.subsys_mask = 0;
     for (int s = 0; s <= static_cast<int>(Subsys::kTopo); ++s) {
-      if (subsystems.find(subsys_name(static_cast<Subsys>(s))) != std::string::npos) {
-        config.subsys_mask |= 1u << s;
+      for (const std::string& name : subsystems) {
+        if (name == subsys_name(static_cast<Subsys>(s))) config.subsys_mask |= 1u << s;
       }
     }
   }

@@ -2,7 +2,7 @@
 # Bad flags, missing files and unreadable paths for every command-line tool (kolorun,
 # kolo-perf, kolo-topo, kolo-plan): each must exit non-zero with a message, never crash
 # (no signal: exit status below 128, but 127 for a program kolorun cannot find) and never
-# hang (20 s each). Usage: tools_bad_input_test.sh BUILD_DIR
+# hang (20 s each); and --help answers with exit 0. Usage: tools_bad_input_test.sh BUILD_DIR
 set -u
 build=${1:?usage: tools_bad_input_test.sh BUILD_DIR}
 kolorun=$build/tools/kolorun/kolorun perf=$build/bench/perf/kolo-perf
@@ -33,7 +33,9 @@ bad "not a number of ranks" "$kolorun" -np 0 true
 bad "not a number of ranks" "$kolorun" -np 100000 true
 bad "unknown option" "$kolorun" --bogus true
 bad "cannot find program" "$kolorun" -np 2 "$dir/missing-program"
-bad "cannot find program" "$kolorun" -np 2 "$dir/unreadable"
+bad "is a directory" "$kolorun" -np 2 "$dir/unreadable"
+printf '#!/bin/sh\n' >"$dir/not-executable"
+bad "not executable" "$kolorun" -np 1 "$dir/not-executable"
 bad "empty host name" "$kolorun" -H :2 true
 bad "bad slot count" "$kolorun" -H h0:x true
 bad "not a positive number" "$kolorun" --timeout -5 -np 1 true
@@ -45,7 +47,12 @@ bad "bad size" "$perf" allreduce -b 1X
 bad "at least -b" "$perf" allreduce -e 1 -b 10
 bad "unknown datatype" "$perf" allreduce -d nope
 bad "unknown op" "$perf" allreduce -o nope
-bad "at least 1" "$perf" allreduce -n -1
+bad "-n takes 1 to" "$perf" allreduce -n -1
+bad "-a takes 0 to 3" "$perf" allreduce -a 5
+bad "-a takes 0 to 3" "$perf" allreduce -a -1
+bad "-w takes 0 to" "$perf" allreduce -w -2
+bad "-c takes 0 to 1" "$perf" allreduce -c 7
+bad "KOLO_DEVICE=emulated" env KOLO_DEVICE=none "$perf" allreduce -G -b 8 -e 8
 bad "greater than 1" "$perf" allreduce -f 0.5
 bad "threads" "$perf" allreduce -t 0
 bad "out of range" "$perf" broadcast -r 99 -b 8 -e 8
@@ -61,15 +68,22 @@ bad "unknown argument" "$topo" --bogus
 bad "needs a value" "$topo" --file
 bad "cannot|write|open" "$topo" --quiet --json "$dir/missing/x.json"
 # kolo-plan
-bad "cannot open" "$plan" --fixture nope
+bad "the fixtures are:.*dgx_h100" "$plan" --fixture nope
 bad "positive number" "$plan" --hosts 0
 bad "positive number" "$plan" --hosts x
-bad "bad --hosts" "$plan" --memory gpu
+bad "--memory 'gpu': give host or device" "$plan" --memory gpu
 bad "unknown collective" "$plan" --coll nope
-bad "bad --hosts" "$plan" --min-bytes 10 --max-bytes 1
+bad "--min-bytes is above --max-bytes" "$plan" --min-bytes 10 --max-bytes 1
 bad "needs an algorithm" "$plan" --dump nope --bytes 8
 bad "malformed" "$plan" --file "$dir/garbage.json"
 bad "unknown argument" "$plan" --bogus
 bad "positive number" "$plan" --chunk 0
+# --help answers on stdout with exit 0, for every tool.
+for tool in "$kolorun" "$perf" "$topo" "$plan"; do
+  cases=$((cases + 1))
+  if ! timeout 20 "$tool" --help >"$dir/out" 2>&1 || ! grep -qi "usage" "$dir/out"; then
+    echo "FAIL: $tool --help (exit $?)"; head -3 "$dir/out"; failures=$((failures + 1))
+  fi
+done
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]

@@ -4,10 +4,10 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "api/nccl/nccl_internal.h"
+#include "support/env.h"
 
 // Marks this libnccl.so.2 as kolo's drop-in: kolo's NCCL backend (KOLO_BACKEND=nccl
 // dlopens libnccl.so.2) can look this symbol up and refuse to run on top of itself.
@@ -35,16 +35,15 @@ void set_up() {
   // library's first kolo call, takes effect. An explicit KOLO_DEBUG wins. kolo's C API has
   // no other way to take a log level, so this is a setenv: see map_environment_at_load for
   // when it runs.
-  if (std::getenv("KOLO_DEBUG") == nullptr && !level.empty()) {
+  if (!kolo::env_is_set("KOLO_DEBUG") && !level.empty()) {
     if (level == "WARN" || level == "INFO" || level == "TRACE") {
-      setenv("KOLO_DEBUG", level.c_str(), 0);
+      setenv("KOLO_DEBUG", level.c_str(), 1);  // unset or empty: empty counts as unset
     } else if (level == "VERSION") {
       std::fprintf(stderr, "kolo-nccl: NCCL API %d.%d.%d on kolo %d\n", KOLO_NCCL_MAJOR, KOLO_NCCL_MINOR,
                    KOLO_NCCL_PATCH, kolo_version());
     }
   }
-  const char* kolo_debug = std::getenv("KOLO_DEBUG");
-  const std::string effective = kolo_debug != nullptr ? kolo_debug : "";
+  const std::string effective = kolo::env_string("KOLO_DEBUG");  // "INFO" for info too
   if (effective == "INFO" || effective == "TRACE") {
     std::string set;
     for (const char* name : kIgnored) {
@@ -82,8 +81,7 @@ __attribute__((constructor)) void map_environment_at_load() { ensure_environment
 }  // namespace
 
 ncclResult_t check_not_backend(const char* function) {
-  const char* backend = std::getenv("KOLO_BACKEND");
-  if (backend != nullptr && std::strcmp(backend, "nccl") == 0) {
+  if (kolo::env_string("KOLO_BACKEND") == "nccl") {
     return fail(ncclInvalidUsage,
                 words(function,
                       ": KOLO_BACKEND=nccl is set, but this libnccl.so.2 is kolo's own drop-in: "

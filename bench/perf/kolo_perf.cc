@@ -32,7 +32,7 @@ struct Options {
   double factor = 0;      // -f; 0 = use the increment
   size_t increment = 1 << 20;
   int iters = 20;
-  int warmup = 1;
+  int warmup = 5;  // per size: 1 left the first timed size's out-of-place column ~2x slow (fresh buffers)
   bool check = true;
   int average = 1;  // 0 rank 0, 1 average, 2 min, 3 max
   int root = 0;
@@ -48,14 +48,50 @@ struct Options {
   bool latency = false;     // --latency: each timed call timed alone; min, median, p99 columns
 };
 
+void print_usage(FILE* out) {
+  std::fprintf(out, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
+                    "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] "
+                    "[--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--registered] [--graph] [--latency] "
+                    "[--json FILE]\n"
+                    "collectives:");
+  for (const std::string& n : collective_names()) std::fprintf(out, " %s", n.c_str());
+  std::fprintf(out, "\n");
+}
+
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "kolo-perf: %s\n", message.c_str());
-  std::fprintf(stderr, "usage: kolo-perf <collective> [-b minbytes] [-e maxbytes] [-f factor | -i increment] "
-                       "[-n iters] [-w warmup] [-c 0|1] [-d dtype|all] [-o op|all] [-r root] [-a 0-3] [-t threads] [-G] [--backend kolo|nccl] [--wire half|bfloat16|f8e4m3|f8e5m2] [--registered] [--graph] [--latency] [--json FILE]\n"
-                       "collectives:");
-  for (const std::string& n : collective_names()) std::fprintf(stderr, " %s", n.c_str());
-  std::fprintf(stderr, "\n");
+  print_usage(stderr);
   std::exit(2);
+}
+
+// kolo-perf --help: what each option does (nccl-tests' flags and meanings where they exist).
+[[noreturn]] void help() {
+  std::printf("kolo-perf: an nccl-tests-style benchmark of one collective over kolo, with checked results.\n"
+              "Run it under a launcher: kolorun -np 4 kolo-perf allreduce -b 8 -e 128M -f 2\n\n");
+  print_usage(stdout);
+  std::printf("\n"
+              "  -b, -e BYTES        smallest and largest message (K, M, G suffixes); default 32M each\n"
+              "  -f FACTOR           multiply the size by FACTOR (> 1) each step; -i BYTES adds BYTES instead\n"
+              "  -n N                timed iterations per size (>= 1; default 20)\n"
+              "  -w N                untimed warm-up calls per size (>= 0; default 5)\n"
+              "  -c 0|1              check every result (default 1): the 'wrong' column counts bad values\n"
+              "  -d TYPE|all         int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
+              "                      f8e4m3 f8e5m2 (default float)\n"
+              "  -o OP|all           sum prod max min avg (default sum)\n"
+              "  -r ROOT             root of broadcast, reduce, gather, scatter (0 .. ranks-1)\n"
+              "  -a 0|1|2|3          time reported over ranks: rank 0's, average, min, max (default 1)\n"
+              "  -t N                N ranks per process as threads, each its own communicator (1..64)\n"
+              "  -G, --device        buffers in device memory, calls on a stream (needs a GPU, or\n"
+              "                      KOLO_DEVICE=emulated to run the device path on the CPU)\n"
+              "  --backend kolo|nccl device calls run by kolo's device path or by NCCL (dlopen)\n"
+              "  --wire TYPE         allreduce/reduce_scatter/allgather compressed on the wire\n"
+              "  --registered        device buffers from kolo_mem_alloc, registered (read in place)\n"
+              "  --graph             the timed calls captured once in a CUDA graph and replayed\n"
+              "  --latency           time each call alone: min, median, p99 columns\n"
+              "  --json FILE         the table as JSON too\n"
+              "  -g, -m, -z, -p N    nccl-tests' flags, accepted and ignored (one GPU per rank)\n"
+              "Environment: kolorun --help-env.\n");
+  std::exit(0);
 }
 
 size_t parse_size(const std::string& text) {
@@ -76,11 +112,25 @@ int parse_int(const std::string& text, const char* flag) {
   return static_cast<int>(value);
 }
 
+// A whole number in [low, high] for `flag`, else a usage error naming the range.
+int parse_int_in(const std::string& text, const char* flag, int low, int high) {
+  const int value = parse_int(text, flag);
+  if (value < low || value > high) {
+    usage_error(std::string(flag) + " takes " + std::to_string(low) + " to " + std::to_string(high) + ", not " + text);
+  }
+  return value;
+}
+
 Options parse(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) help();
+  }
   if (argc < 2) usage_error("missing collective");
   Options o;
   o.collective = argv[1];
-  if (const char* backend = std::getenv("KOLO_BACKEND")) o.backend = backend;
+  // kolo-perf uses kolo's public API alone, as a user's program would, so it reads this
+  // itself (not through support/env.h); kolo_init checks the value.
+  if (const char* backend = std::getenv("KOLO_BACKEND")) o.backend = backend;  // env-table: exempt
   if (find_collective(o.collective) == nullptr) usage_error("unknown collective '" + o.collective + "'");
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
@@ -113,11 +163,11 @@ Options parse(int argc, char** argv) {
       if (end == value.c_str() || *end != '\0') usage_error("bad value '" + value + "' for -f");
     }
     else if (flag == "-i" || flag == "--stepbytes") { o.increment = parse_size(value); o.factor = 0; }
-    else if (flag == "-n" || flag == "--iters") o.iters = parse_int(value, "-n");
-    else if (flag == "-w" || flag == "--warmup_iters") o.warmup = parse_int(value, "-w");
-    else if (flag == "-c" || flag == "--check") o.check = parse_int(value, "-c") != 0;
-    else if (flag == "-a" || flag == "--average") o.average = parse_int(value, "-a");
-    else if (flag == "-r" || flag == "--root") o.root = parse_int(value, "-r");
+    else if (flag == "-n" || flag == "--iters") o.iters = parse_int_in(value, "-n", 1, 1 << 24);
+    else if (flag == "-w" || flag == "--warmup_iters") o.warmup = parse_int_in(value, "-w", 0, 1 << 24);
+    else if (flag == "-c" || flag == "--check") o.check = parse_int_in(value, "-c", 0, 1) != 0;
+    else if (flag == "-a" || flag == "--average") o.average = parse_int_in(value, "-a", 0, 3);
+    else if (flag == "-r" || flag == "--root") o.root = parse_int_in(value, "-r", 0, 1 << 20);
     else if (flag == "--json") o.json_path = value;
     else if (flag == "--wire") {
       if (!parse_dtype(value, &o.wire) || wire_unit_roundoff(o.wire) == 0) {

@@ -416,7 +416,11 @@ Buffers::~Buffers() {
 bool device_select(int local_rank) {
   const kolo::device::DeviceOps& d = kolo::device::runtime();
   const int count = d.device_count();
-  if (count <= 0) return report("selection", kolo::error(kolo::Code::kUnsupported, "no device (", d.name, ")"));
+  if (count <= 0) {
+    return report("selection", kolo::error(kolo::Code::kUnsupported, "-G needs a device and the device runtime '",
+                                           d.name, "' has none (KOLO_DEVICE=auto finds a GPU with its driver; "
+                                           "KOLO_DEVICE=emulated runs the device path on the CPU)"));
+  }
   return report("set_device", d.set_device(local_rank % count));
 }
 

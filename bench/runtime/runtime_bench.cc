@@ -22,6 +22,7 @@
 #include "api/api_support.h"
 #include "engine/runtime/runtime.h"
 #include "kolo/kolo.h"
+#include "support/env.h"
 
 namespace {
 
@@ -151,7 +152,7 @@ int main(int argc, char** argv) {
   size_t total = 0;
   for (const Grad& g : grads) total += g.count;
 
-  const std::string fused_threshold = std::getenv("KOLO_FUSION_THRESHOLD") ? std::getenv("KOLO_FUSION_THRESHOLD") : "134217728";
+  const std::string fused_threshold = kolo::env_string("KOLO_FUSION_THRESHOLD");
   const ModeResult fused = run_mode(world, fused_threshold.c_str(), grads, steps, timeline);
   const ModeResult unfused = run_mode(world, "0", grads, steps, nullptr);
   std::vector<float> all(total, 1.0f);

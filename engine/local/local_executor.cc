@@ -143,9 +143,8 @@ size_t output_bytes(const CollSpec& s, int ranks) {
 // 64-256 MB allreduces out of place on 2 ranks, and 9.2 vs 12.2 in place.
 Result<size_t> streaming_threshold() {
   if (!env_is_set("KOLO_SHM_STREAM_BYTES")) return SIZE_MAX;
-  Result<long long> bytes = env_int("KOLO_SHM_STREAM_BYTES");
+  Result<long long> bytes = env_int("KOLO_SHM_STREAM_BYTES");  // >= 0 (the table's range)
   if (!bytes.ok()) return bytes.status();
-  if (bytes.value() < 0) return error(Code::kInvalidArgument, "KOLO_SHM_STREAM_BYTES=", bytes.value(), " is negative");
   return bytes.value() == 0 ? SIZE_MAX : static_cast<size_t>(bytes.value());
 }
 
@@ -165,7 +164,8 @@ class LocalExecutor final : public Executor {
     // The algorithm is part of what peers must agree on: a one-shot rank would read the
     // slots that two-shot ranks overwrite with their reduced slices.
     const bool reduces = call.spec.kind == CollKind::kAllreduce || call.spec.kind == CollKind::kReduce;
-    signatures_.announce(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot);
+    signatures_.announce(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot,
+                         call.postscale.divisor > 1);  // AVG, lowered by Communicator::lowered
     Status status;
     if (FastBoxes::serves(call.spec, geometry_.size, algorithm)) {
       status = fast_.run(call, deadline);

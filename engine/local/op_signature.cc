@@ -51,10 +51,11 @@ bool read_signature(const Signature& sig, SignatureView* view) {
 
 }  // namespace
 
-void OpSignatures::announce(uint64_t sequence, const CollSpec& spec, bool two_shot) {
+void OpSignatures::announce(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg) {
   sequence_ = sequence;
   shape_ = static_cast<uint64_t>(spec.kind) | static_cast<uint64_t>(spec.dtype) << 8 |
-           static_cast<uint64_t>(spec.op) << 16 | static_cast<uint64_t>(spec.root & 0xffff) << 24 |
+           static_cast<uint64_t>(avg ? ReduceOp::kAvg : spec.op) << 16 |
+           static_cast<uint64_t>(spec.root & 0xffff) << 24 |
            static_cast<uint64_t>(two_shot) << 40 | static_cast<uint64_t>(spec.wire) << 48;
   count_ = spec.count;
   if (spec.kind == CollKind::kAllgatherv) {

@@ -26,8 +26,9 @@ class OpSignatures final : public SharedDomain::StallCheck {
   explicit OpSignatures(SharedDomain& domain) : d_(domain) {}
   Status operator()(int index) const override { return check_if_arrived(index); }
 
-  // Publishes what this rank is about to run (op number `sequence`, 0-based).
-  void announce(uint64_t sequence, const CollSpec& spec, bool two_shot);
+  // Publishes what this rank is about to run (op number `sequence`, 0-based). `avg`: the
+  // call was AVG, which spec carries as a sum and a divisor; announced (and named) as avg.
+  void announce(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg = false);
   // Checks that member `index` (or every peer, index -1) runs the same.
   Status check(int index) const;
   // For a wait that goes on: a mismatch once member `index` has announced this op (or run

@@ -16,35 +16,25 @@ std::chrono::steady_clock::duration milliseconds(double ms) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
 }
 
-// Bounds for what the settings become: a size_t (counts, bytes), or a duration in
-// nanoseconds (milliseconds or seconds); anything larger (inf included) would overflow the
-// conversion, which is undefined behaviour, not a very long time.
-constexpr double kMaxCount = 9007199254740992.0;  // 2^53: every integer below is exact
-constexpr double kMaxTime = 1e9;                  // 31 years in seconds, 11 days in ms
-
-Result<double> env_number(const char* name, double min, double max) {
-  Result<double> value = env_double(name);
-  if (!value.ok()) return value;
-  if (!(value.value() >= min && value.value() <= max)) {
-    return error(Code::kInvalidArgument, name, "=", value.value(), " must be in [", min, ", ", max, "]");
-  }
-  return value;
-}
-
 }  // namespace
 
 Result<RuntimeSettings> RuntimeSettings::from_environment() {
+  // Every KOLO_* value first (the runtime starts after its communicator was made, and the
+  // environment may have changed since). The bounds of what the settings become (a size_t,
+  // a duration in nanoseconds) are the table's ranges, which env_double checks: beyond
+  // them (inf included) the conversions would be undefined behaviour.
+  KOLO_TRY(env_check_all());
   RuntimeSettings s;
-  Result<double> v = env_number("KOLO_CYCLE_TIME", 0, kMaxTime);
+  Result<double> v = env_double("KOLO_CYCLE_TIME");
   if (!v.ok()) return v.status();
   s.cycle_ms = v.value();
-  if (!(v = env_number("KOLO_FUSION_THRESHOLD", 0, kMaxCount)).ok()) return v.status();
+  if (!(v = env_double("KOLO_FUSION_THRESHOLD")).ok()) return v.status();
   s.fusion_threshold = static_cast<size_t>(v.value());
-  if (!(v = env_number("KOLO_CACHE_CAPACITY", 0, kMaxCount)).ok()) return v.status();
+  if (!(v = env_double("KOLO_CACHE_CAPACITY")).ok()) return v.status();
   s.cache_capacity = static_cast<size_t>(v.value());
-  if (!(v = env_number("KOLO_STALL_CHECK_TIME", 0, kMaxTime)).ok()) return v.status();
+  if (!(v = env_double("KOLO_STALL_CHECK_TIME")).ok()) return v.status();
   s.stall.check_seconds = v.value();
-  if (!(v = env_number("KOLO_STALL_SHUTDOWN_TIME", 0, kMaxTime)).ok()) return v.status();
+  if (!(v = env_double("KOLO_STALL_SHUTDOWN_TIME")).ok()) return v.status();
   s.stall.shutdown_seconds = v.value();
   s.autotune = env_string("KOLO_AUTOTUNE") == "1";
   s.timeline_path = env_string("KOLO_TIMELINE");

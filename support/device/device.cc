@@ -90,8 +90,9 @@ Choice choose() {
                        " (KOLO_DEVICE=emulated gives a CPU device)");
     }
   } else {
+    // Every device call's error; not logged: env_check_all fails the communicator's init
+    // with it, so it would be said twice.
     c.status = error(Code::kInvalidArgument, "KOLO_DEVICE='", want, "' is not auto, cuda, emulated or none");
-    log_warn(Subsys::kInit, c.status.message());
   }
   if (c.ops != &kNone) log_info(Subsys::kInit, "device runtime: ", c.ops->name);
   return c;

@@ -68,7 +68,7 @@ else
   fail "the refused rank did not say why: $(tail -3 "$DIR/intruder.out")"
 fi
 if SEC_DIR="$DIR/job3" KOLO_RANK=1 KOLO_SECRET=$good "$PROBE" --store-loopback >"$DIR/rank1.out" 2>&1 && wait $rank0; then
-  pass "after the refusal the real ranks still met; rank 0's store listened on 127.0.0.1 alone"
+  pass "after the refusal the real ranks still met; rank 0's stores listened on 127.0.0.1 alone"
 else
   fail "the real ranks did not meet after the refusal: $(tail -3 "$DIR/rank0.out" "$DIR/rank1.out")"
 fi

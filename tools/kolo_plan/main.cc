@@ -128,12 +128,29 @@ Options parse(int argc, char** argv) {
     else if (arg == "-h" || arg == "--help") { std::cout << kUsage; std::exit(0); }
     else { std::cerr << "kolo-plan: unknown argument '" << arg << "'\n" << kUsage; std::exit(2); }
   }
-  if (o.hosts < 1 || o.hosts > 4096 || o.per_host < 0 || o.per_host > 1024 || o.min_bytes > o.max_bytes ||
-      (o.memory != "" && o.memory != "host" && o.memory != "device")) {
-    std::cerr << "kolo-plan: bad --hosts, --ranks-per-host, --memory or size range\n" << kUsage;
+  auto bad = [](const std::string& what) {
+    std::cerr << "kolo-plan: " << what << "\n" << kUsage;
     std::exit(2);
+  };
+  if (o.hosts < 1 || o.hosts > 4096) bad("--hosts " + std::to_string(o.hosts) + ": give 1 to 4096 hosts");
+  if (o.per_host < 0 || o.per_host > 1024) {
+    bad("--ranks-per-host " + std::to_string(o.per_host) + ": give 0 to 1024 (0: one per GPU of the topology, else 2)");
+  }
+  if (o.min_bytes > o.max_bytes) bad("--min-bytes is above --max-bytes");
+  if (o.memory != "" && o.memory != "host" && o.memory != "device") {
+    bad("--memory '" + o.memory + "': give host or device (device: GPU buffers)");
   }
   return o;
+}
+
+// The fixtures: installed beside this program (<prefix>/share/kolo/fixtures), else in the
+// source tree it was built from.
+std::filesystem::path fixture_folder() {
+  std::error_code ignored;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
+  const std::filesystem::path installed = self.parent_path() / ".." / "share" / "kolo" / "fixtures";
+  if (!self.empty() && std::filesystem::is_directory(installed, ignored)) return installed;
+  return std::filesystem::path(KOLO_SOURCE_DIR) / "topology" / "fixtures";
 }
 
 Result<HostTopology> load(const Options& o) {
@@ -142,7 +159,18 @@ Result<HostTopology> load(const Options& o) {
     path = o.fixture;
     if (!std::filesystem::exists(path)) {
       std::string name = o.fixture.find('.') == std::string::npos ? o.fixture + ".json" : o.fixture;
-      path = std::string(KOLO_SOURCE_DIR) + "/topology/fixtures/" + name;
+      const std::filesystem::path folder = fixture_folder();
+      path = (folder / name).string();
+      if (!std::filesystem::exists(path)) {
+        std::string names;
+        std::error_code ignored;
+        for (const auto& entry : std::filesystem::directory_iterator(folder, ignored)) {
+          const std::string ext = entry.path().extension().string();
+          if (ext == ".json" || ext == ".xml") names += " " + entry.path().stem().string();
+        }
+        return error(Code::kInvalidArgument, "--fixture '", o.fixture, "': no such file, and no fixture of that name in ",
+                     folder.string(), "; the fixtures are:", names.empty() ? " (none found)" : names);
+      }
     }
   }
   if (path.empty()) path = env_string("KOLO_TOPO_FILE");

@@ -464,7 +464,15 @@ int Job::run() {
   const char* path_env = std::getenv("PATH");
   std::string path_value = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
   if (any_local && !(program_path_ = find_program(spec_.argv[0], path_value))) {
-    say(str_cat("cannot find program '", spec_.argv[0], "'", spec_.argv[0].find('/') == std::string::npos ? " in PATH" : ""));
+    const std::string& program = spec_.argv[0];
+    struct stat st{};
+    if (program.find('/') != std::string::npos && ::stat(program.c_str(), &st) == 0) {
+      say(S_ISDIR(st.st_mode) ? str_cat("program '", program, "' is a directory")
+                              : str_cat("program '", program, "' is not executable (chmod +x it, or name its "
+                                        "interpreter: kolorun -np N python3 ", program, ")"));
+    } else {
+      say(str_cat("cannot find program '", program, "'", program.find('/') == std::string::npos ? " in PATH" : ""));
+    }
     return kExitCannotRun;
   }
   // ssh_path_ is the program that starts remote ranks: ssh's, or the --launcher's.

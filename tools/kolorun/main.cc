@@ -54,7 +54,8 @@ const char kUsage[] =
     "  --store-host HOST      name the ranks use to reach this machine's store\n"
     "                         (default: this host's name; 127.0.0.1 when all ranks are local)\n"
     "  --help                 this text\n"
-    "  --help-env             the KOLO_* environment variables\n"
+    "  --help-env[=markdown]  the KOLO_* environment variables, their values and defaults\n"
+    "                         (=markdown: as the table in README.md)\n"
     "\n"
     "Ranks fill the hosts in order. Each rank gets KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK,\n"
     "KOLO_LOCAL_SIZE, KOLO_ADDR and KOLO_SECRET; kolorun's own KOLO_* variables are passed on.\n"
@@ -74,7 +75,7 @@ struct Options {
   std::string launcher;
   std::string store_host;
   bool help = false;
-  bool help_env = false;
+  std::string help_env;  // "", "text" or "markdown"
   std::vector<std::string> argv;
 };
 
@@ -129,11 +130,17 @@ Result<Options> parse_args(int argc, char** argv) {
                        arg == "-host" || arg == "--hostfile" || arg == "-hostfile" || arg == "-x" ||
                        arg == "--timeout" || arg == "--ssh" || arg == "--launcher" || arg == "--store-host" ||
                        arg == "--bind-to";
-    if (!takes_value && inline_value) return error(Code::kInvalidArgument, "option '", arg, "' takes no value");
+    // --help-env alone may take one (=markdown).
+    if (!takes_value && inline_value && arg != "--help-env") {
+      return error(Code::kInvalidArgument, "option '", arg, "' takes no value");
+    }
     if (arg == "--help" || arg == "-h") {
       options.help = true;
     } else if (arg == "--help-env") {
-      options.help_env = true;
+      options.help_env = inline_value.value_or("text");
+      if (options.help_env != "text" && options.help_env != "markdown") {
+        return error(Code::kInvalidArgument, "--help-env='", options.help_env, "' is not text or markdown");
+      }
     } else if (arg == "--no-prefix") {
       options.prefix = false;
     } else if (arg == "--nccl") {
@@ -262,8 +269,8 @@ int kolorun_main(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
-  if (options.help_env) {
-    std::cout << env_help();
+  if (!options.help_env.empty()) {
+    std::cout << (options.help_env == "markdown" ? env_help_markdown() : env_help());
     return 0;
   }
   if (options.argv.empty()) return fail(kExitUsage, "no program given (see kolorun --help)");

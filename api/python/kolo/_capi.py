@@ -31,10 +31,12 @@ def _find_library():
     if explicit:
         return explicit
     here = os.path.dirname(os.path.abspath(__file__))
-    # Beside the package, or in the library directory it is installed under
-    # (<libdir>/python3/dist-packages/kolo).
-    for folder in (here, os.path.join(here, "..", "..", "..")):
-        beside = sorted(glob.glob(os.path.join(folder, "libkolo.so*")))
+    # Beside the package (pip install carries it), or where cmake --install put both:
+    # <prefix>/lib/python3.X/dist-packages/kolo and <prefix>/lib[/<multiarch>]/libkolo.so.
+    lib = os.path.join(here, "..", "..", "..")
+    for pattern in (os.path.join(here, "libkolo.so*"), os.path.join(lib, "libkolo.so*"),
+                    os.path.join(lib, "*-linux-gnu", "libkolo.so*")):
+        beside = sorted(glob.glob(pattern))
         if beside:
             return beside[0]
     found = ctypes.util.find_library("kolo")

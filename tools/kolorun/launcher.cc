@@ -262,7 +262,10 @@ Status Job::start(Rank& rank) {
     ::setpgid(0, 0);  // own group: one kill reaches its children too
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // kolorun killed hard: no orphaned ranks
     if (::getppid() != parent) ::_exit(kExitCannotRun);
-    ::sigaction(SIGPIPE, &default_action, nullptr);
+    // Default actions, whatever kolorun inherited: started as a background job of a script,
+    // it has SIGINT and SIGQUIT ignored, and its ranks would keep that across exec and
+    // never stop on the Ctrl-C that kolorun forwards.
+    for (int signo : {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP}) ::sigaction(signo, &default_action, nullptr);
     ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);
     if (pin) ::sched_setaffinity(0, sizeof(bind), &bind);
     if (::dup2(stdin_source, STDIN_FILENO) < 0 || ::dup2(out[1], STDOUT_FILENO) < 0 ||
@@ -590,18 +593,19 @@ std::string shell_quote(const std::string& text) {
 }
 
 std::string remote_script(const JobSpec& job, const Placement& rank) {
-  // fd 3 keeps ssh's stdin for the watcher: a background job's own stdin is /dev/null.
-  // When kolorun closes its end (or ssh dies), the watcher's read ends and it stops the
-  // program; without a terminal, nothing else would tell a remote rank to stop.
+  // fd 3 keeps ssh's stdin for the watcher, a background job started first: when kolorun
+  // closes its end (or ssh dies), the watcher's read ends and it stops the program, whose
+  // pid is the shell's ($$): the shell execs it. Without a terminal nothing else would tell
+  // a remote rank to stop. The program is not itself a background job: sh would start it
+  // with SIGINT and SIGQUIT ignored, and kolorun's Ctrl-C would not reach it.
   std::string script = "IFS= read -r KOLO_SECRET || exit 255; export KOLO_SECRET; cd " + shell_quote(job.cwd) +
-                       " || exit 127; exec 3<&0; env";
+                       " || exit 127; exec 3<&0; { while read -r _ <&3; do :; done; kill -TERM $$; } "
+                       "</dev/null >/dev/null 2>&1 & exec env";
   std::vector<std::pair<std::string, std::string>> vars = job.env;
   for (auto& var : rank_variables(job, rank)) vars.push_back(var);
   for (auto& [name, value] : vars) script += " " + shell_quote(name + "=" + value);
   for (const std::string& arg : job.argv) script += " " + shell_quote(arg);
-  script +=
-      " </dev/null 3<&- & p=$!; { while read -r _ <&3; do :; done; kill -TERM $p 2>/dev/null; } & w=$!; "
-      "wait $p; s=$?; kill $w 2>/dev/null; exit $s";
+  script += " </dev/null 3<&-";
   return script;
 }
 

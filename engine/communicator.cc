@@ -80,8 +80,9 @@ Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
 // barrier, over the communicator's own connections, keeps every rank here until all have
 // done their last store call of the init: a rank that returns and exits (its process
 // hosting a store, the unique id's maker) breaks no one.
-Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id) {
-  Deadline deadline(env_timeout_seconds());
+Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id,
+                                                           const Deadline* within) {
+  const Deadline deadline = within != nullptr ? *within : Deadline(env_timeout_seconds());
   auto own = own_store(*bootstrap, id.prefix, id.rank, deadline);
   if (!own.ok()) return own.status();
   // `bootstrap` stays until the closing barrier: its server may be in this process (rank 0
@@ -94,7 +95,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   KOLO_TRY(comm->calibrate_network(deadline));
   comm->send_seq_.assign(comm->size(), 0);
   comm->recv_seq_.assign(comm->size(), 0);
-  KOLO_TRY(comm->barrier().with_context("at the end of the communicator's init: "));
+  KOLO_TRY(comm->barrier(&deadline).with_context("at the end of the communicator's init: "));
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
            comm->cross_size_, comm->executors_[static_cast<int>(ExecutorKind::kLocal)] ? ", one-host collectives in shared memory" : "");
@@ -347,7 +348,7 @@ Status Communicator::execute(const PlannedCall* calls, size_t n) {
     return fail(error(Code::kInternal, "rank ", id_.rank, ": the ", executor_name(p.executor),
                       " executor cannot run on this communicator"));
   }
-  Status status = executor->run(calls, n, Deadline(timeout_seconds_));
+  Status status = executor->run(calls, n, call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout_seconds_));
   if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
   if (!status.ok()) {
     if (p.executor == ExecutorKind::kLocal) {
@@ -468,7 +469,10 @@ Status Communicator::deregister_memory(int id) {
   return windows_.remove(id);
 }
 
+// One deadline for the whole split (the colours, the new communicator, the closing
+// barrier): a failure costs KOLO_TIMEOUT once, not once per step.
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
+  const Deadline deadline(timeout_seconds_);
   std::vector<int32_t> mine = {color, key};
   std::vector<int32_t> all(2 * static_cast<size_t>(id_.size));
   CollCall gather;
@@ -479,7 +483,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   gather.recv = all.data();
   KOLO_TRY(run(gather));
   const uint32_t seq = split_seq_++;
-  if (color < 0) return made_with_all(std::unique_ptr<Communicator>());  // waits for the others
+  if (color < 0) return made_with_all(std::unique_ptr<Communicator>(), deadline);  // waits for the others
   std::vector<std::pair<int32_t, int>> members;  // (key, old rank)
   for (int r = 0; r < id_.size; ++r) {
     if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
@@ -488,11 +492,13 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   int new_rank = 0;
   while (members[new_rank].second != id_.rank) ++new_rank;
   CommIdentity child{str_cat(id_.prefix, "/split", seq, "/", color), new_rank, static_cast<int>(members.size())};
-  return made_with_all(create(store_, child));
+  return made_with_all(create(store_, child, &deadline), deadline);
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::duplicate(const std::string& name) {
-  return made_with_all(create(store_, CommIdentity{str_cat(id_.prefix, "/dup/", name), id_.rank, id_.size}));
+  const Deadline deadline(timeout_seconds_);
+  return made_with_all(create(store_, CommIdentity{str_cat(id_.prefix, "/dup/", name), id_.rank, id_.size}, &deadline),
+                       deadline);
 }
 
 // The new communicators were bootstrapped from this one's store, in its rank 0's process:
@@ -500,18 +506,22 @@ Result<std::unique_ptr<Communicator>> Communicator::duplicate(const std::string&
 // is made, so that rank 0 returns, and may exit, only when no one needs its store for them.
 // This rank's own result stands either way; a failed barrier fails only a call that
 // succeeded.
-Result<std::unique_ptr<Communicator>> Communicator::made_with_all(Result<std::unique_ptr<Communicator>> made) {
-  Status all = barrier();
+Result<std::unique_ptr<Communicator>> Communicator::made_with_all(Result<std::unique_ptr<Communicator>> made,
+                                                                 const Deadline& deadline) {
+  Status all = barrier(&deadline);
   if (!made.ok()) return made;
   if (!all.ok()) return all.with_context(str_cat("rank ", id_.rank, ": after the new communicator was made: "));
   return made;
 }
 
-Status Communicator::barrier() {
+Status Communicator::barrier(const Deadline* within) {
   CollCall call;
   call.spec.kind = CollKind::kBarrier;
   call.spec.dtype = DType::kUint8;
-  return run(call);
+  call_deadline_ = within;  // the calling thread's collective: no other call runs meanwhile
+  Status s = run(call);
+  call_deadline_ = nullptr;
+  return s;
 }
 
 void Communicator::abort() {

@@ -39,8 +39,10 @@ struct CommIdentity {
 class Communicator {
  public:
   // Collective over id's ranks; `bootstrap` gives only the address of the communicator's own
-  // store (comm_store.h).
-  static Result<std::unique_ptr<Communicator>> create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id);
+  // store (comm_store.h). `within`: the deadline of the whole creation (a split's), else
+  // KOLO_TIMEOUT from now.
+  static Result<std::unique_ptr<Communicator>> create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id,
+                                                      const Deadline* within = nullptr);
   ~Communicator();
 
   int rank() const { return id_.rank; }
@@ -58,7 +60,8 @@ class Communicator {
   // buffers: enqueued on the call's stream, in call order with every other call.
   Status run(const CollCall& call);
   Status run_group(const std::vector<CollCall>& calls);
-  Status barrier();
+  // `within`: a deadline other than KOLO_TIMEOUT from now (a split's, an init's).
+  Status barrier(const Deadline* within = nullptr);
   // The plan the last call ran with (a group: its last call's; null before any and after
   // an empty call), for the runtime's timeline. Only meaningful on the thread that ran it,
   // until the next call.
@@ -93,7 +96,8 @@ class Communicator {
  private:
   Communicator(std::shared_ptr<StoreSession> store, CommIdentity id) : store_(std::move(store)), id_(std::move(id)) {}
   Status read_environment();
-  Result<std::unique_ptr<Communicator>> made_with_all(Result<std::unique_ptr<Communicator>> made);
+  Result<std::unique_ptr<Communicator>> made_with_all(Result<std::unique_ptr<Communicator>> made,
+                                                      const Deadline& deadline);
   Status connect(const Deadline& deadline);
   // AVG as SUM and a divisor; the scale flags set: the spec as plans see it.
   CollCall lowered(const CollCall& call) const;
@@ -124,6 +128,7 @@ class Communicator {
   PlanContext plan_context_;
   PlannerParams local_params_;  // the one-host model scaled to this host (plan_context_ points here)
   std::mutex run_mutex_;  // one call at a time per communicator
+  const Deadline* call_deadline_ = nullptr;  // barrier(within)'s deadline for its one call
   Status failed_;  // written under run_mutex_ and failed_mutex_, read under either
   mutable std::mutex failed_mutex_;
   uint32_t collective_seq_ = 0;

@@ -8,7 +8,9 @@
 #   close  a rank shuts down one of its TCP connections to a peer (SIGUSR1 to the victim;
 #          tcp only): to that peer the connection was closed; the striking rank must fail too;
 #   kill, stop of the store: the store's host is a process that is not a rank (it made the
-#          kolo_unique_id the ranks joined with); the ranks run "split", which needs it;
+#          kolo_unique_id the ranks joined with); the ranks run "split". Nothing of a
+#          communicator depends on that process after init (as with NCCL): their splits must
+#          go on for 1.5 s without an error, then rank 1 is killed and the others must fail;
 #   cut    (--hosts) 2 test hosts x 2 ranks (tools/testhosts.sh, needs root), host 1's link
 #          set down with `ip link`; every rank must fail, on both hosts.
 # Every rank left running must return an error within KOLO_TIMEOUT (10 s; --timeout) of the
@@ -140,7 +142,16 @@ trial() {
   t_fault=$(date +%s.%N)
   local target=-1 state_at_strike=
   case $fault/$struck in
-    */store) kill "-${fault^^}" "$store_pid" ;;
+    */store)
+      kill "-${fault^^}" "$store_pid"
+      sleep 1.5
+      for r in $(seq 0 $((np - 1))); do
+        if ! kill -0 "${pids[$r]}" 2>/dev/null || grep -q "error at" "$logs/rank$r.log"; then
+          echo "  rank $r stopped after the store's host was struck: $(tail -qn1 "$logs/rank$r.log")"; return 1
+        fi
+      done
+      t_fault=$(date +%s.%N) target=1
+      kill -KILL "${pids[1]}" ;;
     cut/*) ip link set "$prefix-v1" down ;;
     close/rank*) target=-2; kill -USR1 "${pids[${struck#rank}]}" ;;   # the closing rank must fail too
     */rank*) target=${struck#rank}; kill "-${fault^^}" "${pids[$target]}" ;;

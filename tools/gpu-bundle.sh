@@ -4,7 +4,8 @@
 # and every shared library they load except glibc's and the driver's in DIR/lib. NCCL is
 # left out (217 MB); env.sh finds the machine's own libnccl.so.2 (PyTorch's pip package
 # ships one). On the GPU machine: `. DIR/env.sh; tools/gpu-check.sh --prebuilt DIR`.
-# usage: tools/gpu-bundle.sh BUILD_DIR DIR   (BUILD_DIR configured with CUDA and built)
+# usage: tools/gpu-bundle.sh BUILD_DIR DIR   (BUILD_DIR configured with CUDA and built;
+#        NCCL_TESTS_DIR=<tools/nccl-tests-build.sh's OUT_DIR> adds nccl-tests)
 set -euo pipefail
 build=$1 dir=$2
 bins=(tools/kolorun/kolorun bench/perf/kolo-perf tests/multiproc/kolo_test_worker tests/multiproc/kolo_soak
@@ -21,6 +22,11 @@ cp -L "$build/libkolo.so" "$dir/libkolo.so"
 cp -L "$build/libkolo.so" "$dir/lib/libkolo.so.0"
 if [ -e "$build/nccl-dropin/libnccl.so.2" ]; then
   mkdir -p "$dir/nccl-dropin"; cp -L "$build/nccl-dropin/libnccl.so.2" "$dir/nccl-dropin/libnccl.so.2"
+fi
+# NVIDIA's nccl-tests, where built here (NCCL_TESTS_DIR, tools/nccl-tests-build.sh): the
+# check runs them on NVIDIA's library and on kolo's.
+if [ -n "${NCCL_TESTS_DIR:-}" ]; then
+  mkdir -p "$dir/nccl-tests"; cp "$NCCL_TESTS_DIR"/*_perf "$dir/nccl-tests/"
 fi
 # Shared libraries by what ldd resolves; glibc's own and libcuda (the driver's) stay behind.
 for b in "${bins[@]}"; do ldd "$build/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |

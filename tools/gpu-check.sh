@@ -160,6 +160,18 @@ across_hosts() {
   else
     skip "PyTorch's nccl backend on kolo's libnccl.so.2" "no CUDA torch with NCCL, or no drop-in built"
   fi
+  # nccl-tests (bundled from tools/nccl-tests-build.sh): NVIDIA's library, then kolo's, one
+  # rank each; nccl-tests without MPI drives several ranks from one thread in one group,
+  # which kolo's drop-in refuses, so 2 ranks on kolo's library are torch_nccl_check's.
+  if [ "$device" = cuda ] && [ -x "$build/nccl-tests/all_reduce_perf" ]; then
+    for t in all_reduce all_gather; do
+      step 60 "nccl-tests ${t}_perf -g 1 on NVIDIA's libnccl.so.2" "$build/nccl-tests/${t}_perf" -b 8 -e 256M -f 4 -g 1
+      step 60 "nccl-tests ${t}_perf -g 1 on kolo's libnccl.so.2 (kolorun --nccl)" \
+        "$kolorun" --nccl -np 1 "$build/nccl-tests/${t}_perf" -b 8 -e 256M -f 4 -g 1
+    done
+  else
+    skip "nccl-tests on NVIDIA's and kolo's libnccl.so.2" "not bundled (tools/nccl-tests-build.sh, NCCL_TESTS_DIR)"
+  fi
   if [ "$device" = cuda ]; then
     step 60 "kolo-perf allreduce --backend nccl, one rank (NCCL's own path on this GPU)" \
       "$perf" allreduce --backend nccl -b 8 -e 256M -f 4 -c 1

@@ -78,7 +78,7 @@ void print_usage(FILE* out) {
               "  -d TYPE|all         int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
               "                      f8e4m3 f8e5m2 (default float)\n"
               "  -o OP|all           sum prod max min avg (default sum)\n"
-              "  -r ROOT             root of broadcast, reduce, gather, scatter (0 .. ranks-1)\n"
+              "  -r ROOT             root of broadcast and reduce (0 .. ranks-1)\n"
               "  -a 0|1|2|3          time reported over ranks: rank 0's, average, min, max (default 1)\n"
               "  -t N                N ranks per process as threads, each its own communicator (1..64)\n"
               "  -G, --device        buffers in device memory, calls on a stream (needs a GPU, or\n"

@@ -4,8 +4,8 @@
 // communicator and reports what it left behind against what the process had before
 // kolo_init: file descriptors, threads, mappings of shared memory.
 //   FM_COLL     allreduce (default), allgather, broadcast, reduce_scatter, alltoall, barrier,
-//               split (kolo_comm_split, an allreduce on the half, its destroy: the store is
-//               needed after start-up)
+//               split (kolo_comm_split, an allreduce on the half, its destroy: made and
+//               used without the unique id's maker, which the script strikes)
 //   FM_BYTES    bytes per call (default 4 MB)
 //   FM_ID_FILE  join through kolo_comm_init_rank with the kolo_unique_id in this file (hex),
 //               written by a process started with FM_ROLE=store, which hosts the store and

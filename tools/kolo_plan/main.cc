@@ -181,6 +181,11 @@ Result<HostTopology> load(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
+  // The KOLO_* values a communicator would refuse, refused here too (the plan is theirs).
+  if (Status env = env_check_all(); !env.ok()) {
+    std::cerr << "kolo-plan: " << env.message() << "\n";
+    return 2;
+  }
   Result<HostTopology> host = load(o);
   if (!host.ok()) {
     std::cerr << "kolo-plan: " << host.status().message() << "\n";
@@ -204,6 +209,8 @@ int main(int argc, char** argv) {
     Result<long long> chunk = env_int("KOLO_CHUNK_BYTES");
     ctx.chunk_bytes = chunk.ok() && chunk.value() >= 1024 ? static_cast<size_t>(chunk.value()) : size_t{1} << 20;
   }
+  // KOLO_ALGO forces the algorithm where it applies, as in a communicator's plan().
+  if (Result<Algorithm> forced = parse_algorithm_name(env_string("KOLO_ALGO")); forced.ok()) ctx.forced = forced.value();
   ctx.topology = &cluster;
   ctx.host_of_rank = &host_of;
   ctx.device_memory = device;

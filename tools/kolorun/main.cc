@@ -58,7 +58,8 @@ const char kUsage[] =
     "                         (=markdown: as the table in README.md)\n"
     "\n"
     "Ranks fill the hosts in order. Each rank gets KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK,\n"
-    "KOLO_LOCAL_SIZE, KOLO_ADDR and KOLO_SECRET; kolorun's own KOLO_* variables are passed on.\n"
+    "KOLO_LOCAL_SIZE, KOLO_ADDR, KOLO_SECRET and KOLO_LAUNCHER; kolorun's own KOLO_* variables\n"
+    "are passed on.\n"
     "When a rank fails, kolorun stops the others and exits with the rank's status.\n";
 
 struct Options {

@@ -46,7 +46,16 @@ def _find_library():
                       "(the library is installed beside this package)")
 
 
-lib = ctypes.CDLL(_find_library())
+def _load():
+    path = _find_library()
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        where = "KOLO_LIBRARY=" + path if os.environ.get("KOLO_LIBRARY") else path
+        raise ImportError(f"kolo: cannot load libkolo ({where}): {e}") from None
+
+
+lib = _load()
 
 
 class CollOptions(ctypes.Structure):

@@ -1,28 +1,23 @@
 """The same model with DistributedDataParallel on kolo's torch.distributed backend.
 
     kolorun -np 4 /usr/bin/python3 examples/pytorch_ddp.py [--data mnist.pt]
+    mpirun -np 4 /usr/bin/python3 examples/pytorch_ddp.py
+    torchrun --nproc_per_node 4 examples/pytorch_ddp.py
 
-Under kolorun the ranks find each other through torch's file store named after the job;
-under torchrun, init_method="env://" (its variables) does the same.
+kolo.torch.distributed.init_process_group() takes the rank and size from whichever launcher
+started the script, and has the ranks meet through env:// where MASTER_ADDR and MASTER_PORT
+are set (torchrun), else through a store file in a private folder (ranks on one host).
 """
-import os
-import tempfile
-
 import torch
 import torch.distributed as dist
 
-import kolo.torch.distributed  # noqa: F401  (registers the "kolo" backend)
+import kolo.torch.distributed  # registers the "kolo" backend
 from mnist_like import Data, Net, arguments, shard, write_losses
 
 args = arguments("DDP training on the kolo backend")
-if "RANK" in os.environ:  # torchrun
-    dist.init_process_group("kolo", init_method="env://")
-else:  # kolorun
-    job = os.environ["KOLO_ADDR"].replace(":", "-").replace("/", "-")
-    dist.init_process_group("kolo", init_method=f"file://{tempfile.gettempdir()}/kolo-ddp-{job}",
-                            rank=int(os.environ["KOLO_RANK"]), world_size=int(os.environ["KOLO_SIZE"]))
+launch = kolo.torch.distributed.init_process_group("kolo")  # = dist.init_process_group("kolo", rank=, world_size=, ...)
 rank, size = dist.get_rank(), dist.get_world_size()
-torch.set_num_threads(max(1, torch.get_num_threads() // size))
+torch.set_num_threads(max(1, torch.get_num_threads() // (launch.local_size or size)))
 torch.manual_seed(42)
 model = torch.nn.parallel.DistributedDataParallel(Net())  # broadcasts rank 0's parameters
 optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)

@@ -1,20 +1,21 @@
-"""kolo as a torch.distributed backend under kolorun: init_process_group("kolo") through a
-file store (argv[1], or one named after the job), the collectives checked against their definition, and DDP training
+"""kolo as a torch.distributed backend under kolorun: init_process_group("kolo") through
+kolo.torch.distributed.init_process_group (a private file store; argv[1]: a file store of
+that path instead), the collectives checked against their definition, and DDP training
 that must match one process on the whole batch. Exits non-zero with the failures."""
 import os
 import sys
-import tempfile
 
 import torch
 import torch.distributed as dist
 
-import kolo.torch.distributed  # noqa: F401  (registers the "kolo" backend)
+import kolo.torch.distributed
 
 me, n = int(os.environ["KOLO_RANK"]), int(os.environ["KOLO_SIZE"])
-# torch's file store, named after this kolorun job's rendezvous address (unique per job).
-store_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-    tempfile.gettempdir(), "kolo-pg-" + os.environ["KOLO_ADDR"].replace(":", "-").replace("/", "-"))
-dist.init_process_group("kolo", init_method=f"file://{store_path}", rank=me, world_size=n)
+if len(sys.argv) > 1:
+    dist.init_process_group("kolo", init_method=f"file://{sys.argv[1]}", rank=me, world_size=n)
+else:
+    launch = kolo.torch.distributed.init_process_group("kolo")
+    assert (launch.rank, launch.size, launch.launcher) == (me, n, "kolorun"), launch
 failures, checks = [], 0
 
 
@@ -108,11 +109,12 @@ for f in failures:
     print(f"rank {me}: FAIL {f}")
 dist.barrier()
 dist.destroy_process_group()
-# torch's FileStore removes the file itself once the last rank lets go of it, which may
-# happen between a check and a remove: a file already gone is fine.
-if me == 0:
+# argv[1]: torch's FileStore removes the file itself once the last rank lets go of it,
+# which may happen between a check and a remove: a file already gone is fine. (The helper's
+# store goes at exit.)
+if me == 0 and len(sys.argv) > 1:
     try:
-        os.remove(store_path)
+        os.remove(sys.argv[1])
     except FileNotFoundError:
         pass
 sys.exit(1 if failures or checks == 0 else 0)

@@ -8,15 +8,27 @@ the job's secret: the store must be one the job trusts, as for NCCL's unique id)
 CUDA tensors: CUDA collectives are enqueued on torch's current stream of the tensor's
 device (kolo's device path), so later work on that stream sees their results. Allreduces of one contiguous tensor (DDP's buckets) go through kolo's runtime and
 return at once, their futures completing on the runtime's thread; the other collectives
-run to completion when called (kolo's host calls block), returning finished work."""
+run to completion when called (kolo's host calls block), returning finished work.
+
+`kolo.torch.distributed.init_process_group()` does the same for a script started by
+kolorun, mpirun (Open MPI), srun or torchrun: the rank and size from whichever launcher set
+them (`launched()`), the meeting through env:// where MASTER_ADDR and MASTER_PORT are set,
+else through a store file in a private folder, removed at exit."""
 import atexit
 import ctypes
 import datetime
+import os
+import re
+import stat
+import sys
+import tempfile
 import weakref
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
+from torch.distributed.constants import default_pg_timeout
+from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_future
 
 from kolo import _capi
 from kolo.torch._ops import _stream, as_bytes, kolo_dtype
@@ -42,6 +54,53 @@ def _carried(tensor, what, any_dtype=False):
     if not any_dtype:
         kolo_dtype(tensor)
     return tensor
+
+
+def _raise_failure(future):
+    """The value of the future a runtime allreduce's Work wraps: its tensors, or its failure
+    raised, so that the future torch's C++ side sees completes with an error (see
+    _allreduce_async)."""
+    value = future.value()
+    if isinstance(value, BaseException):
+        raise value
+    return value
+
+
+class _RuntimeWork(Work):
+    """A runtime allreduce as torch.distributed's Python functions get it (dist.all_reduce
+    waits on it in Python, or hands it to the script with async_op=True): wait() raises the
+    KoloError of a failed allreduce, where a Work made from a future returns as if it had
+    succeeded (torch 1.13), leaving the tensor unreduced. Given to Python callers only: a
+    Python Work handed to C++ (DDP) outlives its Python half, and C++ would then call
+    Work's own methods, which never complete."""
+
+    def __init__(self, outcome, future):
+        super().__init__()
+        self._outcome, self._future = outcome, future
+
+    def wait(self, timeout=None):
+        value = self._outcome.wait()
+        if isinstance(value, BaseException):
+            raise value
+        return True
+
+    def is_completed(self):
+        return self._outcome.done()
+
+    def is_success(self):
+        return self._outcome.done() and not isinstance(self._outcome.value(), BaseException)
+
+    def result(self):
+        self.wait()
+        return self._outcome.value()
+
+    def get_future(self):
+        return self._future
+
+
+# The file of torch.distributed's collective functions (all_reduce, ...): a call from there
+# is made in Python, and its Work stays in Python.
+_C10D_FILE = os.path.join("distributed", "distributed_c10d.py")
 
 
 def _Done(result):
@@ -82,14 +141,22 @@ class KoloProcessGroup(ProcessGroup):
     def shutdown(self):
         """Waits for the runtime's allreduces, then destroys the communicator (and its
         runtime thread). Also at interpreter exit: left to the garbage collector, the
-        communicator could outlive the Python objects its runtime's callbacks use."""
+        communicator could outlive the Python objects its runtime's callbacks use. The
+        communicator is destroyed even when the wait is interrupted (Ctrl-C): its runtime
+        must not call back into Python, nor write into tensors, once the process winds down."""
         comm, self._comm = getattr(self, "_comm", None), None
         if comm:
-            for entry in getattr(self, "_in_flight", []):
-                _capi.lib.kolo_wait(entry[0])
-                _capi.lib.kolo_request_free(entry[0])
-            self._in_flight = []
-            _capi.lib.kolo_comm_destroy(comm)
+            in_flight = getattr(self, "_in_flight", [])
+            try:
+                for entry in in_flight:
+                    if entry[0].value:
+                        _capi.lib.kolo_wait(entry[0])
+            finally:
+                _capi.lib.kolo_comm_destroy(comm)  # fails what is still pending; its thread is gone after
+                for entry in in_flight:
+                    if entry[0].value:
+                        _capi.lib.kolo_request_free(entry[0])
+                self._in_flight = []
 
     def __del__(self):
         self.shutdown()
@@ -111,45 +178,69 @@ class KoloProcessGroup(ProcessGroup):
     def allreduce(self, tensors, opts):
         op = _op(opts.reduceOp)
         if len(tensors) == 1 and tensors[0].is_contiguous():
-            return self._allreduce_async(tensors[0], op)
+            from_python = sys._getframe(1).f_code.co_filename.endswith(_C10D_FILE)
+            return self._allreduce_async(tensors[0], op, from_python)
         return self._each(tensors, "allreduce", lambda b: _capi.check(_capi.lib.kolo_allreduce(
             _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), op, self._comm, _stream(b))))
 
-    def _allreduce_async(self, tensor, op):
+    def _allreduce_async(self, tensor, op, from_python=False):
         """Through kolo's runtime (its background thread, on a communicator of its own):
         the call returns at once and its future completes when the allreduce has, so DDP's
         allreduces overlap the rest of the backward pass. Named by a per-group counter:
-        DDP launches its buckets in the same order on every rank."""
+        DDP launches its buckets in the same order on every rank.
+
+        A failure (a peer died or was interrupted: KOLO_ERR_ABORTED, ...) must complete the
+        future torch's C++ side waits on with an error. torch's Future.set_exception does
+        not: it stores the exception as the future's value, which only Python unwraps, and
+        DDP's reducer (finalize_backward) would take it for its bucket's result, find no
+        tensor in it and read past an empty list (a segfault). So the work wraps a future
+        chained with .then(_raise_failure): the exception raised in that callback completes
+        it with a C++ error, which DDP's backward raises. (Work.wait() of a Work made from
+        a future does not raise in torch 1.13.) from_python: called by
+        torch.distributed's Python functions, whose Work stays in Python: a _RuntimeWork,
+        whose wait() raises."""
         self._reap()
         future = torch.futures.Future()
+        result_future = future.then(_raise_failure)
 
         def done(_request, result, _data):
             if result == _capi.SUCCESS:
                 future.set_result([tensor])
             else:
-                future.set_exception(_capi.KoloError(result, "allreduce through kolo's runtime failed (a peer died or "
-                                                             "made another call; see the log)"))
+                future.set_result(_capi.KoloError(result, "allreduce through kolo's runtime failed (a peer died, "
+                                                          "was interrupted or made another call; see the log)"))
         callback = _capi.COMPLETION_FN(done)
         options = _capi.enqueue_options(stream=_stream(tensor))
         options.callback = callback
         request = ctypes.c_void_p()
         name = f"pg.allreduce.{self._sequence}".encode()
         self._sequence += 1
-        _capi.check(_capi.lib.kolo_enqueue_allreduce(name, _ptr(tensor), _ptr(tensor), tensor.numel(),
-                                                     kolo_dtype(tensor), op, ctypes.byref(options), self._comm,
-                                                     ctypes.byref(request)))
-        self._in_flight.append((request, tensor, callback, options))  # alive until the runtime is done
-        return _create_work_from_future(future)
+        # Kept (the callback, the tensor the runtime writes) until the runtime is done with
+        # the request; listed before the call, so that a KeyboardInterrupt raised as the
+        # call returns cannot drop what the runtime was just given.
+        entry = (request, tensor, callback, options)
+        self._in_flight.append(entry)
+        try:
+            _capi.check(_capi.lib.kolo_enqueue_allreduce(name, _ptr(tensor), _ptr(tensor), tensor.numel(),
+                                                         kolo_dtype(tensor), op, ctypes.byref(options), self._comm,
+                                                         ctypes.byref(request)))
+        except BaseException:
+            if not request.value:  # not enqueued: nothing will call back
+                self._in_flight.remove(entry)
+            raise
+        if from_python:
+            return _RuntimeWork(future, result_future)
+        return _create_work_from_future(result_future)
 
     def _reap(self):
-        """Frees the requests the runtime has finished."""
-        still = []
-        for entry in self._in_flight:
-            if _capi.lib.kolo_test(entry[0]) == _capi.IN_PROGRESS:
-                still.append(entry)
-            else:
+        """Frees the requests the runtime has finished (each unlisted before it is freed, so
+        an interruption leaks a request at worst, never frees one twice)."""
+        for entry in list(self._in_flight):
+            if entry[0].value and _capi.lib.kolo_test(entry[0]) == _capi.IN_PROGRESS:
+                continue
+            self._in_flight.remove(entry)
+            if entry[0].value:
                 _capi.lib.kolo_request_free(entry[0])
-        self._in_flight = still
 
     def allreduce_coalesced(self, tensors, opts):
         return self.allreduce(tensors, opts)
@@ -294,3 +385,152 @@ def _create(store, rank, size, timeout=datetime.timedelta(seconds=300)):
 
 if not hasattr(dist.Backend, "KOLO"):  # once per process
     dist.Backend.register_backend("kolo", _create)
+
+
+class Launch(NamedTuple):
+    """Where this process stands in the job its launcher started."""
+    rank: int
+    size: int
+    local_rank: int  # among the ranks on this host
+    local_size: int  # ranks on this host; 0 where the launcher does not say
+    launcher: str    # "kolorun", "KOLO_RANK" (set by hand), "torchrun", "Open MPI", "Slurm", "single process"
+    job: str         # a name the launcher gives this job, the same on every rank ("" if none)
+
+
+def _int(name, default=None):
+    text = os.environ.get(name)
+    if text is None or text == "":
+        if default is None:
+            raise ValueError(f"kolo: {name} is not set")
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"kolo: {name}={text!r} is not a number") from None
+    if value < 0:
+        raise ValueError(f"kolo: {name}={text!r} is negative")
+    return value
+
+
+def launched():
+    """The rank and size this process was started with, from the variables of its launcher:
+    kolorun (or a hand-made launch) KOLO_RANK/KOLO_SIZE, torchrun RANK/WORLD_SIZE, Open
+    MPI's mpirun OMPI_COMM_WORLD_RANK/SIZE, Slurm's srun SLURM_PROCID/SLURM_NTASKS, in that
+    order (torchrun inside an mpirun or srun allocation is the launcher of this process);
+    none of them: a single process. As kolo_init reads them, torchrun's added."""
+    env = os.environ
+
+    def has(*names):
+        return all(env.get(n) for n in names)
+
+    if has("KOLO_RANK", "KOLO_SIZE"):
+        rank, size = _int("KOLO_RANK"), _int("KOLO_SIZE")
+        local_rank, local_size = _int("KOLO_LOCAL_RANK", rank), _int("KOLO_LOCAL_SIZE", 0)
+        launcher = "kolorun" if env.get("KOLO_LAUNCHER") == "kolorun" else "KOLO_RANK"
+        job = env.get("KOLO_ADDR", "")
+    elif has("RANK", "WORLD_SIZE"):
+        rank, size = _int("RANK"), _int("WORLD_SIZE")
+        local_rank, local_size = _int("LOCAL_RANK", rank), _int("LOCAL_WORLD_SIZE", 0)
+        launcher = "torchrun"
+        job = env.get("TORCHELASTIC_RUN_ID") or (f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+                                                 if has("MASTER_ADDR", "MASTER_PORT") else "")
+    elif has("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
+        rank, size = _int("OMPI_COMM_WORLD_RANK"), _int("OMPI_COMM_WORLD_SIZE")
+        local_rank = _int("OMPI_COMM_WORLD_LOCAL_RANK", rank)
+        local_size = _int("OMPI_COMM_WORLD_LOCAL_SIZE", 0)
+        launcher = "Open MPI"
+        job = env.get("PMIX_NAMESPACE") or env.get("OMPI_MCA_ess_base_jobid", "")
+    elif has("SLURM_PROCID", "SLURM_NTASKS"):
+        rank, size = _int("SLURM_PROCID"), _int("SLURM_NTASKS")
+        local_rank = _int("SLURM_LOCALID", rank)
+        local_size = size if env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES")) == "1" else 0
+        launcher = "Slurm"
+        job = f"{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '0')}" if env.get("SLURM_JOB_ID") else ""
+    else:
+        return Launch(0, 1, 0, 1, "single process", "")
+    if size < 1 or rank >= size:
+        raise ValueError(f"kolo: rank {rank} of {size} (from {launcher}) is not a rank of the job")
+    return Launch(rank, size, local_rank, local_size, launcher, job)
+
+
+def _private_store(launch, timeout):
+    """torch's file store for ranks on one host, in <tmp>/kolo-pg-<uid>-<job>/store: a folder
+    only this user may enter (mode 0700, checked: one made by someone else is refused), a
+    file only it may read (0600), for the store holds kolo's unique id and with it the
+    job's secret. The store object is never destroyed: its destructor, at exit, would count
+    the ranks in the file and, should the folder be gone, retry opening it for the store's
+    timeout (30 minutes by default); _at_exit removes the file instead."""
+    if not launch.job:
+        raise ValueError(f"kolo: {launch.launcher} gives this job no name to meet by; set MASTER_ADDR and "
+                         "MASTER_PORT (rank 0's host and a free port) in every rank's environment")
+    job = re.sub(r"[^A-Za-z0-9._-]", "-", launch.job)[:100]
+    folder = os.path.join(tempfile.gettempdir(), f"kolo-pg-{os.getuid()}-{job}")
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(f"kolo: {folder} is not a folder of this user's that only it may enter (mode 0700); "
+                              "remove it, or set MASTER_ADDR and MASTER_PORT")
+    path = os.path.join(folder, "store")
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+    store = dist.FileStore(path, launch.size)
+    store.set_timeout(timeout)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(store))  # never destroyed (above)
+    return folder, path, store
+
+
+def _at_exit(folder, path, store, size):
+    """At exit, on every rank, after an error or Ctrl-C too: kolo's runtime threads stop
+    (before the interpreter winds down: they write into tensors and call into Python),
+    then the store's file and folder go, removed by the last rank out, or by the first one
+    that ends with an uncaught exception (KeyboardInterrupt included): that rank's job is
+    over, and the other ranks, which fail with it (or are stopped by the launcher), need
+    the store no more."""
+    _shutdown_all()
+    if hasattr(sys, "last_value"):  # the script ended with an uncaught exception
+        last = True
+    else:
+        try:
+            store.set_timeout(datetime.timedelta(seconds=5))  # an open of a removed folder retries as long
+            last = os.path.exists(path) and store.add("kolo/exited", 1) >= size
+        except Exception:  # removed meanwhile
+            last = True
+    if last:
+        for remove, what in ((os.unlink, path), (os.rmdir, folder)):
+            try:
+                remove(what)
+            except OSError:
+                pass
+
+
+def init_process_group(backend="kolo", timeout=None, **kwargs):
+    """torch.distributed.init_process_group for a script started by kolorun, mpirun, srun or
+    torchrun (or as one process): rank and world_size from launched(), unless given. The
+    ranks meet through init_method or store when given; else env:// where MASTER_ADDR and
+    MASTER_PORT are set (torchrun sets them; set them under the others for ranks on several
+    hosts: its store is torch's TCPStore, which trusts whoever connects, as NCCL's unique id
+    does); else, on one host, a file store in a private folder (_private_store) that the
+    ranks remove at exit, after an error or Ctrl-C too. Returns the Launch."""
+    launch = launched()
+    kwargs.setdefault("rank", launch.rank)
+    kwargs.setdefault("world_size", launch.size)
+    if timeout is None:
+        timeout = default_pg_timeout
+    kwargs["timeout"] = timeout
+    if "init_method" not in kwargs and "store" not in kwargs:
+        if os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT"):
+            kwargs["init_method"] = "env://"
+        elif kwargs["world_size"] == 1:
+            kwargs["store"] = dist.HashStore()
+        else:
+            if launch.local_size and launch.local_size != launch.size:
+                raise ValueError(f"kolo: {launch.size} ranks on several hosts ({launch.local_size} on this one): set "
+                                 "MASTER_ADDR and MASTER_PORT (rank 0's host and a free port) in every rank's "
+                                 "environment")
+            folder, path, store = _private_store(launch, timeout)
+            atexit.register(_at_exit, folder, path, store, kwargs["world_size"])
+            kwargs["store"] = store
+    dist.init_process_group(backend, **kwargs)
+    return launch

@@ -18,6 +18,9 @@ using kolo::runtime::Runtime;
 
 struct kolo_request {
   std::shared_ptr<Request> impl;
+  // The runtime that holds the request's name until kolo_request_free releases it (gone
+  // once the communicator is destroyed).
+  std::weak_ptr<Runtime> runtime;
 };
 
 namespace {
@@ -53,6 +56,8 @@ kolo::Result<Runtime*> runtime_of(kolo_comm_t comm) {
   return comm->runtime.get();
 }
 
+constexpr int kMaxDims = 64;  // kolo_enqueue_options.ndim
+
 Status check_scale(const char* name, double value) {
   if (!std::isfinite(value)) return error(Code::kInvalidArgument, name, " = ", value, " is not finite");
   return Status();
@@ -72,6 +77,16 @@ Status check_enqueue(const char* name, kolo_dtype_t dtype, const kolo_enqueue_op
   KOLO_TRY(check_scale("postscale", options->postscale));
   request.sig.prescale = options->prescale;
   request.sig.postscale = options->postscale;
+  if (options->ndim < 0 || options->ndim > kMaxDims) {
+    return error(Code::kInvalidArgument, "options->ndim = ", options->ndim, " is not in [0, ", kMaxDims, "]");
+  }
+  if (options->ndim > 0) {
+    if (options->shape == nullptr) return error(Code::kInvalidArgument, "options->ndim > 0 but options->shape is NULL");
+    request.sig.shape.assign(options->shape, options->shape + options->ndim);
+    for (int64_t d : request.sig.shape) {
+      if (d < 0) return error(Code::kInvalidArgument, "options->shape has a negative dimension (", d, ")");
+    }
+  }
   if (options->alloc != nullptr) {
     kolo_output_alloc_fn alloc = options->alloc;
     void* data = options->alloc_data;
@@ -130,7 +145,7 @@ Status submit(kolo_comm_t comm, std::shared_ptr<Request> request, const kolo_enq
   KOLO_TRY(record_ready(*request, options != nullptr ? options->stream : nullptr));
   auto runtime = runtime_of(comm);
   if (!runtime.ok()) return runtime.status();
-  auto* handle = new kolo_request{request};
+  auto* handle = new kolo_request{request, comm->runtime};
   if (options != nullptr && options->callback != nullptr) {
     kolo_completion_fn callback = options->callback;
     void* data = options->callback_data;
@@ -312,6 +327,7 @@ kolo_result_t kolo_request_free(kolo_request_t request) {
       std::lock_guard<std::mutex> lock(g_mutex);
       live_requests().erase(request);
     }
+    if (auto runtime = request->runtime.lock()) runtime->release(request->impl->name);
     delete request;
     return Status();
   });

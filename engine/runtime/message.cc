@@ -15,6 +15,7 @@ void put(WireWriter& w, const Signature& sig) {
   w.u8(static_cast<uint8_t>(sig.wire));
   w.u8(sig.device ? 1 : 0);
   w.u64s(sig.counts);
+  w.u64s(std::vector<uint64_t>(sig.shape.begin(), sig.shape.end()));
 }
 
 Status get(WireReader& r, Signature& sig) {
@@ -42,7 +43,11 @@ Status get(WireReader& r, Signature& sig) {
   }
   sig.wire = static_cast<DType>(wire);
   sig.device = device == 1;
-  return r.u64s(sig.counts);
+  KOLO_TRY(r.u64s(sig.counts));
+  std::vector<uint64_t> shape;
+  KOLO_TRY(r.u64s(shape));
+  sig.shape.assign(shape.begin(), shape.end());
+  return Status();
 }
 
 }  // namespace

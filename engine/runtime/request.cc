@@ -44,6 +44,15 @@ std::string Signature::difference(const Signature& a, const Signature& b, std::s
     const char* field = a.kind == OpKind::kAllgather ? "elements per row" : "count";
     return differ(field, counts_text(a.counts), counts_text(b.counts));
   }
+  if (a.shape != b.shape) {
+    auto text = [](const std::vector<int64_t>& shape) {
+      std::string out = "(";
+      for (size_t i = 0; i < shape.size(); ++i) out += str_cat(i ? ", " : "", shape[i]);
+      return out + (shape.size() == 1 ? ",)" : ")");
+    };
+    return differ(a.kind == OpKind::kAllgather || a.kind == OpKind::kAlltoall ? "row shape" : "shape",
+                  text(a.shape), text(b.shape));
+  }
   if (a.op != b.op) return differ("op", op_name(a.op), op_name(b.op));
   if (a.root != b.root) return differ("root", str_cat(a.root), str_cat(b.root));
   if (a.prescale != b.prescale) return differ("prescale", str_cat(a.prescale), str_cat(b.prescale));

@@ -33,6 +33,9 @@ struct Signature {
   // allreduce: elements of each tensor of the group; broadcast: {count};
   // reduce_scatter: {recvcount}; allgather: {elements per row}; alltoall: {}.
   std::vector<uint64_t> counts;
+  // The tensor's shape as the caller gave it (kolo_enqueue_options.shape; empty: not
+  // given), compared like the rest: same element count in another shape is a mismatch.
+  std::vector<int64_t> shape;
 
   bool operator==(const Signature&) const = default;
   uint64_t total_count() const;

@@ -90,8 +90,8 @@ Status Runtime::enqueue(std::shared_ptr<Request> request) {
   }
   if (!in_flight_.insert(request->name).second) {
     return error(Code::kInvalidUsage, "tensor '", request->name,
-                 "' is already in flight on this rank (enqueued and not yet complete); names must be unique "
-                 "among operations in flight");
+                 "' is already in flight on this rank (enqueued, and its request not yet freed); names must be "
+                 "unique among operations in flight");
   }
   request->enqueued_at = now_seconds();
   incoming_.push_back(std::move(request));
@@ -305,12 +305,15 @@ void Runtime::execute(std::vector<Response>& ready, double negotiated_at, size_t
 }
 
 void Runtime::finish(Request& request, const Status& status) {
-  {
-    // Out of the in-flight set first, so a caller woken by complete() may reuse the name.
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_flight_.erase(request.name);
-  }
+  // The name stays taken until the caller frees the request (release): a second enqueue
+  // of it before then is refused whether or not the first has completed yet, so the
+  // refusal does not depend on how fast the peers were (Horovod's handle semantics).
   request.complete(status);
+}
+
+void Runtime::release(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.erase(name);
 }
 
 // Every rank has joined: find the last one (the largest join cycle; cycles run in lock

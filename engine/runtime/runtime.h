@@ -62,8 +62,11 @@ class Runtime {
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
   double timeout_seconds() const { return settings_.timeout_seconds; }
-  // kInvalidUsage when the name is in flight on this rank or this rank has joined.
+  // kInvalidUsage when the name is in flight on this rank (enqueued, its request not yet
+  // released) or this rank has joined.
   Status enqueue(std::shared_ptr<Request> request);
+  // The request of `name` was freed (kolo_request_free): the name may be enqueued again.
+  void release(const std::string& name);
   // Blocks until every rank has joined; returns the rank that joined last.
   Result<int> join();
   Status start_timeline(const std::string& path);

@@ -72,6 +72,31 @@ TEST(RuntimeCoordinator, ReadyOnlyWhenEveryRankReportedAndMismatchNamesValues) {
   EXPECT_EQ(third.responses[0].code, Code::kOk);
 }
 
+// The shape the caller gives (kolo_enqueue_options.shape) is part of what ranks must agree
+// on: the same element count in another shape is a mismatch, named with both shapes.
+TEST(RuntimeCoordinator, SameCountInAnotherShapeIsAMismatch) {
+  Coordinator coordinator(2);
+  std::vector<RankMessage> messages(2);
+  Signature a = allreduce(24), b = allreduce(24);
+  a.shape = {4, 6};
+  b.shape = {6, 4};
+  messages[0].requests = {{"s", a, {}}};
+  messages[1].requests = {{"s", b, {}}};
+  ResponseList list = coordinator.handle(messages, StallSettings{});
+  ASSERT_EQ(list.responses.size(), 1u);
+  EXPECT_EQ(list.responses[0].code, Code::kMismatch);
+  EXPECT_NE(list.responses[0].message.find("shape"), std::string::npos) << list.responses[0].message;
+  EXPECT_NE(list.responses[0].message.find("(4, 6)"), std::string::npos) << list.responses[0].message;
+  EXPECT_NE(list.responses[0].message.find("(6, 4)"), std::string::npos) << list.responses[0].message;
+  // Alike shapes (or none given) are ready.
+  std::vector<RankMessage> same(2);
+  same[0].requests = {{"t", a, {}}};
+  same[1].requests = {{"t", a, {}}};
+  ResponseList ok = coordinator.handle(same, StallSettings{});
+  ASSERT_EQ(ok.responses.size(), 1u);
+  EXPECT_EQ(ok.responses[0].code, Code::kOk);
+}
+
 TEST(RuntimeCoordinator, StallReportNamesMissingRanksAndShutsDown) {
   Coordinator coordinator(3);
   std::vector<RankMessage> messages(3);
@@ -93,6 +118,15 @@ TEST(RuntimeMessages, RoundTripAndMalformedInput) {
   EXPECT_TRUE(back.joined);
   EXPECT_EQ(back.requests[0].name, "t");
   EXPECT_EQ(back.requests[0].sig, allreduce(7));
+  // The shape travels too.
+  RankMessage shaped;
+  Signature sig = allreduce(6);
+  sig.shape = {2, 3};
+  shaped.requests = {{"u", sig, {}}};
+  std::vector<uint8_t> shaped_bytes = encode(shaped);
+  RankMessage shaped_back;
+  ASSERT_TRUE(decode(shaped_bytes.data(), shaped_bytes.size(), 1, shaped_back).ok());
+  EXPECT_EQ(shaped_back.requests[0].sig.shape, (std::vector<int64_t>{2, 3}));
   for (size_t cut = 0; cut < bytes.size(); ++cut) {
     RankMessage partial;
     Status s = decode(bytes.data(), cut, 1, partial);
@@ -127,6 +161,26 @@ TEST_F(RuntimeApi, OneRankEnqueueWaitAndNameInFlight) {
   EXPECT_EQ(kolo_request_free(req), KOLO_ERR_INVALID_USAGE);  // already freed
 }
 
+// A name stays taken until its request is freed, completed or not: the refusal of a
+// second enqueue does not depend on how fast the operation ran.
+TEST_F(RuntimeApi, NameTakenUntilTheRequestIsFreed) {
+  float a[2] = {1, 2}, b[2] = {};
+  kolo_request_t req = nullptr, again = nullptr;
+  ASSERT_EQ(kolo_enqueue_allreduce("held", a, b, 2, KOLO_FLOAT32, KOLO_SUM, nullptr, comm_, &req), KOLO_SUCCESS)
+      << kolo_last_error();
+  ASSERT_EQ(kolo_wait(req), KOLO_SUCCESS) << kolo_last_error();
+  EXPECT_EQ(kolo_enqueue_allreduce("held", a, b, 2, KOLO_FLOAT32, KOLO_SUM, nullptr, comm_, &again),
+            KOLO_ERR_INVALID_USAGE);
+  EXPECT_NE(std::string(kolo_last_error()).find("'held' is already in flight"), std::string::npos)
+      << kolo_last_error();
+  ASSERT_EQ(kolo_request_free(req), KOLO_SUCCESS);
+  ASSERT_EQ(kolo_enqueue_allreduce("held", a, b, 2, KOLO_FLOAT32, KOLO_SUM, nullptr, comm_, &again), KOLO_SUCCESS)
+      << kolo_last_error();
+  ASSERT_EQ(kolo_wait(again), KOLO_SUCCESS) << kolo_last_error();
+  EXPECT_EQ(b[1], 2.0f);
+  EXPECT_EQ(kolo_request_free(again), KOLO_SUCCESS);
+}
+
 TEST_F(RuntimeApi, ArgumentErrorsNameTheArgument) {
   float a[4] = {};
   kolo_request_t req = nullptr;
@@ -137,6 +191,22 @@ TEST_F(RuntimeApi, ArgumentErrorsNameTheArgument) {
   EXPECT_NE(std::string(kolo_last_error()).find("alloc"), std::string::npos);
   EXPECT_EQ(kolo_enqueue_broadcast("bc", a, 4, KOLO_FLOAT32, 3, nullptr, comm_, &req), KOLO_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(kolo_test(nullptr), KOLO_ERR_INVALID_ARGUMENT);
+  kolo_enqueue_options options = KOLO_ENQUEUE_OPTIONS_INIT;
+  options.ndim = 2;  // shape NULL
+  EXPECT_EQ(kolo_enqueue_allreduce("sh", a, a, 4, KOLO_FLOAT32, KOLO_SUM, &options, comm_, &req),
+            KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kolo_last_error()).find("shape"), std::string::npos) << kolo_last_error();
+  options.ndim = -1;
+  EXPECT_EQ(kolo_enqueue_allreduce("sh", a, a, 4, KOLO_FLOAT32, KOLO_SUM, &options, comm_, &req),
+            KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kolo_last_error()).find("ndim"), std::string::npos) << kolo_last_error();
+  const int64_t shape[2] = {2, 2};
+  options.ndim = 2;
+  options.shape = shape;
+  ASSERT_EQ(kolo_enqueue_allreduce("sh", a, a, 4, KOLO_FLOAT32, KOLO_SUM, &options, comm_, &req), KOLO_SUCCESS)
+      << kolo_last_error();
+  EXPECT_EQ(kolo_wait(req), KOLO_SUCCESS) << kolo_last_error();
+  EXPECT_EQ(kolo_request_free(req), KOLO_SUCCESS);
   int last = -1;
   EXPECT_EQ(kolo_join(comm_, &last), KOLO_SUCCESS) << kolo_last_error();
   EXPECT_EQ(last, 0);

@@ -9,6 +9,7 @@
 #define KOLO_KOLO_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -207,11 +208,16 @@ typedef struct {
   kolo_output_alloc_fn alloc;  /* required by allgather and alltoall */
   void* alloc_data;
   void* stream;                /* device tensors: the stream that produces them (NULL = default) */
+  int ndim;                    /* optional (0 = not given): the tensor's shape, which every rank must */
+  const int64_t* shape;        /* give alike or the operation fails on all (allreduce, broadcast,
+                                  reduce_scatter: the whole shape; allgather, alltoall: a row's shape,
+                                  the dimensions after the first); checked, not used to move data */
 } kolo_enqueue_options;
-#define KOLO_ENQUEUE_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, NULL, NULL, NULL, NULL, NULL}
+#define KOLO_ENQUEUE_OPTIONS_INIT {1.0, 1.0, KOLO_DTYPE_COUNT, NULL, NULL, NULL, NULL, NULL, 0, NULL}
 
 /* options may be NULL (= KOLO_ENQUEUE_OPTIONS_INIT). On success *request is set; free it
- * with kolo_request_free after it completes. */
+ * with kolo_request_free after it completes. The name is taken until then: enqueuing it
+ * again before its request is freed is KOLO_ERR_INVALID_USAGE, completed or not. */
 kolo_result_t kolo_enqueue_allreduce(const char* name, const void* send, void* recv, size_t count,
                                      kolo_dtype_t dtype, kolo_op_t op, const kolo_enqueue_options* options,
                                      kolo_comm_t comm, kolo_request_t* request);

@@ -7,7 +7,7 @@ import glob
 import os
 
 # kolo_result_t
-SUCCESS, IN_PROGRESS, ERR_INVALID_ARGUMENT = 0, 1, 2
+SUCCESS, IN_PROGRESS, ERR_INVALID_ARGUMENT, ERR_INVALID_USAGE = 0, 1, 2, 3
 RESULT_NAMES = ["SUCCESS", "IN_PROGRESS", "ERR_INVALID_ARGUMENT", "ERR_INVALID_USAGE", "ERR_MISMATCH",
                 "ERR_REMOTE", "ERR_TIMEOUT", "ERR_ABORTED", "ERR_UNSUPPORTED", "ERR_SYSTEM", "ERR_INTERNAL"]
 # kolo_dtype_t
@@ -24,6 +24,18 @@ class KoloError(RuntimeError):
         self.code = code
         name = RESULT_NAMES[code] if 0 <= code < len(RESULT_NAMES) else str(code)
         super().__init__(f"kolo: KOLO_{name}: {message}")
+
+
+class KoloUsageError(KoloError, ValueError):
+    """A call refused for its arguments or its use (KOLO_ERR_INVALID_ARGUMENT or
+    KOLO_ERR_INVALID_USAGE: a name already in flight, say), on this rank alone: also a
+    ValueError, as Horovod raises for those."""
+
+
+def error_for(code, message):
+    """The exception for a failed kolo call."""
+    cls = KoloUsageError if code in (ERR_INVALID_ARGUMENT, ERR_INVALID_USAGE) else KoloError
+    return cls(code, message)
 
 
 def _find_library():
@@ -71,13 +83,19 @@ ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, c
 class EnqueueOptions(ctypes.Structure):
     _fields_ = [("prescale", ctypes.c_double), ("postscale", ctypes.c_double), ("wire_dtype", ctypes.c_int),
                 ("callback", COMPLETION_FN), ("callback_data", ctypes.c_void_p), ("alloc", ALLOC_FN),
-                ("alloc_data", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
+                ("alloc_data", ctypes.c_void_p), ("stream", ctypes.c_void_p), ("ndim", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64))]
 
 
-def enqueue_options(prescale=1.0, postscale=1.0, alloc=None, stream=None, wire=None):
+def enqueue_options(prescale=1.0, postscale=1.0, alloc=None, stream=None, wire=None, shape=None):
     """stream: for device tensors, the stream producing them (the runtime waits for its
-    work so far); wire: FLOAT16, BFLOAT16 or FLOAT8_* to compress a FLOAT32 allreduce."""
+    work so far); wire: FLOAT16, BFLOAT16 or FLOAT8_* to compress a FLOAT32 allreduce;
+    shape: dimensions every rank must give alike (the whole shape, or a row's for allgather
+    and alltoall), a mismatch failing the operation on every rank."""
     o = EnqueueOptions()
+    if shape is not None:
+        o._shape = (ctypes.c_int64 * max(len(shape), 1))(*[int(d) for d in shape])  # kept alive by o
+        o.ndim, o.shape = len(shape), o._shape
     o.prescale, o.postscale = prescale, postscale
     o.wire_dtype = DTYPE_COUNT if wire is None else wire
     o.callback = COMPLETION_FN()
@@ -153,5 +171,5 @@ def last_error():
 def check(result):
     """Raises KoloError for anything but KOLO_SUCCESS; returns the result otherwise."""
     if result != SUCCESS:
-        raise KoloError(result, last_error())
+        raise error_for(result, last_error())
     return result

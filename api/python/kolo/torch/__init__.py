@@ -12,10 +12,11 @@ from kolo._capi import KoloError
 from kolo.torch import _state
 from kolo.torch._ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async,  # noqa: F401
                              allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async,
-                             barrier, broadcast, broadcast_, broadcast_async, broadcast_async_, grouped_allreduce,
-                             grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, join, poll,
-                             reducescatter, reducescatter_async, synchronize)
-from kolo.torch._state import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
+                             barrier, broadcast, broadcast_, broadcast_async, broadcast_async_, grouped_allgather,
+                             grouped_allgather_async, grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+                             grouped_allreduce_async_, grouped_reducescatter, grouped_reducescatter_async, join, poll,
+                             reducescatter, reducescatter_async, sparse_allreduce_async, synchronize)
+from kolo.torch._state import ProcessSet, global_process_set, remove_process_set  # noqa: F401
 from kolo.torch._optimizer import (DistributedOptimizer, allgather_object, broadcast_object,  # noqa: F401
                                    broadcast_optimizer_state, broadcast_parameters)
 from kolo.torch.compression import Compression  # noqa: F401
@@ -31,9 +32,31 @@ def init(comm=None, process_sets=None):
     if comm is not None:
         raise NotImplementedError("kolo.torch.init: comm= is not supported; the world is every rank the launcher "
                                   "started (use process sets for subsets)")
+    first = _state.comm is None
     _state.init()
+    if first:
+        _start_runtime(None)
     for ps in process_sets or []:
         add_process_set(ps)
+
+
+def _start_runtime(process_set):
+    """Starts the runtime of the world or of a process set now, where every rank of it is,
+    as Horovod starts its background thread in init(). Starting it is a rendezvous of the
+    communicator's ranks; left to the first operation, a rank whose first operation is
+    asynchronous would wait there for a peer that is in barrier() meanwhile (a hang until
+    KOLO_TIMEOUT)."""
+    import torch
+    root = 0 if process_set is None else process_set.ranks[0]  # root_rank is a global rank (as Horovod's)
+    broadcast_(torch.zeros(1, dtype=torch.uint8), root, name="kolo.torch.start", process_set=process_set)
+
+
+def add_process_set(process_set):
+    """Collective over the world: every rank calls it with the same ranks, in the same order."""
+    ps = _state.add_process_set(process_set)
+    if ps.included():
+        _start_runtime(ps)
+    return ps
 
 
 def shutdown():

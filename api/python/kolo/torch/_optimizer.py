@@ -7,6 +7,7 @@ rank's runtime matches the same tensors whatever order their hooks fire in."""
 
 import contextlib
 import pickle
+import warnings
 
 import torch
 
@@ -15,11 +16,17 @@ from kolo.torch.compression import Compression
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
+    _kolo_distributed = True  # marks the classes DistributedOptimizer makes (copies of this one's dict)
+
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
                  gradient_predivide_factor, groups, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
         self._process_set = process_set
+        # A rank outside the process set takes no part: no hooks, no allreduces, step()
+        # with its own gradients (as Horovod).
+        self._included = process_set is None or process_set.included()
         self._should_synchronize = True
+        self._synchronized = False  # synchronize() ran since the last step()
         self._compression = compression
         self._op = op
         self._sparse_as_dense = sparse_as_dense
@@ -33,14 +40,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             names = [n for n, _ in named]
             if len(set(names)) != len(names):
                 raise ValueError("kolo.torch: DistributedOptimizer: named_parameters has duplicate names")
-            self._names = {p: n for n, p in named}
-            missing = [p for p in all_params if p not in self._names]
+            self._parameter_names = {p: n for n, p in named}
+            missing = [p for p in all_params if p not in self._parameter_names]
             if missing:
                 raise ValueError(f"kolo.torch: DistributedOptimizer: {len(missing)} parameters of the optimizer are "
                                  "not in named_parameters")
         else:
-            self._names = {p: f"allreduce.noname.{i}.{j}" for i, g in enumerate(self.param_groups)
-                           for j, p in enumerate(g["params"])}
+            self._parameter_names = {p: f"allreduce.noname.{i}.{j}" for i, g in enumerate(self.param_groups)
+                                     for j, p in enumerate(g["params"])}
         self._passes = backward_passes_per_step
         self._delay = {p: backward_passes_per_step for p in all_params}
         self._handles = {}  # parameter -> (handle, ctx) or (None, None) when not yet enqueued
@@ -52,8 +59,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_handles = {}  # group index -> the handle of its fused allreduce
         self._hooks = []
         self._accumulators = []
+        self._densified = set()  # parameters whose sparse gradient goes dense (sparse_as_dense)
         for p in all_params:
-            if p.requires_grad:
+            if p.requires_grad and self._included:
                 self._register_hook(p)
 
     @staticmethod
@@ -106,19 +114,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _grad_for_allreduce(self, p):
+        """The dense gradient to allreduce in place (a sparse one, under sparse_as_dense or in a
+        group, made dense here and sparse again once synchronize() has it allreduced)."""
         if p.grad.is_sparse:
-            if not self._sparse_as_dense:
-                raise ValueError("kolo.torch: sparse gradients: pass sparse_as_dense=True (kolo allreduces them dense)")
             p.grad = p.grad.to_dense()
+            self._densified.add(p)
         return p.grad
 
     def _allreduce_grad(self, p):
+        if p.grad.is_sparse and not self._sparse_as_dense:
+            # Horovod's way: every rank's entries, allgathered (a callable waits for them).
+            return _ops.sparse_allreduce_async(p.grad, self._parameter_names[p], self._op, self._process_set), None
         grad = self._grad_for_allreduce(p)
         # Where kolo compresses on the wire (FLOAT32 sums within one host), the gradient goes
         # as it is and is encoded once, summed in FLOAT32; elsewhere the compressor casts.
         wire = _ops.wire_for(self._compression, grad, self._op, _state.comm_of(self._process_set))
         compressed, ctx = (grad, None) if wire is not None else self._compression.compress(grad)
-        handle = _ops.allreduce_async_(compressed, name=self._names[p], op=self._op,
+        handle = _ops.allreduce_async_(compressed, name=self._parameter_names[p], op=self._op,
                                        prescale_factor=self._prescale, postscale_factor=self._postscale,
                                        process_set=self._process_set, wire=wire)
         return handle, (compressed, ctx)
@@ -142,13 +154,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 m.grad = torch.zeros_like(m)
             grads.append(self._grad_for_allreduce(m))
         self._group_handles[index] = _ops.grouped_allreduce_async_(
-            grads, name=f"group.{index}." + self._names[members[0]], op=self._op, prescale_factor=self._prescale,
-            postscale_factor=self._postscale, process_set=self._process_set)
+            grads, name=f"group.{index}." + self._parameter_names[members[0]], op=self._op,
+            prescale_factor=self._prescale, postscale_factor=self._postscale, process_set=self._process_set)
         self._group_ready[index] = set()
 
     def synchronize(self):
         """Waits for every gradient's allreduce, first enqueuing those whose hook did not run
         (a parameter without a gradient this step contributes zeros, on every rank alike)."""
+        self._synchronized = True
+        if not self._included:
+            return
         for p in self._delay:
             if not p.requires_grad or p in self._groups or p in self._handles:
                 continue
@@ -161,12 +176,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 continue
+            if callable(handle):  # a sparse gradient's allgathers
+                p.grad = handle()
+                continue
             output = _ops.synchronize(handle)
             compressed, cctx = ctx
             if compressed is not p.grad:
                 p.grad.copy_(self._compression.decompress(output, cctx))
         for handle in self._group_handles.values():
             _ops.synchronize(handle)
+        for p in self._densified:
+            p.grad = p.grad.to_sparse()
+        self._densified.clear()
         self._handles.clear()
         self._group_handles.clear()
         for p in self._delay:
@@ -176,7 +197,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # After an explicit synchronize() (to clip gradients, say) step() runs inside
         # skip_synchronize(), as Horovod's: the gradients are not allreduced twice.
         if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("kolo.torch: optimizer.step() called without optimizer.skip_synchronize() after "
+                              "optimizer.synchronize(): the gradients are allreduced again (they were already); "
+                              "run step() inside `with optimizer.skip_synchronize():`")
             self.synchronize()
+        self._synchronized = False
         return super(self.__class__, self).step(closure)
 
     @contextlib.contextmanager
@@ -249,9 +275,31 @@ def allgather_object(obj, name=None, process_set=None):
     return out
 
 
-def broadcast_optimizer_state(optimizer, root_rank):
+def broadcast_optimizer_state(optimizer, root_rank, model=None):
     """Every rank gets root_rank's optimizer state (hyper-parameters and per-parameter
-    state such as momentum), as Horovod's does."""
+    state such as momentum), as Horovod's does. An optimizer that has not stepped yet has
+    no per-parameter state: as Horovod, its trainable parameters get zero gradients (sparse
+    ones for SparseAdam and for sparse embeddings of `model` under SGD) and it steps once
+    locally (the wrapped optimizer's step: no allreduce) to create that state."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("kolo.torch: broadcast_optimizer_state cannot carry torch.optim.LBFGS state")
+    if not optimizer.state_dict()["state"]:
+        sparse = set()
+        if model is not None:
+            for m in model.modules():
+                if isinstance(m, torch.nn.Embedding) and m.sparse:
+                    sparse.update(id(p) for p in m.parameters())
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    p.grad = torch.zeros_like(p.data)
+                    if isinstance(optimizer, torch.optim.SparseAdam) or (
+                            isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+                        p.grad = p.grad.to_sparse()
+        if getattr(optimizer, "_kolo_distributed", False):
+            super(optimizer.__class__, optimizer).step()  # the wrapped optimizer's step
+        else:
+            optimizer.step()
     state = broadcast_object(optimizer.state_dict(), root_rank, name="optimizer_state")
     if _ops._state_rank() != root_rank:
         optimizer.load_state_dict(state)

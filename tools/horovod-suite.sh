@@ -44,8 +44,11 @@ export KOLO_LIBRARY=$build/libkolo.so KOLO_TIMEOUT=${KOLO_TIMEOUT:-30}
 kolorun=$build/tools/kolorun/kolorun
 run() {  # run OUT PYTEST_ARGS...: one kolorun job
   local out=$1; shift
-  # The suite checks hvd.rank()/size() against an MPI launcher's variables (PMI_RANK, PMI_SIZE).
-  timeout -k 5 "$limit" "$kolorun" -np "$np" /bin/sh -c 'PMI_RANK=$KOLO_RANK PMI_SIZE=$KOLO_SIZE exec "$@"' sh \
+  # The suite checks hvd.rank()/size() against an MPI launcher's variables (PMI_RANK,
+  # PMI_SIZE), and runs its shutdown/re-init tests (and a barrier and shutdown after each
+  # test) only where horovodrun's Gloo mode set HOROVOD_RANK: kolorun plays that launcher.
+  timeout -k 5 "$limit" "$kolorun" -np "$np" /bin/sh -c \
+    'PMI_RANK=$KOLO_RANK PMI_SIZE=$KOLO_SIZE HOROVOD_RANK=$KOLO_RANK HOROVOD_SIZE=$KOLO_SIZE exec "$@"' sh \
     "$python" -m pytest -q -p no:cacheprovider -x --tb=line "$@" >"$out" 2>&1
 }
 tests=$(cd "$hvd_dir/test/parallel" && "$python" -m pytest --collect-only -q -p no:cacheprovider test_torch.py 2>/dev/null |

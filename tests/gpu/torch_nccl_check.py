@@ -34,15 +34,8 @@ if device.type == "cuda":
 else:
     dist.init_process_group(args.backend)
 
-failures = []
-checks = 0
-
-
-def expect(ok, what):
-    global checks
-    checks += 1
-    if not ok:
-        failures.append(what)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from kolo_checks import expect, finish  # noqa: E402 - after the path it lives on
 
 
 def values(rank, count, dtype):
@@ -140,8 +133,5 @@ expect(worst < 1e-4, f"DDP loss equals one process's on the whole batch (worst d
 expect(all(torch.allclose(a, b, atol=1e-5) for a, b in zip(ddp.module.parameters(), alone.parameters())),
        "DDP weights equal one process's after training")
 dist.destroy_process_group()
-print(f"rank {me}: torch {torch.__version__}, backend {args.backend}: {checks} checks, {len(failures)} failed;"
-      f" DDP loss after {args.steps} steps {whole.item():.4f} (worst difference {worst:.1e})")
-for f in failures:
-    print(f"rank {me}: FAIL: {f}")
-sys.exit(1 if failures else 0)
+print(f"rank {me}: DDP loss after {args.steps} steps {whole.item():.4f} (worst difference {worst:.1e})")
+finish(f"rank {me}: torch {torch.__version__}, backend {args.backend}")

@@ -14,29 +14,9 @@ import torch
 
 import kolo.torch as hvd
 
-failures = []
-checks = 0
+from kolo_checks import expect, finish, run_only, section
 
-
-def expect(ok, what):
-    global checks
-    checks += 1
-    if not ok:
-        failures.append(what)
-
-
-ONLY = set(sys.argv[1:])  # part names to run (default: all)
-
-
-def section(fn):
-    """Runs one part; an exception there is its failure (the other parts still run)."""
-    if ONLY and fn.__name__ not in ONLY:
-        return fn
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - reported as the part's failure
-        expect(False, f"{fn.__name__}: {type(e).__name__}: {e}")
-    return fn
+run_only(sys.argv[1:])  # part names to run (default: all)
 
 
 hvd.init()
@@ -281,9 +261,4 @@ def step_after_synchronize_warns():
 
 
 hvd.shutdown()
-if failures:
-    print(f"horovod_runtime_test rank {me}/{n}: {len(failures)} of {checks} checks failed:")
-    for f in failures:
-        print("  " + f)
-    sys.exit(1)
-print(f"horovod_runtime_test rank {me}/{n}: {checks} checks passed")
+finish(f"horovod_runtime_test rank {me}/{n}")

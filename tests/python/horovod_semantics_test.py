@@ -12,29 +12,9 @@ import torch
 
 import kolo.torch as hvd
 
-failures = []
-checks = 0
+from kolo_checks import expect, finish, run_only, section
 
-
-def expect(ok, what):
-    global checks
-    checks += 1
-    if not ok:
-        failures.append(what)
-
-
-ONLY = set(sys.argv[1:])  # part names to run (default: all)
-
-
-def section(fn):
-    """Runs one part; an exception there is its failure (the other parts still run)."""
-    if ONLY and fn.__name__ not in ONLY:
-        return fn
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - reported as the part's failure
-        expect(False, f"{fn.__name__}: {type(e).__name__}: {e}")
-    return fn
+run_only(sys.argv[1:])  # part names to run (default: all)
 
 
 hvd.init()
@@ -303,7 +283,4 @@ def small_dtypes():
 
 hvd.barrier()
 hvd.shutdown()
-print(f"rank {me}: horovod semantics: {checks} checks, {len(failures)} failed", flush=True)
-for f in failures:
-    print(f"rank {me}: FAIL {f}", flush=True)
-sys.exit(1 if failures else 0)
+finish(f"rank {me}: horovod semantics")

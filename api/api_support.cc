@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "kernels/adasum_math.h"
 #include "kernels/dtype.h"
 #include "support/device/device.h"
 
@@ -87,6 +88,19 @@ Status check_op(kolo_op_t op) {
   if (static_cast<int>(op) < 0 || op >= KOLO_OP_COUNT) {
     return error(Code::kInvalidArgument, "op = ", static_cast<int>(op), " is out of range [0, ",
                  static_cast<int>(KOLO_OP_COUNT), ")");
+  }
+  return Status();
+}
+
+Status check_reduction_op(kolo_op_t op, kolo_dtype_t dtype, const char* collective) {
+  KOLO_TRY(check_op(op));
+  if (op != KOLO_ADASUM) return Status();
+  if (std::string(collective) != "allreduce") {
+    return error(Code::kInvalidArgument, "op = KOLO_ADASUM is not element-wise: allreduce only, not ", collective);
+  }
+  if (!kolo::adasum_dtype(static_cast<kolo::DType>(dtype))) {
+    return error(Code::kInvalidArgument, "op = KOLO_ADASUM is defined for FLOAT16, BFLOAT16, FLOAT32 and FLOAT64, not ",
+                 kolo::dtype_name(static_cast<kolo::DType>(dtype)));
   }
   return Status();
 }

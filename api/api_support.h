@@ -47,6 +47,8 @@ Status check_comm(kolo_comm_t comm);
 
 Status check_dtype(kolo_dtype_t dtype);
 Status check_op(kolo_op_t op);
+// check_op, and KOLO_ADASUM only where `collective` is "allreduce" and dtype a float type.
+Status check_reduction_op(kolo_op_t op, kolo_dtype_t dtype, const char* collective);
 Status check_buffer(const char* name, const void* buffer, size_t count);
 Status check_rank(const char* name, int value, int size);
 // Compressed allreduce: FLOAT32 data summed (or averaged) with contributions carried as

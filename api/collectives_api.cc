@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "api/api_support.h"
+#include "engine/adasum.h"
+#include "kernels/host_kernels.h"
 #include "support/device/device.h"
 
 using kolo::CollCall;
@@ -81,9 +83,9 @@ Status check_common(kolo_comm_t comm, kolo_dtype_t dtype) {
   return kolo::check_dtype(dtype);
 }
 
-Status check_reduction(kolo_comm_t comm, kolo_dtype_t dtype, kolo_op_t op) {
+Status check_reduction(kolo_comm_t comm, kolo_dtype_t dtype, kolo_op_t op, const char* collective) {
   KOLO_TRY(check_common(comm, dtype));
-  return kolo::check_op(op);
+  return kolo::check_reduction_op(op, dtype, collective);
 }
 
 Status check_scale(const char* name, double value) {
@@ -124,6 +126,42 @@ Status apply_options(CollCall& call, const kolo_coll_options* options, kolo_dtyp
   return Status();
 }
 
+// KOLO_ADASUM (engine/adasum.h): not one planned call but a sequence of exchanges, run
+// now on host buffers. Device buffers would need a stream-ordered Adasum, which kolo does
+// not have: the runtime (kolo_enqueue_allreduce) stages them through host memory instead.
+Status adasum(kolo_comm_t comm, const void* send, void* recv, size_t count, kolo_dtype_t dtype,
+              const kolo_coll_options* options, void* stream) {
+  const int rank = comm->impl->rank();
+  if (t_group.depth > 0) {
+    return error(Code::kInvalidArgument, "rank ", rank, ": an allreduce with KOLO_ADASUM cannot be part of a group");
+  }
+  CollCall call = make_call(CollKind::kAllreduce, send, recv, count, dtype, KOLO_ADASUM);
+  KOLO_TRY(classify(call, stream, rank));
+  if (call.spec.device) {
+    return error(Code::kUnsupported, "rank ", rank, ": KOLO_ADASUM on device buffers is not stream-ordered in kolo; "
+                 "enqueue it through the runtime (kolo_enqueue_allreduce), which stages it through host memory");
+  }
+  kolo::Scale prescale, postscale;
+  if (options != nullptr) {
+    KOLO_TRY(check_scale("prescale", options->prescale));
+    KOLO_TRY(check_scale("postscale", options->postscale));
+    if (options->wire_dtype != KOLO_DTYPE_COUNT && options->wire_dtype != dtype) {
+      return error(Code::kUnsupported, "rank ", rank, ": KOLO_ADASUM has no compressed wire (wire_dtype = ",
+                   kolo::dtype_name(static_cast<kolo::DType>(options->wire_dtype)), ")");
+    }
+    if (options->algorithm != KOLO_ALGO_AUTO) {
+      return error(Code::kInvalidArgument, "rank ", rank, ": KOLO_ADASUM has one algorithm of its own; algorithm = ",
+                   options->algorithm, " must be KOLO_ALGO_AUTO");
+    }
+    prescale.factor = options->prescale;
+    postscale.factor = options->postscale;
+  }
+  const kolo::DType type = static_cast<kolo::DType>(dtype);
+  KOLO_TRY(kolo::scale_copy(recv, send, count, type, prescale));
+  KOLO_TRY(kolo::adasum_allreduce(*comm->impl, recv, count, type));
+  return kolo::scale_copy(recv, recv, count, type, postscale);
+}
+
 }  // namespace
 
 extern "C" {
@@ -131,11 +169,12 @@ extern "C" {
 kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op,
                                 const kolo_coll_options* options, kolo_comm_t comm, void* stream) {
   return api_call("kolo_allreduce", [&]() -> Status {
-    KOLO_TRY(check_reduction(comm, dtype, op));
+    KOLO_TRY(check_reduction(comm, dtype, op, "allreduce"));
     KOLO_TRY(kolo::check_buffer("send", send, count));
     KOLO_TRY(kolo::check_buffer("recv", recv, count));
     const size_t bytes = count * elem_size(dtype);
     KOLO_TRY(kolo::check_no_partial_overlap(send, bytes, recv, bytes));
+    if (op == KOLO_ADASUM) return adasum(comm, send, recv, count, dtype, options, stream);
     CollCall call = make_call(CollKind::kAllreduce, send, recv, count, dtype, op);
     call.spec.in_place = send == recv;
     KOLO_TRY(apply_options(call, options, dtype, op, true));
@@ -167,7 +206,7 @@ kolo_result_t kolo_broadcast(const void* send, void* recv, size_t count, kolo_dt
 kolo_result_t kolo_reduce(const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op, int root,
                           kolo_comm_t comm, void* stream) {
   return api_call("kolo_reduce", [&]() -> Status {
-    KOLO_TRY(check_reduction(comm, dtype, op));
+    KOLO_TRY(check_reduction(comm, dtype, op, "reduce"));
     KOLO_TRY(kolo::check_rank("root", root, comm->impl->size()));
     KOLO_TRY(kolo::check_buffer("send", send, count));
     const bool at_root = comm->impl->rank() == root;
@@ -237,7 +276,7 @@ kolo_result_t kolo_reduce_scatter_ex(const void* send, void* recv, size_t recvco
                                      kolo_op_t op, const kolo_coll_options* options, kolo_comm_t comm,
                                      void* stream) {
   return api_call("kolo_reduce_scatter", [&]() -> Status {
-    KOLO_TRY(check_reduction(comm, dtype, op));
+    KOLO_TRY(check_reduction(comm, dtype, op, "reduce_scatter"));
     KOLO_TRY(kolo::check_buffer("send", send, recvcount));
     KOLO_TRY(kolo::check_buffer("recv", recv, recvcount));
     const size_t block = recvcount * elem_size(dtype);

@@ -168,8 +168,8 @@ Status submit(kolo_comm_t comm, std::shared_ptr<Request> request, const kolo_enq
   return Status();
 }
 
-Status check_reduce_op(kolo_op_t op, Request& request) {
-  KOLO_TRY(kolo::check_op(op));
+Status check_reduce_op(kolo_op_t op, kolo_dtype_t dtype, const char* collective, Request& request) {
+  KOLO_TRY(kolo::check_reduction_op(op, dtype, collective));
   request.sig.op = static_cast<kolo::ReduceOp>(op);
   return Status();
 }
@@ -185,7 +185,7 @@ kolo_result_t kolo_enqueue_allreduce_group(const char* name, int ntensors, const
   return api_call("kolo_enqueue_allreduce", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
-    KOLO_TRY(check_reduce_op(op, *request));
+    KOLO_TRY(check_reduce_op(op, dtype, "allreduce", *request));
     if (ntensors < 1) return error(Code::kInvalidArgument, "ntensors = ", ntensors, " must be >= 1");
     if (sends == nullptr || recvs == nullptr || counts == nullptr) {
       return error(Code::kInvalidArgument, "sends, recvs or counts is NULL");
@@ -280,7 +280,7 @@ kolo_result_t kolo_enqueue_reduce_scatter(const char* name, const void* send, vo
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
     bool seen = false;
-    KOLO_TRY(check_reduce_op(op, *request));
+    KOLO_TRY(check_reduce_op(op, dtype, "reduce_scatter", *request));
     KOLO_TRY(kolo::check_buffer("send", send, recvcount));
     KOLO_TRY(place(*request, "send", send, &seen));
     KOLO_TRY(kolo::check_buffer("recv", recv, recvcount));

@@ -40,6 +40,7 @@ const char* op_name(ReduceOp op) {
     case ReduceOp::kMin: return "min";
     case ReduceOp::kMax: return "max";
     case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kAdasum: return "adasum";
     case ReduceOp::kCount: break;
   }
   return "unknown";

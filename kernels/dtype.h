@@ -13,7 +13,8 @@ enum class DType : int {
   kCount
 };
 
-enum class ReduceOp : int { kSum = 0, kProd, kMin, kMax, kAvg, kCount };
+// kAdasum is not element-wise (engine/adasum.h): the kernels refuse it like kAvg.
+enum class ReduceOp : int { kSum = 0, kProd, kMin, kMax, kAvg, kAdasum, kCount };
 
 // Bytes per element; 0 for out-of-range values. Inline: every call's hot path asks.
 constexpr size_t dtype_size(DType dtype) {

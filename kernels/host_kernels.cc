@@ -223,6 +223,9 @@ Status check_reduce_args(const char* caller, const void* dst, const void* const*
     return error(Code::kInvalidArgument, caller,
                  ": op avg is not a kernel op; pass sum with Scale{1, nranks}");
   }
+  if (op == ReduceOp::kAdasum) {
+    return error(Code::kInvalidArgument, caller, ": op adasum is not element-wise (kernels/adasum_math.h)");
+  }
   if (nsrcs < 1 || nsrcs > kMaxReduceInputs) {
     return error(Code::kInvalidArgument, caller, ": nsrcs ", nsrcs, " is outside 1..",
                  kMaxReduceInputs);

@@ -188,7 +188,7 @@ Options parse(int argc, char** argv) {
       if (value != "all") o.dtypes.push_back(dtype);
     } else if (flag == "-o" || flag == "--op") {
       o.ops.clear();
-      for (int p = 0; p < KOLO_OP_COUNT; ++p) {
+      for (int p = 0; p < kElementwiseOps; ++p) {
         if (value == "all") o.ops.push_back(static_cast<kolo_op_t>(p));
       }
       kolo_op_t op;
@@ -214,7 +214,7 @@ Options parse(int argc, char** argv) {
       usage_error("--wire applies to allreduce, reduce_scatter and allgather");
     }
     if (o.dtypes.size() != 1 || o.dtypes[0] != KOLO_FLOAT32) usage_error("--wire compresses float data (-d float)");
-    if (o.ops.size() == KOLO_OP_COUNT) o.ops = {KOLO_SUM, KOLO_AVG};  // -o all: the ops that compress
+    if (o.ops.size() == kElementwiseOps) o.ops = {KOLO_SUM, KOLO_AVG};  // -o all: the ops that compress
     for (kolo_op_t op : o.ops) {
       if (op != KOLO_SUM && op != KOLO_AVG) usage_error("--wire compresses sums: -o sum, avg or all");
     }

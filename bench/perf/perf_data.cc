@@ -53,7 +53,7 @@ bool parse_dtype(const std::string& text, kolo_dtype_t* out) {
 }
 
 bool parse_op(const std::string& text, kolo_op_t* out) {
-  for (int o = 0; o < KOLO_OP_COUNT; ++o) {
+  for (int o = 0; o < kElementwiseOps; ++o) {
     if (text == kOps[o]) {
       *out = static_cast<kolo_op_t>(o);
       return true;

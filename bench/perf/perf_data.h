@@ -12,6 +12,9 @@ namespace kolo_perf {
 
 size_t dtype_bytes(kolo_dtype_t dtype);
 const char* dtype_label(kolo_dtype_t dtype);  // nccl-tests names: float, half, ...
+// The element-wise ops (KOLO_SUM..KOLO_AVG), which the benchmark and the soak check value
+// by value; KOLO_ADASUM is not one (tests/multiproc/adasum_scenarios.cc checks it).
+constexpr int kElementwiseOps = KOLO_ADASUM;
 const char* op_label(kolo_op_t op);
 bool parse_dtype(const std::string& text, kolo_dtype_t* out);
 bool parse_op(const std::string& text, kolo_op_t* out);

@@ -111,9 +111,11 @@ Result<int> op_of(ReduceOp op) {
     case ReduceOp::kMax: return 2;
     case ReduceOp::kMin: return 3;
     case ReduceOp::kAvg:
+    case ReduceOp::kAdasum:
     case ReduceOp::kCount: break;
   }
-  return error(Code::kInternal, "op ", op_name(op), " reached NCCL (kolo lowers avg to sum and a scale)");
+  return error(Code::kInternal, "op ", op_name(op), " reached NCCL (kolo lowers avg to sum and a scale; adasum runs "
+               "in engine/adasum.cc)");
 }
 
 Status failure(const Library& lib, Comm comm, int result, const char* what) {

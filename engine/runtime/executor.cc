@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/adasum.h"
 #include "kernels/codec_trace.h"
 #include "kernels/host_kernels.h"
 #include "support/device/device.h"
@@ -83,6 +84,7 @@ struct FinishLane {
 
 Status Executor::allreduce(const std::vector<Request*>& members, double negotiated_at) {
   const Signature& sig = members.front()->sig;
+  if (sig.op == ReduceOp::kAdasum) return adasum(members, negotiated_at);
   const size_t elem = dtype_size(sig.dtype);
   size_t tensors = 0;
   for (const Request* r : members) tensors += r->sig.counts.size();
@@ -211,6 +213,65 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
     record(*r, "ALLREDUCE", t1, t2, args);
     for (const CodecSpan& c : codecs.spans) record(*r, c.encode ? "WIRE_ENCODE" : "WIRE_DECODE", c.start, c.end);
     if (in_buffer) record(*r, "MEMCPY_OUT", t2, t3);
+  }
+  return Status();
+}
+
+Status Executor::adasum(const std::vector<Request*>& members, double negotiated_at) {
+  const Signature& sig = members.front()->sig;
+  const size_t elem = dtype_size(sig.dtype);
+  const double start = now_seconds();
+  FinishLane finish_lane{lane_, timeout_seconds_};
+  std::vector<size_t> segments;
+  size_t total = 0;
+  for (const Request* r : members) {
+    record(*r, "NEGOTIATE", r->enqueued_at, negotiated_at);
+    record(*r, "QUEUE", negotiated_at, start);
+    Status s = prepare(*r);
+    if (!s.ok()) return fatal(s);
+    for (size_t c : r->sig.counts) {
+      segments.push_back(c);
+      total += c;
+    }
+  }
+  if (adasum_buffer_.size() < total * elem) adasum_buffer_.resize(total * elem);
+  char* const host = adasum_buffer_.data();
+  size_t at = 0;
+  for (const Request* r : members) {  // a joined rank (no buffers) contributes zeros
+    for (size_t t = 0; t < r->sig.counts.size(); ++t) {
+      const size_t bytes = r->sig.counts[t] * elem;
+      if (r->sends[t] == nullptr) {
+        std::memset(host + at, 0, bytes);
+      } else {
+        Status s = lane_.copy(host + at, r->sends[t], bytes);
+        if (!s.ok()) return fatal(s);
+      }
+      at += bytes;
+    }
+  }
+  Status s = lane_.finish(timeout_seconds_);
+  if (s.ok()) s = scale_copy(host, host, total, sig.dtype, Scale{sig.prescale, 1});
+  if (!s.ok()) return fatal(s);
+  const double t1 = now_seconds();
+  s = adasum_allreduce(comm_, host, total, sig.dtype, segments);
+  if (!s.ok()) return fatal(s);
+  const double t2 = now_seconds();
+  s = scale_copy(host, host, total, sig.dtype, Scale{sig.postscale, 1});
+  at = 0;
+  for (const Request* r : members) {
+    for (size_t t = 0; t < r->sig.counts.size() && s.ok(); ++t) {
+      const size_t bytes = r->sig.counts[t] * elem;
+      if (r->recvs[t] != nullptr) s = lane_.copy(r->recvs[t], host + at, bytes);
+      at += bytes;
+    }
+  }
+  if (s.ok()) s = lane_.finish(timeout_seconds_);
+  if (!s.ok()) return fatal(s);
+  for (const Request* r : members) {
+    record(*r, "MEMCPY_IN_FUSION_BUFFER", start, t1);
+    record(*r, "ADASUM", t1, t2, str_cat("\"algorithm\": \"adasum recursive doubling\", \"fused_tensors\": ",
+                                        segments.size(), ", \"bytes\": ", total * elem));
+    record(*r, "MEMCPY_OUT", t2, now_seconds());
   }
   return Status();
 }

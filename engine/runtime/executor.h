@@ -45,6 +45,10 @@ class Executor {
   // On the lane: the calls run on its stream (device) or now (host).
   Status collective(const CollCall& call);
   Status collective_group(std::vector<CollCall> calls);
+  // op=Adasum (engine/adasum.h), which runs on host memory: the group's tensors are packed
+  // into a host buffer (device tensors copied off the runtime's stream, which is waited
+  // for), reduced there with coefficients of their own, and copied back.
+  Status adasum(const std::vector<Request*>& members, double negotiated_at);
   Status allgather(const Response& resp, Request& request, CollSpec* spec);
   Status alltoall(const Response& resp, Request& request);
   // The output buffer from the request's allocator; a scratch buffer (and an error for
@@ -59,6 +63,7 @@ class Executor {
   double timeout_seconds_;
   Lane lane_;  // host or device memory of the current group; holds the fusion buffer
   size_t fusion_bytes_ = 0;
+  std::vector<char> adasum_buffer_;  // host memory for Adasum (grows)
   Status comm_error_;
 };
 

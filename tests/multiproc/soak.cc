@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       const Collective& coll = *kolo_perf::find_collective(names[pick(names.size())]);
       Case c;
       c.dtype = static_cast<kolo_dtype_t>(pick(KOLO_DTYPE_COUNT));
-      c.op = coll.reduces ? static_cast<kolo_op_t>(pick(KOLO_OP_COUNT)) : KOLO_SUM;
+      c.op = coll.reduces ? static_cast<kolo_op_t>(pick(kolo_perf::kElementwiseOps)) : KOLO_SUM;
       c.rank = kolo_comm_rank(comm);
       c.nranks = kolo_comm_size(comm);
       c.root = static_cast<int>(pick(static_cast<size_t>(c.nranks)));

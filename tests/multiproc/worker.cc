@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "adasum_scenarios.h"
 #include "device_scenarios.h"
 #include "one_host_scenarios.h"
 #include "kolo/kolo.h"
@@ -516,6 +517,7 @@ int main(int argc, char** argv) {
   else if (scenario == "compressed") one_host_scenarios::compressed(comm);
   else if (scenario == "compressed_scatter_gather") one_host_scenarios::compressed_scatter_gather(comm);
   else if (scenario == "compressed_special_values") one_host_scenarios::compressed_special_values(comm);
+  else if (scenario == "adasum") adasum_scenarios::adasum(comm);
   else if (scenario == "small_messages") one_host_scenarios::small_messages(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());

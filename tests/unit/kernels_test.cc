@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/adasum_math.h"
 #include "kernels/dtype.h"
 #include "kernels/float_types.h"
 #include "kernels/functors.h"
@@ -187,7 +188,7 @@ TEST(DType, NamesAndSizes) {
     EXPECT_EQ(dtype_is_float(DType(d)), d >= static_cast<int>(DType::kFloat16));
   }
   EXPECT_EQ(dtype_size(DType::kCount), 0u);
-  const char* ops[] = {"sum", "prod", "min", "max", "avg"};
+  const char* ops[] = {"sum", "prod", "min", "max", "avg", "adasum"};
   for (int o = 0; o < static_cast<int>(ReduceOp::kCount); ++o) {
     EXPECT_STREQ(op_name(ReduceOp(o)), ops[o]);
   }
@@ -539,6 +540,7 @@ TEST(ReduceInto, ArgumentErrors) {
   expect_invalid(reduce_into(out, srcs, 2, 4, DType(-1), ReduceOp::kSum, {}), "dtype -1");
   expect_invalid(reduce_into(out, srcs, 2, 4, f, ReduceOp(7), {}), "op 7");
   expect_invalid(reduce_into(out, srcs, 2, 4, f, ReduceOp::kAvg, {}), "avg");
+  expect_invalid(reduce_into(out, srcs, 2, 4, f, ReduceOp::kAdasum, {}), "adasum");
   expect_invalid(reduce_into(nullptr, srcs, 2, 4, f, ReduceOp::kSum, {}), "dst is null");
   expect_invalid(reduce_into(out, nullptr, 2, 4, f, ReduceOp::kSum, {}), "srcs is null");
   expect_invalid(reduce_into(out, with_null, 2, 4, f, ReduceOp::kSum, {}), "srcs[1] is null");
@@ -571,6 +573,62 @@ TEST(StreamCopy, CopiesEveryAlignmentAndLength) {
       }
     }
   }
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Adasum's pair arithmetic (kernels/adasum_math.h): orthogonal vectors sum, parallel ones
+// average, a zero side leaves the other, and the 16-bit types round once.
+
+TEST(AdasumMath, OrthogonalParallelZero) {
+  double a[4] = {1, 0, 2, 0}, b[4] = {0, 3, 0, -1}, out[4];
+  AdasumDots d;
+  ASSERT_TRUE(adasum_dots(a, b, 4, DType::kFloat64, &d).ok());
+  EXPECT_EQ(d.dot, 0);
+  EXPECT_EQ(d.a_norm2, 5);
+  EXPECT_EQ(d.b_norm2, 10);
+  ASSERT_TRUE(adasum_combine(out, a, b, 4, DType::kFloat64, adasum_coefficients(d)).ok());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], a[i] + b[i]);
+  float p[3] = {1, 2, 3}, q[3] = {3, 6, 9}, r[3];  // q = 3p: the average, 2p
+  ASSERT_TRUE(adasum_dots(p, q, 3, DType::kFloat32, &d).ok());
+  ASSERT_TRUE(adasum_combine(r, p, q, 3, DType::kFloat32, adasum_coefficients(d)).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(r[i], 2 * p[i]);
+  float zero[3] = {0, 0, 0};
+  ASSERT_TRUE(adasum_dots(zero, q, 3, DType::kFloat32, &d).ok());
+  const AdasumCoefficients c = adasum_coefficients(d);
+  EXPECT_EQ(c.a, 1);
+  EXPECT_EQ(c.b, 1);
+  ASSERT_TRUE(adasum_combine(r, zero, q, 3, DType::kFloat32, c).ok());  // in place of neither
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r[i], q[i]);
+}
+
+TEST(AdasumMath, HalfTypesAndRefusals) {
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    const bool half = t == DType::kFloat16;
+    uint16_t a[2], b[2];
+    for (int i = 0; i < 2; ++i) {
+      a[i] = half ? float_to_half(1.0f + i) : float_to_bf16(1.0f + i);
+      b[i] = half ? float_to_half(-0.5f) : float_to_bf16(-0.5f);
+    }
+    AdasumDots d;
+    ASSERT_TRUE(adasum_dots(a, b, 2, t, &d).ok());
+    EXPECT_DOUBLE_EQ(d.dot, -1.5);
+    EXPECT_DOUBLE_EQ(d.a_norm2, 5);
+    EXPECT_DOUBLE_EQ(d.b_norm2, 0.5);
+    const AdasumCoefficients c = adasum_coefficients(d);  // 1.15 and 2.5
+    ASSERT_TRUE(adasum_combine(a, a, b, 2, t, c).ok());   // in place over a
+    for (int i = 0; i < 2; ++i) {
+      const float want = static_cast<float>(1.15 * (1.0 + i) + 2.5 * -0.5);
+      const uint16_t bits = half ? float_to_half(want) : float_to_bf16(want);
+      EXPECT_EQ(a[i], bits) << dtype_name(t) << " element " << i;
+    }
+  }
+  int32_t ints[2] = {1, 2};
+  AdasumDots d;
+  EXPECT_FALSE(adasum_dots(ints, ints, 2, DType::kInt32, &d).ok());
+  EXPECT_FALSE(adasum_combine(ints, ints, ints, 2, DType::kFloat8E4M3, {}).ok());
+  EXPECT_FALSE(adasum_dtype(DType::kFloat8E5M2));
+  EXPECT_TRUE(adasum_dtype(DType::kBFloat16));
 }
 
 }  // namespace

@@ -51,7 +51,11 @@ typedef KOLO_ENUM {
   KOLO_FLOAT8_E5M2, KOLO_DTYPE_COUNT
 } kolo_dtype_t;
 
-typedef KOLO_ENUM { KOLO_SUM, KOLO_PROD, KOLO_MIN, KOLO_MAX, KOLO_AVG, KOLO_OP_COUNT } kolo_op_t;
+/* KOLO_ADASUM: adaptive summation (Horovod's op=Adasum), not element-wise: allreduce only
+ * (and kolo_enqueue_allreduce), of FLOAT16, BFLOAT16, FLOAT32 or FLOAT64 host buffers; device
+ * tensors through the runtime (kolo_enqueue_allreduce), which stages them in host memory.
+ * Any number of ranks (Horovod: powers of two); see docs/adasum.md. */
+typedef KOLO_ENUM { KOLO_SUM, KOLO_PROD, KOLO_MIN, KOLO_MAX, KOLO_AVG, KOLO_ADASUM, KOLO_OP_COUNT } kolo_op_t;
 
 /* Algorithms for kolo_coll_options.algorithm and KOLO_ALGO. */
 #define KOLO_ALGO_AUTO 0

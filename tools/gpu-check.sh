@@ -150,6 +150,8 @@ across_hosts() {
   if "$python" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null || [ "$device" != cuda ]; then
     step 90 "kolo.torch on CUDA tensors, 2 ranks on one GPU (tests/gpu/torch_cuda_check.py)" \
       env PYTHONPATH="$PWD/api/python" KOLO_LIBRARY="$build/libkolo.so" "$kolorun" -np 2 "$python" tests/gpu/torch_cuda_check.py
+    step 60 "kolo.torch op=Adasum on CUDA tensors, 3 ranks on one GPU (tests/python/adasum_test.py --cuda)" \
+      env PYTHONPATH="$PWD/api/python" KOLO_LIBRARY="$build/libkolo.so" "$kolorun" -np 3 "$python" tests/python/adasum_test.py --cuda
   else
     skip "kolo.torch on CUDA tensors" "$python has no CUDA torch"
   fi

@@ -1,10 +1,10 @@
 """Horovod's PyTorch API on kolo: `import kolo.torch as hvd` in a Horovod training script.
 
 Runs with `kolorun -np N python3 train.py` (or mpirun, srun): init() finds the world in the
-environment. CPU tensors, handed to kolo's runtime through their data pointers; named
-operations are matched across ranks, fused and ordered by the runtime (engine/runtime).
-Process sets are sub-communicators of the world. Not yet: CUDA tensors, Adasum (refused
-with an error)."""
+environment. CPU and CUDA tensors, handed to kolo's runtime through their data pointers;
+named operations are matched across ranks, fused and ordered by the runtime (engine/runtime).
+Process sets are sub-communicators of the world. op=Adasum runs on any number of ranks
+(engine/adasum.h), CUDA tensors staged through host memory."""
 import ctypes
 
 from kolo import _capi

@@ -12,6 +12,7 @@ import warnings
 import torch
 
 from kolo.torch import _ops, _state
+from kolo.torch._adasum_optimizer import _DistributedAdasumOptimizer
 from kolo.torch.compression import Compression
 
 
@@ -226,7 +227,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          sparse_as_dense=False, process_set=None):
     """Wraps `optimizer` so that step() uses the gradients averaged (op) over all ranks."""
     if op == _ops.Adasum:
-        raise NotImplementedError("kolo.torch: op=Adasum is not supported by kolo; use Average or Sum")
+        if gradient_predivide_factor != 1.0 or num_groups or groups is not None or sparse_as_dense:
+            raise ValueError("kolo.torch: op=Adasum takes none of gradient_predivide_factor, num_groups, groups "
+                             "and sparse_as_dense")
+        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+                   dict(_DistributedAdasumOptimizer.__dict__))
+        return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, process_set)
     if num_groups and groups is not None:
         raise ValueError("kolo.torch: give num_groups or groups, not both")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))

@@ -14,7 +14,7 @@ from kolo.torch import _state
 # Horovod's reduction ops.
 Average, Sum, Adasum, Min, Max, Product = "Average", "Sum", "Adasum", "Min", "Max", "Product"
 _KOLO_OPS = {Average: _capi.OP_AVG, Sum: _capi.OP_SUM, Min: _capi.OP_MIN, Max: _capi.OP_MAX,
-             Product: _capi.OP_PROD}
+             Product: _capi.OP_PROD, Adasum: _capi.OP_ADASUM}
 
 _DTYPES = {torch.int8: _capi.INT8, torch.uint8: _capi.UINT8, torch.int32: _capi.INT32, torch.int64: _capi.INT64,
            torch.float16: _capi.FLOAT16, torch.bfloat16: _capi.BFLOAT16, torch.float32: _capi.FLOAT32,
@@ -129,8 +129,11 @@ def _resolve_op(op, average, what):
             raise ValueError(f"kolo.torch: {what}: give op or average, not both")
         op = Average if average else Sum
     op = Average if op is None else op
-    if op == Adasum:
-        raise NotImplementedError("kolo.torch: op=Adasum is not supported by kolo; use Average or Sum")
+    # Adasum (kolo's KOLO_ADASUM) on any number of ranks and any process set, where Horovod
+    # takes powers of two and the global set; float tensors, on CPU or CUDA (staged through
+    # host memory).
+    if op == Adasum and not what.startswith(("allreduce", "grouped_allreduce")):
+        raise ValueError(f"kolo.torch: {what}: op=Adasum is for allreduce only")
     if op not in _KOLO_OPS:
         raise ValueError(f"kolo.torch: {what}: op {op!r} is not Average, Sum, Min, Max or Product")
     return op

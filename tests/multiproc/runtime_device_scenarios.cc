@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -217,6 +219,80 @@ void scenario_wire(kolo_comm_t comm) {
   expect(rc == KOLO_ERR_UNSUPPORTED && contains(kolo_last_error(), "FLOAT32"), std::string("int32 data: ") + kolo_last_error());
   rc = kolo_enqueue_broadcast("wire.bcast", a.data(), a.size(), KOLO_FLOAT32, 0, &options, comm, &req);
   expect(rc == KOLO_ERR_UNSUPPORTED && contains(kolo_last_error(), "allreduce"), std::string("broadcast: ") + kolo_last_error());
+}
+
+// op=Adasum through the runtime (engine/runtime/executor.cc stages it through host memory),
+// on host tensors and, where there is a device (KOLO_DEVICE=emulated), on device tensors a
+// busy producer stream is still writing. Several tensors are enqueued at once so that
+// fusion packs them; each must come out as kolo_allreduce's KOLO_ADASUM of it alone, bit
+// for bit (the same pairing and arithmetic, one set of coefficients per tensor).
+void scenario_adasum(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm);
+  const auto& dev = kolo::device::runtime();
+  const bool device = dev.device_count() > 0;
+  const std::vector<size_t> counts = {1, 5, 300, 4096, 17};
+  std::mt19937 rng(7 + r);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<std::vector<float>> inputs, want;
+  for (size_t n : counts) {
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    std::vector<float> alone = x;
+    must(kolo_allreduce(alone.data(), alone.data(), n, KOLO_FLOAT32, KOLO_ADASUM, comm, nullptr), "adasum alone");
+    inputs.push_back(x);
+    want.push_back(alone);
+  }
+  for (bool on_device : {false, true}) {
+    if (on_device && !device) continue;
+    void* producer = nullptr;
+    if (on_device) {
+      must(static_cast<kolo_result_t>(dev.stream_create(&producer).code()), "stream_create");
+      must(static_cast<kolo_result_t>(dev.launch_host_func(producer, sleep_20ms, nullptr).code()), "host func");
+    }
+    std::vector<void*> bufs(counts.size());
+    std::vector<kolo_request_t> requests(counts.size());
+    for (size_t t = 0; t < counts.size(); ++t) {
+      const size_t bytes = counts[t] * sizeof(float);
+      if (on_device) {
+        must(kolo_mem_alloc(&bufs[t], bytes), "alloc");
+        must(static_cast<kolo_result_t>(dev.memcpy_async(bufs[t], inputs[t].data(), bytes, producer).code()), "fill");
+      } else {
+        bufs[t] = std::malloc(bytes);
+        std::memcpy(bufs[t], inputs[t].data(), bytes);
+      }
+      kolo_enqueue_options options = KOLO_ENQUEUE_OPTIONS_INIT;
+      options.stream = producer;
+      const std::string name = std::string(on_device ? "dev" : "host") + ".adasum." + std::to_string(t);
+      must(kolo_enqueue_allreduce(name.c_str(), bufs[t], bufs[t], counts[t], KOLO_FLOAT32, KOLO_ADASUM, &options, comm,
+                                  &requests[t]),
+           "enqueue " + name);
+    }
+    for (size_t t = 0; t < counts.size(); ++t) {
+      must(kolo_wait(requests[t]), "wait adasum");
+      must(kolo_request_free(requests[t]), "free");
+      std::vector<float> got(counts[t]);
+      if (on_device) {
+        void* reader = nullptr;
+        must(static_cast<kolo_result_t>(dev.stream_create(&reader).code()), "stream_create");
+        to_host(got.data(), bufs[t], got.size() * sizeof(float), reader);
+        (void)dev.stream_destroy(reader);
+        kolo_mem_free(bufs[t]);
+      } else {
+        std::memcpy(got.data(), bufs[t], got.size() * sizeof(float));
+        std::free(bufs[t]);
+      }
+      expect(std::memcmp(got.data(), want[t].data(), got.size() * sizeof(float)) == 0,
+             std::string(on_device ? "device" : "host") + " tensor " + std::to_string(t) + " of " +
+                 std::to_string(counts[t]) + ": the runtime's Adasum differs from kolo_allreduce's");
+    }
+    if (producer != nullptr) (void)dev.stream_destroy(producer);
+  }
+  // Adasum of integers is refused at enqueue, on this rank, naming the types.
+  int32_t ints[4] = {1, 2, 3, 4};
+  kolo_request_t req = nullptr;
+  expect(kolo_enqueue_allreduce("adasum.ints", ints, ints, 4, KOLO_INT32, KOLO_ADASUM, nullptr, comm, &req) ==
+             KOLO_ERR_INVALID_ARGUMENT,
+         "adasum of INT32 refused at enqueue");
 }
 
 }  // namespace runtime_worker

@@ -50,6 +50,12 @@ add_test(NAME runtime_device_random_order_staged_np2
          COMMAND $<TARGET_FILE:kolorun> -np 2 $<TARGET_FILE:kolo_runtime_worker> device_random_order)
 set_tests_properties(runtime_device_random_order_staged_np2 PROPERTIES LABELS multiproc TIMEOUT 300
                      ENVIRONMENT "KOLO_DEVICE=emulated;KOLO_DEVICE_IPC=0;KOLO_TIMEOUT=60;KOLO_FUSION_THRESHOLD=65536")
+# op=Adasum through the runtime, host tensors and emulated device tensors.
+foreach(np 1 2 3 5)
+  add_test(NAME runtime_adasum_np${np} COMMAND $<TARGET_FILE:kolorun> -np ${np} $<TARGET_FILE:kolo_runtime_worker> adasum)
+  set_tests_properties(runtime_adasum_np${np} PROPERTIES LABELS multiproc TIMEOUT 120
+                       ENVIRONMENT "KOLO_DEVICE=emulated;KOLO_TIMEOUT=30")
+endforeach()
 foreach(np 2 3)
   add_test(NAME runtime_wire_np${np} COMMAND $<TARGET_FILE:kolorun> -np ${np} $<TARGET_FILE:kolo_runtime_worker> wire)
   set_tests_properties(runtime_wire_np${np} PROPERTIES LABELS multiproc TIMEOUT 120

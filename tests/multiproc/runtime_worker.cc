@@ -480,7 +480,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: kolo_runtime_worker random_order|mismatch|stall|join|split|timeline|callbacks|cycle_wake|\n"
-                 "       device_random_order|wire\n");
+                 "       device_random_order|wire|adasum\n");
     return 2;
   }
   std::string scenario = argv[1];
@@ -505,6 +505,7 @@ int main(int argc, char** argv) {
   else if (scenario == "cycle_wake") scenario_cycle_wake(comm);
   else if (scenario == "device_random_order") scenario_device_random_order(comm);
   else if (scenario == "wire") scenario_wire(comm);
+  else if (scenario == "adasum") scenario_adasum(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

@@ -34,5 +34,6 @@ void check(Tensor& x, int t, int step, int rank, int p);
 // Scenarios in runtime_device_scenarios.cc.
 void scenario_device_random_order(kolo_comm_t comm);
 void scenario_wire(kolo_comm_t comm);
+void scenario_adasum(kolo_comm_t comm);
 
 }  // namespace runtime_worker

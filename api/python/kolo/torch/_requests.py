@@ -133,7 +133,8 @@ def _resolve_op(op, average, what):
     # takes powers of two and the global set; float tensors, on CPU or CUDA (staged through
     # host memory).
     if op == Adasum and not what.startswith(("allreduce", "grouped_allreduce")):
-        raise ValueError(f"kolo.torch: {what}: op=Adasum is for allreduce only")
+        # A RuntimeError, as Horovod's (its C++ core refuses it).
+        raise NotImplementedError(f"kolo.torch: {what}: op=Adasum is for allreduce only")
     if op not in _KOLO_OPS:
         raise ValueError(f"kolo.torch: {what}: op {op!r} is not Average, Sum, Min, Max or Product")
     return op

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "support/status.h"
 
 namespace kolo {
 
@@ -64,6 +65,13 @@ struct CollSpec {
     return count == 0;
   }
 };
+
+// The spec as rank `rank` sees it: its own count of an allgatherv, and in-place only at
+// the root of a reduce.
+CollSpec spec_for_rank(const CollSpec& spec, int rank);
+
+// Parses a KOLO_ALGO value: "" or "auto" = automatic, else an algorithm_name().
+Result<Algorithm> parse_algorithm_name(const std::string& name);
 
 struct CollCall {
   CollSpec spec;

@@ -10,6 +10,7 @@
 #include "engine/planner/compressed_model.h"
 #include "engine/planner/device_ipc_model.h"
 #include "engine/planner/selector.h"
+#include "engine/verifier/verifier.h"
 #include "support/log.h"
 
 namespace kolo {
@@ -277,43 +278,19 @@ const char* executor_name(ExecutorKind kind) {
   return "?";
 }
 
-Result<Algorithm> parse_algorithm_name(const std::string& name) {
-  if (name.empty() || name == "auto") return Algorithm::kAuto;
-  for (int a = 1; a < kAlgorithmCount; ++a) {
-    if (name == algorithm_name(static_cast<Algorithm>(a))) return static_cast<Algorithm>(a);
-  }
-  return error(Code::kInvalidArgument, "KOLO_ALGO='", name,
-               "' is not auto, ring, direct, tree, halving_doubling, hierarchical, one_shot or two_shot");
+Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes) {
+  return verify_collective(spec, PlanContext{0, ranks, chunk_bytes});
 }
 
-const char* coll_name(CollKind kind) {
-  switch (kind) {
-    case CollKind::kAllreduce: return "allreduce";
-    case CollKind::kBroadcast: return "broadcast";
-    case CollKind::kReduce: return "reduce";
-    case CollKind::kAllgather: return "allgather";
-    case CollKind::kAllgatherv: return "allgatherv";
-    case CollKind::kReduceScatter: return "reduce_scatter";
-    case CollKind::kAlltoall: return "alltoall";
-    case CollKind::kSend: return "send";
-    case CollKind::kRecv: return "recv";
-    case CollKind::kBarrier: return "barrier";
+Status verify_collective(const CollSpec& spec, const PlanContext& ctx) {
+  std::vector<Schedule> schedules;
+  schedules.reserve(ctx.size);
+  for (int r = 0; r < ctx.size; ++r) {
+    PlanContext c = ctx;
+    c.rank = r;
+    schedules.push_back(build_schedule(spec_for_rank(spec, r), c));
   }
-  return "?";
-}
-
-const char* algorithm_name(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kAuto: return "auto";
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kTree: return "tree";
-    case Algorithm::kHalvingDoubling: return "halving_doubling";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kOneShot: return "one_shot";
-    case Algorithm::kTwoShot: return "two_shot";
-  }
-  return "?";
+  return verify_schedules(spec, schedules);
 }
 
 }  // namespace kolo

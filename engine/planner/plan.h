@@ -70,6 +70,12 @@ Algorithm choose_compressed_algorithm(const CollSpec& spec, const PlanContext& c
 // prefers it to the slots (or two-shot is forced).
 bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx);
 
+// Builds every rank's schedule with build_schedule and verifies them (verifier/): the
+// schedule executor's programs proved for `ranks` ranks.
+Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes);
+// The same on a communicator described by `ctx` (topology, rank -> host; ctx.rank ignored).
+Status verify_collective(const CollSpec& spec, const PlanContext& ctx);
+
 // Whether `algorithm` has a program for spec on `executor` (the table in plan.cc).
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx);
 

@@ -9,7 +9,6 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "engine/planner/plan.h"
 #include "engine/verifier/verifier_shared.h"
 #include "engine/verifier/verifier_values.h"
 
@@ -564,34 +563,12 @@ class Verifier final : public verifier::SharedHost {
 
 }  // namespace
 
-CollSpec spec_for_rank(const CollSpec& spec, int rank) {
-  CollSpec s = spec;
-  if (s.kind == CollKind::kAllgatherv && static_cast<size_t>(rank) < s.counts.size()) s.count = s.counts[rank];
-  if (s.kind == CollKind::kReduce) s.in_place = s.in_place && rank == s.root;
-  return s;
-}
-
 Status verify_schedules(const CollSpec& spec, const std::vector<Schedule>& schedules) {
   if (spec.kind == CollKind::kAllgatherv &&
       (spec.counts.size() != schedules.size() || spec.displs.size() != schedules.size())) {
     return error(Code::kInternal, "verifier: allgatherv needs counts and displs for each of ", schedules.size(), " ranks");
   }
   return Verifier(spec, schedules).run();
-}
-
-Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes) {
-  return verify_collective(spec, PlanContext{0, ranks, chunk_bytes});
-}
-
-Status verify_collective(const CollSpec& spec, const PlanContext& ctx) {
-  std::vector<Schedule> schedules;
-  schedules.reserve(ctx.size);
-  for (int r = 0; r < ctx.size; ++r) {
-    PlanContext c = ctx;
-    c.rank = r;
-    schedules.push_back(build_schedule(spec_for_rank(spec, r), c));
-  }
-  return verify_schedules(spec, schedules);
 }
 
 }  // namespace kolo

@@ -19,24 +19,14 @@
 #include <cstddef>
 #include <vector>
 
-#include "engine/schedules/algorithms.h"
 #include "engine/collective.h"
 #include "engine/schedules/schedule.h"
 #include "support/status.h"
 
 namespace kolo {
 
-// Builds every rank's schedule with build_schedule and verifies them.
-Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes);
-// The same on a communicator described by `ctx` (topology, rank -> host; ctx.rank ignored).
-Status verify_collective(const CollSpec& spec, const PlanContext& ctx);
-
 // Verifies given schedules (one per rank; schedules.size() is the rank count). The spec
 // is the call as every rank sees it; for allgatherv, rank r's count is spec.counts[r].
 Status verify_schedules(const CollSpec& spec, const std::vector<Schedule>& schedules);
-
-// The spec rank `rank` passes (allgatherv: count = counts[rank]; reduce: in place only
-// at the root, as the API sets it).
-CollSpec spec_for_rank(const CollSpec& spec, int rank);
 
 }  // namespace kolo

@@ -12,6 +12,7 @@
 #include "engine/planner/local_model.h"
 #include "engine/planner/simulate.h"
 #include "engine/schedules/schedule.h"
+#include "engine/planner/plan.h"
 #include "engine/verifier/verifier.h"
 
 #if __has_include("engine/local/local_program.h")

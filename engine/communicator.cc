@@ -52,21 +52,23 @@ bool same_plan_key(const CollSpec& a, const CollSpec& b) {
          a.displs == b.displs;
 }
 
-// Compression on the wire runs on host buffers (one host: the staging slots; across
-// hosts: the compressed executor over the links) and, for allreduce, on device buffers of
-// one host (device_ipc). A compressed call planned anywhere else is refused before it
-// runs; the communicator stays usable. Planning is deterministic, so every rank refuses
-// alike. One rank has no wire: its allreduce is a (scaled) copy on any path.
-Status refuse_uncompressible(const PlannedCall& c, int rank, int size) {
+// Compression on the wire runs where the planned executor compresses (Executor::
+// compresses: host buffers on one host and over the links; device allreduce on one host).
+// A compressed call planned anywhere else is refused before it runs; the communicator
+// stays usable. Planning is deterministic, so every rank refuses alike. One rank has no
+// wire: its allreduce is a (scaled) copy on any path.
+Status refuse_uncompressible(const PlannedCall& c, const Executor* executor, const PlanContext& ctx) {
   const CollSpec& spec = c.call.spec;
-  const ExecutorKind executor = c.plan->executor;
-  if (!spec.compressed() || size == 1 || executor == ExecutorKind::kLocal || executor == ExecutorKind::kCompressed ||
-      (executor == ExecutorKind::kDeviceIpc && spec.kind == CollKind::kAllreduce)) {
-    return Status();
-  }
+  const int rank = ctx.rank;
+  if (!spec.compressed() || ctx.size == 1 || (executor != nullptr && executor->compresses(spec))) return Status();
   const std::string what = str_cat("rank ", rank, ": wire_dtype = ", dtype_name(spec.wire), ": compressed ",
                                    coll_name(spec.kind));
   if (!spec.device) return error(Code::kUnsupported, what, " does not run in a group of calls yet");
+  if (ctx.device_setup == DeviceSetup::kUnmappable) {
+    return error(Code::kUnsupported, what, ": compressed allreduce needs the device_ipc path, and these GPUs cannot map "
+                 "each other's memory (device collectives are staged through host memory, which does not compress "
+                 "yet)");
+  }
   return error(Code::kUnsupported, what,
                ": compression runs on device_ipc for device buffers (allreduce, one host, GPUs with peer access); "
                "device buffers that must be staged (across hosts, or without peer access) and device "
@@ -98,7 +100,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   KOLO_TRY(comm->barrier(&deadline).with_context("at the end of the communicator's init: "));
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
-           comm->cross_size_, comm->executors_[static_cast<int>(ExecutorKind::kLocal)] ? ", one-host collectives in shared memory" : "");
+           comm->cross_size_, comm->plan_context_.shared_memory ? ", one-host collectives in shared memory" : "");
   return comm;
 }
 
@@ -222,28 +224,20 @@ Status Communicator::connect(const Deadline& deadline) {
   env.fail = [this](Status status) { (void)fail(std::move(status)); };
   env.nccl_backend = nccl_backend_;
   env.store = store_->client.get();
-  env.stage = [this](const PlannedCall* calls, size_t n, const Deadline& deadline) {
-    Executor* staged = executors_[static_cast<int>(ExecutorKind::kDeviceStaged)].get();
-    return staged->run(calls, n, deadline);
-  };
   env.store_prefix = id_.prefix;
   env.windows = &windows_;
   env.host_of_rank = &host_of_rank_;
+  plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
+  plan_context_.nccl_backend = nccl_backend_;
   for (int k = 0; k < kExecutorCount; ++k) {
     MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);
     if (!made.ok()) return made.status().with_context(str_cat("rank ", id_.rank, ": "));
     executors_[k] = made.take();
-    // Host executors run a call to its end; only those that queue device work can be busy.
-    const auto kind = static_cast<ExecutorKind>(k);
-    if (executors_[k] && kind != ExecutorKind::kSchedule && kind != ExecutorKind::kLocal) {
-      queueing_.push_back(executors_[k].get());
-    }
+    if (!executors_[k]) continue;
+    executors_[k]->describe(plan_context_);
+    if (executors_[k]->queues_device_work()) queueing_.push_back(executors_[k].get());
   }
-  plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
-  plan_context_.nccl_backend = nccl_backend_;
-  plan_context_.device_ipc = executors_[static_cast<int>(ExecutorKind::kDeviceIpc)] != nullptr;
   if (SharedDomain* shared = connections_->shared()) {
-    plan_context_.shared_memory = executors_[static_cast<int>(ExecutorKind::kLocal)] != nullptr;
     plan_context_.slot_bytes = shared->slot_bytes();
     plan_context_.agreed_cores = shared->agreed_cores();
     local_params_ = scaled_for_host(shared->agreed_copy_gbs(), shared->agreed_cache_bytes());
@@ -282,9 +276,11 @@ const Plan& Communicator::plan_for(const CollSpec& spec, bool grouped) {
   if (plan_runs_locally(spec, plan_context_, grouped)) {
     local_plan_ = plan(spec, plan_context_, grouped);
     if (log_enabled(LogLevel::kInfo, Subsys::kPlan) &&
-        (local_plan_.algorithm != logged_local_ || spec.kind != logged_local_kind_)) {
+        (local_plan_.algorithm != logged_local_ || spec.kind != logged_local_kind_ ||
+         local_plan_.protocol != logged_local_protocol_)) {
       logged_local_ = local_plan_.algorithm;
       logged_local_kind_ = spec.kind;
+      logged_local_protocol_ = local_plan_.protocol;
       log_info(Subsys::kPlan, plan_summary(spec, id_.size, local_plan_));
     }
     last_plan_ = &local_plan_;
@@ -350,13 +346,7 @@ Status Communicator::execute(const PlannedCall* calls, size_t n) {
   }
   Status status = executor->run(calls, n, call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout_seconds_));
   if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
-  if (!status.ok()) {
-    if (p.executor == ExecutorKind::kLocal) {
-      status = status.with_context(str_cat("rank ", id_.rank, ", one-host ", coll_name(calls[0].call.spec.kind), ": "));
-    }
-    return fail(status);
-  }
-  return Status();
+  return status.ok() ? Status() : fail(status);
 }
 
 // A blocking (host) call first lets the device calls queued before it finish, so that
@@ -401,9 +391,32 @@ Status Communicator::check_runnable(const CollCall& call) {
   KOLO_TRY(usable());
   if (call.spec.empty()) return Status();
   PlannedCall planned{nullptr, lowered(call), 0};
-  if (planned.call.spec.device) mark_registered(planned.call);
+  if (planned.call.spec.device) {
+    mark_registered(planned.call);
+    KOLO_TRY(set_up_device(planned.call));
+  }
   planned.plan = &plan_for(planned.call.spec, false);
-  return refuse_uncompressible(planned, id_.rank, id_.size);
+  return refuse_uncompressible(planned, executor_of(*planned.plan), plan_context_);
+}
+
+Executor* Communicator::executor_of(const Plan& p) const { return executors_[static_cast<int>(p.executor)].get(); }
+
+// The first device call that an executor sets up for (every rank makes the same first
+// device call): what it learns goes into the PlanContext before that call is planned, and
+// plans made before it are dropped.
+Status Communicator::set_up_device(const CollCall& call) {
+  if (plan_context_.device_setup != DeviceSetup::kNotYet) return Status();
+  const Deadline deadline = call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout_seconds_);
+  for (auto& executor : executors_) {
+    if (!executor) continue;
+    Result<bool> changed = executor->set_up(call, deadline, plan_context_);
+    if (!changed.ok()) return changed.status().code() == Code::kUnsupported ? changed.status() : fail(changed.status());
+    if (changed.value()) {
+      plans_.clear();
+      last_plan_ = nullptr;
+    }
+  }
+  return Status();
 }
 
 // One call, or n as one group (n > 1). The caller holds run_mutex_.
@@ -414,12 +427,21 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
   if (n == 1) {  // the common case, without the group's vector
     if (calls[0].spec.empty()) return Status();
     PlannedCall call{nullptr, lowered(calls[0]), 0};
-    if (call.call.spec.device) mark_registered(call.call);
+    if (call.call.spec.device) {
+      mark_registered(call.call);
+      KOLO_TRY(set_up_device(call.call));
+    }
     call.plan = &plan_for(call.call.spec, false);
-    KOLO_TRY(refuse_uncompressible(call, id_.rank, id_.size));
+    KOLO_TRY(refuse_uncompressible(call, executor_of(*call.plan), plan_context_));
     if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
     ran_plan_ = call.plan;
     return execute(&call, 1);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (calls[i].spec.device && !calls[i].spec.empty()) {
+      KOLO_TRY(set_up_device(calls[i]));
+      break;
+    }
   }
   // A group that device_ipc runs is its calls one after another, each planned alone.
   const bool grouped = n > 1 && !group_runs_on_device_ipc(calls, n, plan_context_);
@@ -429,7 +451,7 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
     PlannedCall call{nullptr, lowered(calls[i]), 0};
     if (call.call.spec.device) mark_registered(call.call);
     call.plan = &plan_for(call.call.spec, grouped);
-    KOLO_TRY(refuse_uncompressible(call, id_.rank, id_.size));
+    KOLO_TRY(refuse_uncompressible(call, executor_of(*call.plan), plan_context_));
     // Device calls take their tags when their host plan runs (device staging calls back
     // in), so that tags follow the order in which the ranks run host plans.
     if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);

@@ -111,6 +111,8 @@ class Communicator {
   Status room_for_device(const CollCall* calls, size_t n);  // before a device call: make_room
   void bound_plan_cache();
   Status execute(const PlannedCall* calls, size_t n);
+  Executor* executor_of(const Plan& plan) const;  // null where its row cannot run here
+  Status set_up_device(const CollCall& call);     // Executor::set_up, before planning
   uint64_t next_tag_base(const CollSpec& spec);
   Status fail(Status status);
   // Sets spec.registered for a device call whose buffers lie in registered windows.
@@ -140,6 +142,7 @@ class Communicator {
   Plan local_plan_;  // the last one-host plan (not cached: it costs a comparison to make)
   Algorithm logged_local_ = Algorithm::kAuto;  // INFO logs a one-host plan when it changes
   CollKind logged_local_kind_ = CollKind::kBarrier;
+  Protocol logged_local_protocol_ = Protocol::kSteps;
   CollSpec last_spec_;
   bool last_grouped_ = false;
   const Plan* last_plan_ = nullptr;  // the memo

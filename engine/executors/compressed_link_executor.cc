@@ -80,6 +80,8 @@ class CompressedLinkExecutor final : public Executor {
   CompressedLinkExecutor(Fabric& fabric, int rank, int size, std::vector<std::vector<int>> hosts)
       : fabric_(fabric), rank_(rank), size_(size), hosts_(std::move(hosts)) {}
 
+  bool compresses(const CollSpec&) const override { return true; }
+
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
     for (size_t i = 0; i < n; ++i) KOLO_TRY(run_one(calls[i], deadline));
     return Status();

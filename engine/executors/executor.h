@@ -47,9 +47,6 @@ struct ExecutorEnv {
   // kolo_comm_get_async_error report `status`.
   std::function<void(Status status)> fail;
   bool nccl_backend = false;  // KOLO_BACKEND=nccl: device calls go to NCCL
-  // Runs device calls through the staged executor: for a device path that finds, on every
-  // rank alike, that it cannot run here (CUDA IPC cannot map a peer's memory).
-  std::function<Status(const PlannedCall* calls, size_t n, const Deadline& deadline)> stage;
   // The rendezvous store and this communicator's key prefix in it (executors that set
   // up memory with their peers: device IPC regions).
   StoreClient* store = nullptr;
@@ -61,9 +58,26 @@ struct ExecutorEnv {
   const std::vector<int>* host_of_rank = nullptr;
 };
 
+// What each executor declares, so that the communicator never names one: what it tells
+// the planner (describe, set_up), whether its work outlives run() (queues_device_work),
+// and which wire-typed calls it compresses (the others are refused before they run).
 class Executor {
  public:
   virtual ~Executor() = default;
+  // Once, at the communicator's creation: what plan() needs to know of this executor
+  // (that it runs here, its protocols' limits).
+  virtual void describe(PlanContext& ctx) const {}
+  // Before the communicator plans a device call while ctx.device_setup is kNotYet (every
+  // rank makes the same first device call): sets up what this executor needs, if the call
+  // is one it would run, and writes what it learned into ctx (device_setup,
+  // device_host_barrier). Returns whether ctx changed, making earlier plans stale.
+  virtual Result<bool> set_up(const CollCall& call, const Deadline& deadline, PlanContext& ctx) { return false; }
+  // Whether work it takes may still run after run() returns (calls on device streams):
+  // the communicator drains such executors before a blocking call.
+  virtual bool queues_device_work() const { return false; }
+  // Whether it runs `spec` with the spec's wire type; a compressed call planned on an
+  // executor that does not is refused before anything runs, alike on every rank.
+  virtual bool compresses(const CollSpec& spec) const { return false; }
   // Runs calls[0..n) as one program (n > 1 only for executors that concatenate, which
   // plan() guarantees for groups); blocks until done or failed.
   // An error with code kUnsupported means the calls were refused before anything was

@@ -16,7 +16,7 @@
 // rank passes only once its stream has finished this chunk: nobody overwrites memory a
 // peer still reads, with one barrier per step. Barrier numbers follow the call order, so
 // calls of one communicator are kept in call order across streams (an event).
-// Buffers registered on every rank (Plan::zero_copy) are read in place instead: no slot,
+// Buffers registered on every rank (Protocol::kZeroCopy) are read in place instead: no slot,
 // no chunks, one barrier more at the end (enqueue_zero_copy).
 // Every barrier carries the call's digest (call_tag); ranks that are not making the same
 // call, or not with the same registered buffers, fail on every rank instead of reading
@@ -132,6 +132,30 @@ class IpcDeviceExecutor final : public Executor {
     return ok;
   }
 
+  void describe(PlanContext& ctx) const override { ctx.device_ipc = true; }
+  bool queues_device_work() const override { return true; }
+  bool compresses(const CollSpec& spec) const override { return spec.kind == CollKind::kAllreduce; }
+
+  // The regions, barriers and watcher, at the first device call that could run here; the
+  // planner then knows whether the peers map (else it stages every device call) and how
+  // the barriers wait.
+  Result<bool> set_up(const CollCall& call, const Deadline& deadline, PlanContext& ctx) override {
+    if (!plan_runs_on_device_ipc(call.spec, ctx, false)) return false;
+    device::ScopedDevice on_device(call.device);
+    KOLO_TRY(on_device.status());
+    Result<bool> capturing = device::runtime().stream_capturing(call.stream);
+    if (!capturing.ok()) return capturing.status();
+    if (capturing.value()) {
+      return error(Code::kUnsupported, "rank ", env_.rank, ": the first device call of a communicator sets up its "
+                   "device memory, which cannot happen inside a CUDA graph capture: make one device call on it before "
+                   "capturing");
+    }
+    KOLO_TRY(ensure(call.device, deadline));
+    ctx.device_setup = unavailable_ ? DeviceSetup::kUnmappable : DeviceSetup::kMapped;
+    ctx.device_host_barrier = host_barrier_;
+    return true;
+  }
+
   // A group (group_runs_on_device_ipc) is its calls in order. Every call is admitted
   // before any is enqueued, so that a refusal leaves nothing enqueued and the
   // communicator usable (executor.h); a failure while enqueuing fails it.
@@ -139,12 +163,12 @@ class IpcDeviceExecutor final : public Executor {
     std::vector<Admitted> admitted(n);
     for (size_t i = 0; i < n; ++i) KOLO_TRY(admit(calls[i], deadline, &admitted[i]));
     // Kernels queued behind a barrier that gives up must not read the peers' buffers.
-    ScopedKernelGuard guard(regions_ != nullptr ? failed_word() : nullptr);
+    ScopedKernelGuard guard(failed_word());
     for (size_t i = 0; i < n; ++i) {
-      Status s = unavailable_ ? env_.stage(&calls[i], 1, deadline) : enqueue_call(calls[i], admitted[i]);
+      Status s = enqueue_call(calls[i], admitted[i]);
       if (!s.ok()) {
-        if (i > 0 || !unavailable_) diverged_ = true;
-        if (s.code() == Code::kUnsupported && (i > 0 || !unavailable_)) s = error(Code::kSystem, s.message());
+        diverged_ = true;
+        if (s.code() == Code::kUnsupported) s = error(Code::kSystem, s.message());
         return s;
       }
     }
@@ -154,7 +178,7 @@ class IpcDeviceExecutor final : public Executor {
   // What admission found out about a call, for its enqueue.
   struct Admitted {
     bool graph = false;  // the stream is being captured into a CUDA graph
-    ZeroCopy zc;         // Plan::zero_copy: where its buffers are
+    ZeroCopy zc;         // Protocol::kZeroCopy: where its buffers are
   };
 
   // Everything that may refuse a call, before anything is enqueued: the device, the set-up
@@ -166,24 +190,11 @@ class IpcDeviceExecutor final : public Executor {
     Result<bool> capturing = device::runtime().stream_capturing(call.stream);
     if (!capturing.ok()) return capturing.status();
     a->graph = capturing.value();
-    if (a->graph && regions_ == nullptr && !unavailable_) {
-      return error(Code::kUnsupported, "rank ", env_.rank, ": the first device call of a communicator sets up its "
-                   "device memory, which cannot happen inside a CUDA graph capture: make one device call on it before "
-                   "capturing");
+    if (regions_ == nullptr) {  // set_up ran (Communicator::set_up_device) and found no mapping
+      return error(Code::kInternal, "rank ", env_.rank, ": a device call was planned on device_ipc, which is not set "
+                   "up here");
     }
-    KOLO_TRY(ensure(call.device, deadline));
-    if (unavailable_) {
-      if (a->graph) {
-        return error(Code::kUnsupported, "rank ", env_.rank, ": device calls are staged through host memory here "
-                     "(these GPUs cannot map each other's memory), which a CUDA graph cannot capture");
-      }
-      if (call.spec.compressed()) {
-        return error(Code::kUnsupported, "rank ", env_.rank, ": wire_dtype = ", dtype_name(call.spec.wire),
-                     ": compressed allreduce needs the device_ipc path, and these GPUs cannot map each other's "
-                     "memory (device collectives are staged through host memory, which does not compress yet)");
-      }
-      return Status();
-    }
+    KOLO_TRY(ensure(call.device, deadline));  // the device it was set up on
     if (control_->status != 0) return failure();
     if (a->graph && host_barrier_) {
       return error(Code::kUnsupported, "rank ", env_.rank, ": the device collectives of this communicator wait for "
@@ -191,7 +202,7 @@ class IpcDeviceExecutor final : public Executor {
                    "which a CUDA graph cannot replay (run one process per GPU, or the ranks as threads of one "
                    "process, to capture)");
     }
-    if (pc.plan->zero_copy) KOLO_TRY(locate(call, &a->zc));
+    if (pc.plan->zero_copy()) KOLO_TRY(locate(call, &a->zc));
     return Status();
   }
 
@@ -208,7 +219,7 @@ class IpcDeviceExecutor final : public Executor {
     KOLO_TRY(on_device.status());
     const device::DeviceOps& dev = device::runtime();
     const uint64_t call_tag_value = call_tag(call, *pc.plan, a.zc, a.graph);
-    const bool fence = a.graph && !pc.plan->zero_copy;  // zero-copy writes no slot
+    const bool fence = a.graph && !pc.plan->zero_copy();  // zero-copy writes no slot
     const uint64_t chunks_before = chunks_;
     Status s;
     if (!a.graph) s = dev.stream_wait_event(call.stream, order_);  // after the previous call
@@ -216,10 +227,15 @@ class IpcDeviceExecutor final : public Executor {
     if (s.ok() && fence) s = barrier(call.stream);
     tag_ = call_tag_value;
     if (s.ok()) {
-      if (pc.plan->zero_copy) s = enqueue_zero_copy(call, a.zc);
-      else if (call.spec.compressed() && regions_->size() > 1) s = enqueue_compressed(call, pc.plan->algorithm);
-      else if (regions_->size() == 1 && !call.spec.prescaled) s = enqueue_alone(call);  // no wire either
-      else s = enqueue(call, pc.plan->algorithm);
+      switch (pc.plan->protocol) {  // the planner's choice (plan.cc)
+        case Protocol::kZeroCopy: s = enqueue_zero_copy(call, a.zc); break;
+        case Protocol::kCompressedSlots: s = enqueue_compressed(call, pc.plan->algorithm); break;
+        case Protocol::kAlone: s = enqueue_alone(call); break;
+        case Protocol::kSlots: s = enqueue(call, pc.plan->algorithm); break;
+        default:
+          s = error(Code::kInternal, "rank ", env_.rank, ": device_ipc has no protocol ",
+                    protocol_name(pc.plan->protocol));
+      }
     }
     tag_ = call_tag_value ^ kFenceTag;
     if (s.ok() && fence) s = barrier(call.stream);
@@ -511,11 +527,11 @@ class IpcDeviceExecutor final : public Executor {
     const CollSpec& s = call.spec;
     Digest d;
     d.add(graph);  // a replay met by an uncaptured call of the same shape is not the same call
-    d.add(s.kind).add(s.dtype).add(s.op).add(s.root).add(s.wire).add(plan.algorithm).add(plan.zero_copy);
+    d.add(s.kind).add(s.dtype).add(s.op).add(s.root).add(s.wire).add(plan.algorithm).add(plan.protocol);
     if (s.kind != CollKind::kAllgatherv) d.add(s.count);  // there: this rank's count (in counts)
     for (size_t c : s.counts) d.add(c);
     for (size_t c : s.displs) d.add(c);
-    if (plan.zero_copy) d.add(zc.send.window).add(zc.send.offset).add(zc.recv.window).add(zc.recv.offset);
+    if (plan.zero_copy()) d.add(zc.send.window).add(zc.send.offset).add(zc.recv.window).add(zc.recv.offset);
     return d.value();
   }
 

@@ -103,6 +103,7 @@ class NcclExecutor final : public Executor {
   }
 
   bool busy() const override { return busy_.load(std::memory_order_acquire); }
+  bool queues_device_work() const override { return true; }
 
   Status drain(const Deadline& deadline) override {
     std::unique_lock<std::mutex> lock(m_);

@@ -186,6 +186,7 @@ class StagedDeviceExecutor final : public Executor {
   }
 
   bool busy() const override { return busy_.load(std::memory_order_acquire); }
+  bool queues_device_work() const override { return true; }
 
   void abort() override {  // ends a make_room wait; the host plans fail through the links
     {

@@ -23,34 +23,6 @@ struct alignas(64) FastBoxes::Box {
 // of a peer that may still read its op signatures.
 static_assert(FastBoxes::kBoxes - 1 + 64 < kSignatureRing);
 
-namespace {
-
-// Bytes one rank contributes: what must fit its box.
-size_t contribution_bytes(const CollSpec& s, int ranks) {
-  switch (s.kind) {
-    case CollKind::kAllreduce:
-    case CollKind::kReduce:
-    case CollKind::kBroadcast:
-    case CollKind::kAllgather: return s.bytes();
-    case CollKind::kReduceScatter:
-    case CollKind::kAlltoall: return s.bytes() * ranks;  // a block for every rank
-    case CollKind::kAllgatherv: {
-      size_t most = 0;
-      for (size_t c : s.counts) most = std::max(most, c);
-      return most * dtype_size(s.dtype);
-    }
-    case CollKind::kBarrier: return 0;
-    default: return FastBoxes::kPayloadBytes + 1;  // no fast form
-  }
-}
-
-}  // namespace
-
-bool FastBoxes::serves(const CollSpec& spec, int ranks, Algorithm algorithm) {
-  return algorithm != Algorithm::kTwoShot && !spec.compressed() && !spec.device &&
-         contribution_bytes(spec, ranks) <= kPayloadBytes;
-}
-
 FastBoxes::FastBoxes(SharedDomain& domain, const OpSignatures& signatures)
     : d_(domain), signatures_(signatures), seen_(domain.size(), 0) {
   for (int i = 0; i < domain.size(); ++i) areas_.push_back(domain.fast_area(i));

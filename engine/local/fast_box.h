@@ -12,9 +12,10 @@
 // of a broadcast or reduce waits for nobody, so it may run up to kBoxes - 1 calls ahead of
 // its slowest peer before it waits (what MPI's eager broadcasts allow too).
 //
-// Which calls come here is decided by serves() alone, from what every rank passes alike;
-// a rank that takes the staging-slot path where its peer takes this one (their calls
-// differ) is noticed while waiting, from the op signatures (KOLO_ERR_MISMATCH).
+// Which calls come here is the planner's choice (choose_local_protocol, Plan::protocol),
+// from what every rank passes alike; a rank that takes the staging-slot path where its
+// peer takes this one (their calls differ) is noticed while waiting, from the op
+// signatures (KOLO_ERR_MISMATCH).
 #pragma once
 
 #include <atomic>
@@ -36,11 +37,7 @@ class FastBoxes {
   static constexpr size_t kHeaderBytes = 32;  // tag, op, shape, count
   static constexpr size_t kPayloadBytes = kBoxBytes - kHeaderBytes;
 
-  // Allreduce, reduce, broadcast, allgather(v), reduce_scatter, alltoall and barrier whose
-  // contribution per rank fits one box (4 KB and a little more), one-shot (a forced
-  // two-shot keeps the slots).
-  static bool serves(const CollSpec& spec, int ranks, Algorithm algorithm);
-
+  // What one rank's contribution may be (4 KB and a little more): PlanContext::fast_box_bytes.
   FastBoxes(SharedDomain& domain, const OpSignatures& signatures);
 
   // Runs the call; the op signature is announced already (signatures.announce).

@@ -122,20 +122,6 @@ class HostOps {
   alignas(64) char block_[16 << 10];
 };
 
-// Bytes a call writes to its output on this rank.
-size_t output_bytes(const CollSpec& s, int ranks) {
-  switch (s.kind) {
-    case CollKind::kAllgather:
-    case CollKind::kAlltoall: return s.bytes() * ranks;
-    case CollKind::kAllgatherv: {
-      size_t count = 0;
-      for (size_t c : s.counts) count += c;
-      return count * dtype_size(s.dtype);
-    }
-    default: return s.bytes();
-  }
-}
-
 // Outputs from KOLO_SHM_STREAM_BYTES on are written past the caches (non-temporal stores):
 // with the inputs beside them they overflow the last-level cache, so an ordinary store
 // reads each output line in only to overwrite it. Off by default: on the development VM
@@ -157,21 +143,38 @@ class LocalExecutor final : public Executor {
         signatures_(domain),
         fast_(domain, signatures_) {}
 
+  void describe(PlanContext& ctx) const override {
+    ctx.shared_memory = true;
+    ctx.fast_box_bytes = FastBoxes::kPayloadBytes;
+    ctx.stream_bytes = stream_bytes_;
+  }
+  bool compresses(const CollSpec&) const override { return true; }  // the staging slots' codecs
+
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
     if (n != 1) return error(Code::kInternal, "the one-host executor runs one call at a time, not ", n);
-    const CollCall& call = calls[0].call;
-    const Algorithm algorithm = calls[0].plan->algorithm;
+    Status status = run_one(calls[0], deadline);
+    if (status.ok()) return status;
+    return status.with_context(str_cat("rank ", d_.global_rank(d_.index()), ", one-host ",
+                                       coll_name(calls[0].call.spec.kind), ": "));
+  }
+
+ private:
+  // As its Plan says: the protocol (fast boxes or slots), the algorithm, streamed outputs.
+  Status run_one(const PlannedCall& planned, const Deadline& deadline) {
+    const CollCall& call = planned.call;
+    const Plan& plan = *planned.plan;
+    const Algorithm algorithm = plan.algorithm;
     // The algorithm is part of what peers must agree on: a one-shot rank would read the
     // slots that two-shot ranks overwrite with their reduced slices.
     const bool reduces = call.spec.kind == CollKind::kAllreduce || call.spec.kind == CollKind::kReduce;
     signatures_.announce(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot,
                          call.postscale.divisor > 1);  // AVG, lowered by Communicator::lowered
     Status status;
-    if (FastBoxes::serves(call.spec, geometry_.size, algorithm)) {
+    if (plan.protocol == Protocol::kFastBox) {
       status = fast_.run(call, deadline);
     } else {
       HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);
-      ops.stream_outputs(output_bytes(call.spec, geometry_.size) >= stream_bytes_);
+      ops.stream_outputs(plan.streamed_outputs);
       LocalPrograms<HostOps> programs(ops, next_chunk_);
       if (!call.spec.compressed()) status = programs.run(call, algorithm);
       else if (call.spec.kind == CollKind::kAllreduce) status = programs.compressed_allreduce(call, algorithm != Algorithm::kTwoShot);
@@ -182,7 +185,6 @@ class LocalExecutor final : public Executor {
     return status;
   }
 
- private:
   SharedDomain& d_;
   size_t stream_bytes_;  // outputs this large are written past the caches
   HostOps::Geometry geometry_;

@@ -110,7 +110,9 @@ bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool groupe
 // Device calls on one host, when the communicator has the device_ipc executor: the
 // collectives it has kernels for, alone (not in a group), up to 8 ranks.
 bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
-  if (!spec.device || !ctx.device_ipc || grouped || spec.empty()) return false;
+  if (!spec.device || !ctx.device_ipc || ctx.device_setup == DeviceSetup::kUnmappable || grouped || spec.empty()) {
+    return false;
+  }
   switch (spec.kind) {
     case CollKind::kAllreduce:
     case CollKind::kReduce:
@@ -192,12 +194,21 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   if (spec.device && ctx.nccl_backend) {
     p.executor = ExecutorKind::kNccl;
     p.algorithm = Algorithm::kAuto;
+    p.protocol = Protocol::kNccl;
     return p;
   }
   if (plan_runs_on_device_ipc(spec, ctx, grouped)) {
     p.executor = ExecutorKind::kDeviceIpc;
     p.algorithm = choose_device_ipc_algorithm(spec, ctx);
-    p.zero_copy = device_ipc_zero_copy(spec, ctx);
+    // One rank has no peer to wait for or to read: one pass (prescaled calls copy into the
+    // slot first, where the scale is applied).
+    if (device_ipc_zero_copy(spec, ctx)) p.protocol = Protocol::kZeroCopy;
+    else if (spec.compressed() && ctx.size > 1) p.protocol = Protocol::kCompressedSlots;
+    else if (ctx.size == 1 && !spec.prescaled) p.protocol = Protocol::kAlone;
+    else p.protocol = Protocol::kSlots;
+    if (p.protocol != Protocol::kAlone) {
+      p.barrier = ctx.device_host_barrier ? BarrierKind::kDeviceHost : BarrierKind::kDeviceKernel;
+    }
     return p;
   }
   if (spec.device) {
@@ -207,6 +218,7 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
     host.device = false;
     p.executor = ExecutorKind::kDeviceStaged;
     p.algorithm = plan(host, ctx, grouped).algorithm;
+    p.protocol = Protocol::kStagedChunks;
     return p;
   }
   if (plan_runs_locally(spec, ctx, grouped)) {
@@ -216,6 +228,9 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
     p.algorithm = choose_local_algorithm(spec, ctx.size, ctx.agreed_cores, ctx.slot_bytes,
                                          reduces ? forced_for(spec, ctx) : Algorithm::kAuto,
                                          ctx.local_params != nullptr ? *ctx.local_params : planner_params());
+    p.protocol = choose_local_protocol(spec, ctx, p.algorithm);
+    p.barrier = ctx.size > 1 ? BarrierKind::kSharedMemory : BarrierKind::kNone;
+    p.streamed_outputs = p.protocol == Protocol::kSlots && output_bytes(spec, ctx.size) >= ctx.stream_bytes;
     return p;
   }
   if (spec.compressed() && !grouped &&
@@ -258,12 +273,41 @@ Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx) {
   return schedule_of(choose_algorithm(spec, ctx), spec, ctx);
 }
 
-std::string plan_summary(const CollSpec& spec, int ranks, const Plan& p) {
-  std::string text = str_cat(coll_name(spec.kind), " of ", spec.bytes(), " B on ", ranks, " ranks: ",
-                             executor_name(p.executor), " ", algorithm_name(p.algorithm));
+std::string plan_label(const Plan& p) {
+  std::string text = str_cat(executor_name(p.executor), " ", algorithm_name(p.algorithm));
   if (p.executor == ExecutorKind::kSchedule) text += str_cat(" (", p.schedule.steps.size(), " steps)");
-  if (p.zero_copy) text += " zero-copy (registered buffers)";
+  if (p.protocol != Protocol::kSteps) text += str_cat(", protocol ", protocol_name(p.protocol));
+  if (p.barrier != BarrierKind::kNone) text += str_cat(", barrier ", barrier_name(p.barrier));
+  if (p.streamed_outputs) text += ", outputs streamed past the caches";
   return text;
+}
+
+std::string plan_summary(const CollSpec& spec, int ranks, const Plan& p) {
+  return str_cat(coll_name(spec.kind), " of ", spec.bytes(), " B on ", ranks, " ranks: ", plan_label(p));
+}
+
+const char* protocol_name(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kSteps: return "steps";
+    case Protocol::kFastBox: return "fast_box";
+    case Protocol::kSlots: return "slots";
+    case Protocol::kZeroCopy: return "zero_copy";
+    case Protocol::kCompressedSlots: return "compressed_slots";
+    case Protocol::kAlone: return "alone";
+    case Protocol::kStagedChunks: return "staged_chunks";
+    case Protocol::kNccl: return "nccl";
+  }
+  return "?";
+}
+
+const char* barrier_name(BarrierKind barrier) {
+  switch (barrier) {
+    case BarrierKind::kNone: return "none";
+    case BarrierKind::kSharedMemory: return "shared_memory";
+    case BarrierKind::kDeviceKernel: return "device_kernel";
+    case BarrierKind::kDeviceHost: return "device_host";
+  }
+  return "?";
 }
 
 const char* executor_name(ExecutorKind kind) {

@@ -27,6 +27,30 @@ enum class ExecutorKind : uint8_t {
 constexpr int kExecutorCount = 6;
 const char* executor_name(ExecutorKind kind);
 
+// How the executor moves the bytes: the choices made for it here, not at run time.
+enum class Protocol : uint8_t {
+  kSteps,            // schedule, compressed: a program of sends, receives, reduces over links
+  kFastBox,          // one host, small: each rank's contribution in one box (local/fast_box.h)
+  kSlots,            // one host: chunks through staging slots (host: the shared-memory domain;
+                     // device: the IPC regions), several kernels per chunk on a device
+  kZeroCopy,         // device_ipc: the peers' registered buffers read in place
+  kCompressedSlots,  // device_ipc: contributions encoded to the wire type in the slots
+  kAlone,            // device_ipc, one rank: one pass from input to output
+  kStagedChunks,     // device_staged: chunks through pinned host memory, each run by the
+                     // host plan of the chunk
+  kNccl,             // NCCL chooses
+};
+const char* protocol_name(Protocol protocol);
+
+// How the ranks of a one-host call wait for each other.
+enum class BarrierKind : uint8_t {
+  kNone,          // the protocol's own messages order it (links, staging, NCCL)
+  kSharedMemory,  // counters and flags in the shared-memory domain, polled by the host
+  kDeviceKernel,  // a kernel polls the peers' words (kernels/barrier_body.h)
+  kDeviceHost,    // a host thread waits for the peers, then releases the stream
+};
+const char* barrier_name(BarrierKind barrier);
+
 struct Plan {
   ExecutorKind executor = ExecutorKind::kSchedule;
   Algorithm algorithm = Algorithm::kDirect;  // kDeviceStaged: the host plan's algorithm;
@@ -35,9 +59,11 @@ struct Plan {
   // domain's slots, whose parameters are the spec's; record_local_program
   // (engine/local/local_program.h) lists its steps for the verifier, simulator and kolo-plan.
   Schedule schedule;
-  // kDeviceIpc: the peers' registered buffers are read in place (no staging slot, no
-  // chunks); an allreduce runs two-shot that way.
-  bool zero_copy = false;
+  Protocol protocol = Protocol::kSteps;
+  BarrierKind barrier = BarrierKind::kNone;
+  // kLocal: outputs written past the caches (non-temporal stores).
+  bool streamed_outputs = false;
+  bool zero_copy() const { return protocol == Protocol::kZeroCopy; }
 };
 
 // How spec runs on the communicator that ctx describes. `grouped`: the call is part of a
@@ -48,8 +74,16 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped = false);
 // comparisons, so a cache of them would cost more than it saves.
 bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool grouped);
 
-// One line for logs and the timeline: "allreduce of 1048576 B on 4 ranks: local two_shot".
+// One line for logs: "allreduce of 1048576 B on 4 ranks: local two_shot, protocol slots,
+// barrier shared_memory"; plan_label is the part after the colon (the timeline's).
 std::string plan_summary(const CollSpec& spec, int ranks, const Plan& plan);
+std::string plan_label(const Plan& plan);
+
+// The one-host executor's protocol: fast boxes for a one-shot call whose contribution per
+// rank fits ctx.fast_box_bytes, else the staging slots.
+Protocol choose_local_protocol(const CollSpec& spec, const PlanContext& ctx, Algorithm algorithm);
+// Bytes a call writes to its output on one of `ranks` ranks.
+size_t output_bytes(const CollSpec& spec, int ranks);
 
 // Whether plan() gives the device_ipc executor (kernels over peers' memory on one host).
 bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "engine/collective.h"
@@ -13,6 +14,14 @@
 namespace kolo {
 
 struct PlannerParams;  // engine/planner/params.h
+
+// What the device_ipc executor's set-up (at the communicator's first device call that
+// could run there) found, the same on every rank.
+enum class DeviceSetup : uint8_t {
+  kNotYet,      // not set up: plans assume the peers' memory maps (kolo-plan, unit tests)
+  kMapped,      // every rank maps every peer's device memory: device_ipc runs
+  kUnmappable,  // some GPUs cannot map each other's memory: device calls are staged
+};
 
 struct PlanContext {
   int rank = 0;
@@ -40,6 +49,16 @@ struct PlanContext {
   bool nccl_backend = false;
   // The device_ipc executor runs here (one host, a device runtime that maps peers' memory).
   bool device_ipc = false;
+  // What the executors declare (Executor::describe) and learn (Executor::set_up), for
+  // the choices plan() makes on their behalf:
+  // the one-host executor's fast boxes carry this much of one rank's contribution (0:
+  // none), and it writes outputs of at least stream_bytes past the caches;
+  size_t fast_box_bytes = 0;
+  size_t stream_bytes = SIZE_MAX;
+  // device_ipc's set-up, and whether its barriers wait on the host (ranks in different
+  // processes time-slicing one GPU, or KOLO_DEVICE_BARRIER=host) instead of in a kernel.
+  DeviceSetup device_setup = DeviceSetup::kNotYet;
+  bool device_host_barrier = false;
 };
 
 }  // namespace kolo

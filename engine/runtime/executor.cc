@@ -60,7 +60,7 @@ std::string Executor::algorithm(const CollSpec& spec) const {
   if (spec.kind == CollKind::kSend) return "send/recv group";
   const Plan* p = comm_.last_plan();
   if (p == nullptr) return "";
-  return str_cat(executor_name(p->executor), " ", algorithm_name(p->algorithm));
+  return plan_label(*p);
 }
 
 void Executor::record(const Request& request, const char* phase, double start, double end, const std::string& args) {

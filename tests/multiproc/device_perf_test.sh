@@ -59,7 +59,7 @@ for np in 2 5 1x3; do
     echo "$out" | grep "Out of bounds"
     grep -q "# Out of bounds values : 0 OK" <<< "$out"
     grep -q "registered (read in place" <<< "$out"
-    if [ "$coll" != alltoall ]; then grep -q "$coll of .*device_ipc .*zero-copy"; fi <<< "$out"
+    if [ "$coll" != alltoall ]; then grep -q "$coll of .*device_ipc .*protocol zero_copy"; fi <<< "$out"
   done
 done
 # The ring on device_ipc (KOLO_ALGO=ring: the model picks it only where neighbours' links

@@ -18,4 +18,10 @@ if ! grep -qE "INFO PLAN .*$pattern" <<< "$out"; then
   echo "$out" | grep " INFO PLAN " | sed 's/^\[[0-9]*\] kolo [0-9]*:[0-9]* //' | sort | uniq -c | head -20
   exit 1
 fi
+# EXPECT_PLAN_ABSENT: a pattern no plan may match (a path that must not have run).
+if [ -n "${EXPECT_PLAN_ABSENT:-}" ] && grep -qE "INFO PLAN .*$EXPECT_PLAN_ABSENT" <<< "$out"; then
+  echo "FAIL: plans matching '$EXPECT_PLAN_ABSENT' ran:"
+  echo "$out" | grep -E "INFO PLAN .*$EXPECT_PLAN_ABSENT" | sed 's/^\[[0-9]*\] kolo [0-9]*:[0-9]* //' | sort | uniq -c | head
+  exit 1
+fi
 echo "plans matching '$pattern': $(echo "$out" | grep -cE "INFO PLAN .*$pattern")"

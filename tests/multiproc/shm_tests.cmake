@@ -25,7 +25,8 @@ kolo_shm_test(shm_mismatch_np3 3 mismatch)
 # Small messages (fast boxes) interleaved with the staging slots, and 9 ranks: more than
 # one reduction pass takes (partial sums). A mismatch where one rank's call fits a box and
 # the others' do not must end well before KOLO_TIMEOUT (60 s): the test's limit is 30 s.
-kolo_shm_test(shm_small_messages_np2 2 small_messages)
+kolo_forced_test(shm_small_messages_np2 2 small_messages
+                 "allreduce of 4 B on 2 ranks: local one_shot, protocol fast_box, barrier shared_memory")
 kolo_shm_test(shm_small_messages_np5 5 small_messages)
 kolo_shm_test(shm_small_messages_mixed_np3 3 small_messages KOLO_TEST_TCP_RANKS=1)
 kolo_shm_test(shm_quick_np9 9 quick)

@@ -55,8 +55,10 @@ TEST_F(ApiArgs, DtypeAndOpOutOfRange) {
                KOLO_ERR_INVALID_ARGUMENT, {"dtype = 12"});
   expect_error(kolo_allreduce(a_, b_, 8, static_cast<kolo_dtype_t>(-1), KOLO_SUM, comm_, nullptr),
                KOLO_ERR_INVALID_ARGUMENT, {"dtype = -1"});
-  expect_error(kolo_reduce(a_, b_, 8, KOLO_FLOAT32, static_cast<kolo_op_t>(5), 0, comm_, nullptr),
-               KOLO_ERR_INVALID_ARGUMENT, {"op = 5"});
+  expect_error(kolo_reduce(a_, b_, 8, KOLO_FLOAT32, static_cast<kolo_op_t>(6), 0, comm_, nullptr),
+               KOLO_ERR_INVALID_ARGUMENT, {"op = 6"});
+  expect_error(kolo_reduce(a_, b_, 8, KOLO_FLOAT32, KOLO_ADASUM, 0, comm_, nullptr), KOLO_ERR_INVALID_ARGUMENT,
+               {"KOLO_ADASUM", "allreduce only"});
 }
 
 TEST_F(ApiArgs, RootAndPeerOutOfRange) {

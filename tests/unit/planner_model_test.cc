@@ -231,10 +231,10 @@ TEST(PlannerModel, RegisteredBuffersReadInPlaceWhenItPays) {
     EXPECT_EQ(choose_device_ipc_algorithm(spec_of(size_t{256} << 20), m.ctx), Algorithm::kTwoShot) << n;
     const Plan p = plan(spec_of(size_t{256} << 20), m.ctx);
     EXPECT_EQ(p.executor, ExecutorKind::kDeviceIpc);
-    EXPECT_TRUE(p.zero_copy);
+    EXPECT_TRUE(p.zero_copy());
     CollSpec unregistered = spec_of(size_t{256} << 20);
     unregistered.registered = false;
-    EXPECT_FALSE(plan(unregistered, m.ctx).zero_copy);
+    EXPECT_FALSE(plan(unregistered, m.ctx).zero_copy());
     for (CollKind kind : {CollKind::kReduce, CollKind::kBroadcast, CollKind::kAllgather, CollKind::kReduceScatter}) {
       EXPECT_TRUE(device_ipc_zero_copy(spec_of(64, kind), m.ctx)) << coll_name(kind);
     }

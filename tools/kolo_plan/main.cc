@@ -9,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "engine/local/fast_box.h"
 #include "engine/local/local_program.h"
 #include "engine/planner/plan.h"
 #include "engine/planner/local_model.h"
@@ -236,6 +237,8 @@ int main(int argc, char** argv) {
   PlanContext local_ctx = ctx;
   local_ctx.shared_memory = local;
   local_ctx.slot_bytes = slot_bytes;
+  // What the one-host executor declares to a communicator (Executor::describe).
+  local_ctx.fast_box_bytes = local ? FastBoxes::kPayloadBytes : 0;
   local_ctx.agreed_cores = cores;
   // The one-host model scaled to this machine, as a communicator here would scale it.
   const HostRates& rates = host_rates();
@@ -257,6 +260,10 @@ int main(int argc, char** argv) {
                            ? record_local_programs(spec, p, chosen.algorithm, slot_bytes, kLocalSlots)[o.rank]
                            : schedule_of(chosen.algorithm, spec, ctx);
     if (!o.json) std::cout << "# " << plan_summary(spec, p, chosen) << "\n";
+    if (chosen.protocol == Protocol::kFastBox && !o.json) {
+      std::cout << "# fast boxes: each rank publishes its contribution in one box of its own and reads its peers' "
+                   "(engine/local/fast_box.h); the staging-slot program below runs for larger calls\n";
+    }
     std::cout << (o.json ? schedule_to_json(s) : schedule_to_string(s));
     return 0;
   }
@@ -283,7 +290,8 @@ int main(int argc, char** argv) {
     CollSpec spec = spec_for(kind.value(), bytes, p);
     std::vector<Candidate> all = predict_all(spec, ctx, model);
     const Plan chosen = plan(spec, local_ctx);
-    const std::string what = str_cat(executor_name(chosen.executor), " ", algorithm_name(chosen.algorithm));
+    const std::string what = str_cat(executor_name(chosen.executor), " ", algorithm_name(chosen.algorithm),
+                                     chosen.protocol == Protocol::kSteps ? "" : str_cat("/", protocol_name(chosen.protocol)));
     if (local) {
       std::printf("%8s  chosen %-18s tcp %-16s", size_label(bytes).c_str(), what.c_str(),
                   algorithm_name(choose_algorithm(spec, ctx)));

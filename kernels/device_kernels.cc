@@ -65,7 +65,7 @@ ReduceScaleArgs scale_args(DType dtype, Scale scale) {
 // One launch of a body on the runtime's device; errors name the caller. A cuda runtime
 // needs the .cu wrapper, which builds without nvcc lack.
 Status launch_on(const device::DeviceOps& dev, const device::Launch& l, void* stream, const char* caller) {
-  if (std::strcmp(dev.name, "cuda") == 0 && l.cuda == nullptr) {
+  if (dev.kind.gpu && l.cuda == nullptr) {
     return error(Code::kUnsupported, caller, ": this kolo was built without the CUDA kernels");
   }
   Status st = dev.launch(l, stream);
@@ -78,8 +78,8 @@ Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst
                      Scale scale, void* stream, unsigned max_blocks) {
   KOLO_TRY(check_reduce_args(caller, dst, srcs, nsrcs, count, dtype, op, scale));
   if (max_blocks == 0) return error(Code::kInvalidArgument, caller, ": max_blocks is 0");
-  const bool is_cuda = std::strcmp(dev.name, "cuda") == 0;
-  if (!is_cuda && std::strcmp(dev.name, "emulated") != 0) {
+  const bool is_cuda = dev.kind.gpu;
+  if (!dev.kind.runs_kernels) {
     return error(Code::kUnsupported, caller, ": no device runtime (backend '", dev.name,
                  "'); set KOLO_DEVICE=emulated for a CPU device, or use the host kernels");
   }
@@ -160,7 +160,7 @@ Status launch_codec(const device::DeviceOps& dev, const char* caller, const Code
     return error(Code::kInvalidArgument, caller, ": ", c.nwin, " wire inputs (1..", kMaxWireInputs, ")");
   }
   KOLO_TRY(check_codec_inputs(caller, c.fout, c.fin, c.wout, c.win, c.nwin, c.count, c.fmt, c.scale));
-  if (std::strcmp(dev.name, "cuda") != 0 && std::strcmp(dev.name, "emulated") != 0) {
+  if (!dev.kind.runs_kernels) {
     return error(Code::kUnsupported, caller, ": no device runtime (backend '", dev.name, "')");
   }
   if (c.count == 0) return Status::ok_status();
@@ -224,7 +224,7 @@ Status device_recompress_sum(const device::DeviceOps& dev, void* wire_out, const
 }
 
 Status device_preload_kernels(const device::DeviceOps& dev) {
-  if (std::strcmp(dev.name, "cuda") != 0) return Status();
+  if (!dev.kind.gpu) return Status();
 #if defined(KOLO_KERNELS_HAVE_CUDA)
   Result<int> device = dev.current_device();
   if (!device.ok()) return device.status();

@@ -725,9 +725,8 @@ bool find_registered(const CollCall& call, const IpcWindows& windows, int rank, 
 // Where every rank of the communicator is on this host, the device runtime can map
 // peers' memory, and NCCL was not asked for (KOLO_DEVICE_IPC=0 turns it off).
 bool device_ipc_possible(const ExecutorEnv& env) {
-  const std::string runtime = device::runtime().name;
   return (env.shared != nullptr || env.size == 1) && env.store != nullptr && env.size <= kMaxIpcRanks &&
-         !env.nccl_backend && (runtime == "cuda" || runtime == "emulated") && env_string("KOLO_DEVICE_IPC") != "0";
+         !env.nccl_backend && device::runtime().kind.maps_peers && env_string("KOLO_DEVICE_IPC") != "0";
 }
 
 MadeExecutor create_ipc_device_executor(const ExecutorEnv& env) {

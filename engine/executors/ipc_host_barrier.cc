@@ -39,7 +39,7 @@ struct AbortCheck final : SharedDomain::StallCheck {
 // default), where the daemon keeps its "control" socket while it runs. The emulated
 // device has no MPS.
 std::string mps_server() {
-  if (std::string(device::runtime().name) != "cuda") return "-";
+  if (!device::runtime().kind.gpu) return "-";
   const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   const std::string pipes = dir != nullptr && *dir != '\0' ? dir : "/tmp/nvidia-mps";
   struct stat st {};

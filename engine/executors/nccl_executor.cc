@@ -395,7 +395,7 @@ MadeExecutor create_nccl_executor(const ExecutorEnv& env) {
   Result<const nccl::Library*> lib = nccl::library();
   if (!lib.ok()) return lib.status();
   const char* runtime = device::runtime().name;
-  if (std::string(runtime) != "cuda") {
+  if (!device::runtime().kind.gpu) {
     return error(Code::kUnsupported, "KOLO_BACKEND=nccl needs the cuda device runtime, and this process has '", runtime,
                  "' (KOLO_DEVICE=", env_string("KOLO_DEVICE"), "); NCCL runs on GPU memory only");
   }

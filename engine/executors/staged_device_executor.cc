@@ -202,7 +202,7 @@ class StagedDeviceExecutor final : public Executor {
   Status make_room(const CollCall* calls, size_t n, const Deadline& deadline) override {
     KOLO_TRY(device::assert_may_block("a device call waiting for room on its stream"));
     // An empty group, or no device (the call fails where it names its buffers).
-    if (n == 0 || std::string(device::runtime().name) == "none") return Status();
+    if (n == 0 || !device::runtime().kind.runs_kernels) return Status();
     KOLO_TRY(ensure_staging(calls, n, deadline));
     std::unique_lock<std::mutex> lock(m_);
     if (queued_items_ == 0) return Status();  // the common case: no count needed

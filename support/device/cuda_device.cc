@@ -383,6 +383,7 @@ Result<std::string> cuda_identity(int device) {
 
 const DeviceOps kCuda = {
     "cuda",
+    {true, true, true},
     cuda_device_count,
     cuda_set_device,
     cuda_current_device,

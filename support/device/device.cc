@@ -28,6 +28,7 @@ Result<bool> no_query(void*) { return no_device(); }
 
 const DeviceOps kNone = {
     "none",
+    {false, false, false},
     no_devices,
     refuse<int>,
     no_current,

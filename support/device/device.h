@@ -53,8 +53,16 @@ struct Launch {
   Status (*cuda)(const void* args, unsigned grid, unsigned block, void* stream) = nullptr;
 };
 
+// What a backend is, for the code that must know (instead of comparing names).
+struct DeviceKind {
+  bool gpu;           // a real GPU (cuda): NCCL runs on it; kernels need their .cu launchers
+  bool runs_kernels;  // kernels and copies run (cuda, emulated; not "none")
+  bool maps_peers;    // ipc_export/ipc_import can map another rank's device memory
+};
+
 struct DeviceOps {
-  const char* name;  // "cuda", "emulated", "none"
+  const char* name;  // "cuda", "emulated", "none": for messages
+  DeviceKind kind;
 
   int (*device_count)();
   Status (*set_device)(int device);  // for this thread

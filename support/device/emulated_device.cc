@@ -792,6 +792,7 @@ Status emu_allocation_range(const void* ptr, void** base, size_t* bytes) {
 
 const DeviceOps kEmulated = {
     "emulated",
+    {false, true, true},
     emu_device_count,
     emu_set_device,
     emu_current_device,

@@ -8,7 +8,7 @@
 #include "api/api_support.h"
 #include "engine/adasum.h"
 #include "kernels/host_kernels.h"
-#include "support/device/device.h"
+#include "support/device/buffer_place.h"
 
 using kolo::CollCall;
 using kolo::CollKind;
@@ -41,29 +41,17 @@ CollCall make_call(CollKind kind, const void* send, void* recv, size_t count, ko
 // Host or device memory, asked of the device runtime (support/device): every buffer of a
 // call must be of one kind. Device calls are enqueued on `stream`.
 Status classify(CollCall& call, void* stream, int rank) {
-  const kolo::device::DeviceOps& dev = kolo::device::runtime();
-  auto info_of = [&](const void* p) { return p != nullptr ? dev.pointer_info(p) : kolo::device::PointerInfo{}; };
   // A broadcast's send buffer matters at the root only.
-  const bool send_used = call.send != nullptr && (call.spec.kind != CollKind::kBroadcast || call.spec.in_place ||
-                                                  call.spec.root == rank);
-  const kolo::device::PointerInfo send = send_used ? info_of(call.send) : kolo::device::PointerInfo{};
-  const kolo::device::PointerInfo recv = info_of(call.recv);
-  const bool send_device = send.kind == kolo::device::MemoryKind::kDevice;
-  const bool recv_device = recv.kind == kolo::device::MemoryKind::kDevice;
-  if (send_used && call.recv != nullptr && send_device != recv_device) {
-    return error(Code::kInvalidArgument, "rank ", rank, ": send is ", send_device ? "device" : "host",
-                 " memory but recv is ", recv_device ? "device" : "host",
-                 " memory; a call's buffers must all be host or all device memory");
-  }
-  if (send_device && recv_device && send.device != recv.device) {
-    return error(Code::kInvalidArgument, "rank ", rank, ": send is memory of device ", send.device,
-                 " but recv of device ", recv.device, "; a call's buffers must be on one device");
-  }
-  call.spec.device = send_device || recv_device;
+  const bool send_used = call.spec.kind != CollKind::kBroadcast || call.spec.in_place || call.spec.root == rank;
+  kolo::device::BufferPlace place;
+  Status s = place.add("send", send_used ? call.send : nullptr);
+  if (s.ok()) s = place.add("recv", call.recv);
+  if (!s.ok()) return s.with_context(kolo::str_cat("rank ", rank, ": "));
+  call.spec.device = place.on_device();
   call.stream = call.spec.device ? stream : nullptr;
   // The call's copies and kernels run on the device that owns its buffers, whatever device
   // is current on the calling thread.
-  call.device = call.spec.device ? (recv_device ? recv.device : send.device) : -1;
+  call.device = place.device_index();
   return Status();
 }
 

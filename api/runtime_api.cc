@@ -6,6 +6,7 @@
 
 #include "api/api_support.h"
 #include "engine/runtime/runtime.h"
+#include "support/device/buffer_place.h"
 #include "support/env.h"
 
 using kolo::Code;
@@ -99,22 +100,11 @@ Status check_enqueue(const char* name, kolo_dtype_t dtype, const kolo_enqueue_op
 
 // Host or device memory: every buffer of a request must be of one kind, and device
 // buffers of one device. Called for each buffer the request reads or writes.
-Status place(Request& request, const char* name, const void* buffer, bool* seen) {
-  if (buffer == nullptr) return Status();
-  const kolo::device::PointerInfo info = kolo::device::runtime().pointer_info(buffer);
-  const bool device = info.kind == kolo::device::MemoryKind::kDevice;
-  if (!*seen) {
-    *seen = true;
-    request.sig.device = device;
-    request.device = device ? info.device : -1;
-    return Status();
-  }
-  if (device != request.sig.device || (device && info.device != request.device)) {
-    return error(Code::kInvalidArgument, "tensor '", request.name, "': ", name, " is ",
-                 device ? kolo::str_cat("memory of device ", info.device) : std::string("host memory"),
-                 " but the request's other buffers are ",
-                 request.sig.device ? kolo::str_cat("memory of device ", request.device) : std::string("host memory"));
-  }
+Status place(Request& request, const char* name, const void* buffer, kolo::device::BufferPlace* seen) {
+  Status s = seen->add(name, buffer);
+  if (!s.ok()) return s.with_context(kolo::str_cat("tensor '", request.name, "': "));
+  request.sig.device = seen->on_device();
+  request.device = seen->device_index();
   return Status();
 }
 
@@ -191,7 +181,7 @@ kolo_result_t kolo_enqueue_allreduce_group(const char* name, int ntensors, const
       return error(Code::kInvalidArgument, "sends, recvs or counts is NULL");
     }
     const size_t elem = kolo::dtype_size(request->sig.dtype);
-    bool seen = false;
+    kolo::device::BufferPlace seen;
     for (int t = 0; t < ntensors; ++t) {
       KOLO_TRY(kolo::check_buffer(kolo::str_cat("sends[", t, "]").c_str(), sends[t], counts[t]));
       KOLO_TRY(place(*request, kolo::str_cat("sends[", t, "]").c_str(), sends[t], &seen));
@@ -219,7 +209,7 @@ kolo_result_t kolo_enqueue_allgather(const char* name, const void* send, size_t 
   return api_call("kolo_enqueue_allgather", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
-    bool seen = false;
+    kolo::device::BufferPlace seen;
     KOLO_TRY(kolo::check_buffer("send", send, rows * row_count));
     KOLO_TRY(place(*request, "send", send, &seen));
     if (!request->alloc) return error(Code::kInvalidArgument, "options->alloc is NULL: allgather needs it");
@@ -237,7 +227,7 @@ kolo_result_t kolo_enqueue_broadcast(const char* name, void* buf, size_t count, 
   return api_call("kolo_enqueue_broadcast", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
-    bool seen = false;
+    kolo::device::BufferPlace seen;
     KOLO_TRY(kolo::check_rank("root", root, comm->impl->size()));
     KOLO_TRY(kolo::check_buffer("buf", buf, count));
     KOLO_TRY(place(*request, "buf", buf, &seen));
@@ -256,7 +246,7 @@ kolo_result_t kolo_enqueue_alltoall(const char* name, const void* send, const si
   return api_call("kolo_enqueue_alltoall", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
-    bool seen = false;
+    kolo::device::BufferPlace seen;
     if (send_counts == nullptr) return error(Code::kInvalidArgument, "send_counts is NULL");
     if (!request->alloc) return error(Code::kInvalidArgument, "options->alloc is NULL: alltoall needs it");
     size_t total = 0;
@@ -279,7 +269,7 @@ kolo_result_t kolo_enqueue_reduce_scatter(const char* name, const void* send, vo
   return api_call("kolo_enqueue_reduce_scatter", [&]() -> Status {
     auto request = std::make_shared<Request>();
     KOLO_TRY(check_enqueue(name, dtype, options, comm, out, *request));
-    bool seen = false;
+    kolo::device::BufferPlace seen;
     KOLO_TRY(check_reduce_op(op, dtype, "reduce_scatter", *request));
     KOLO_TRY(kolo::check_buffer("send", send, recvcount));
     KOLO_TRY(place(*request, "send", send, &seen));

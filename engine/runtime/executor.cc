@@ -6,6 +6,7 @@
 #include "engine/adasum.h"
 #include "kernels/codec_trace.h"
 #include "kernels/host_kernels.h"
+#include "support/device/buffer_place.h"
 #include "support/device/device.h"
 #include "support/clock.h"
 #include "support/env.h"
@@ -278,20 +279,15 @@ Status Executor::adasum(const std::vector<Request*>& members, double negotiated_
 
 void* Executor::output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure) {
   void* out = request.alloc ? request.alloc(count, rank_counts) : nullptr;
-  const device::PointerInfo info = out != nullptr ? device::runtime().pointer_info(out) : device::PointerInfo{};
-  const bool on_device = info.kind == device::MemoryKind::kDevice;
-  const bool right_device = !on_device || info.device == request.device;
-  if ((out != nullptr && on_device == request.sig.device && right_device) || count == 0) return out;
+  if (count == 0) return out;
   if (out == nullptr) {
     *failure = error(Code::kSystem, "tensor '", request.name, "': the output allocator returned NULL for ", count,
                      " elements");
-  } else if (!right_device) {
-    *failure = error(Code::kInvalidArgument, "tensor '", request.name, "': the output allocator returned memory of "
-                     "device ", info.device, " for tensors on device ", request.device);
   } else {
-    *failure = error(Code::kInvalidArgument, "tensor '", request.name, "': the output allocator returned ",
-                     on_device ? "device" : "host", " memory for ", request.sig.device ? "device" : "host",
-                     " tensors");
+    device::BufferPlace place = device::BufferPlace::known(request.sig.device, request.device);
+    Status s = place.add("the output allocator's buffer", out);
+    if (s.ok()) return out;
+    *failure = s.with_context(str_cat("tensor '", request.name, "': "));
   }
   auto scratch = lane_.scratch(count * dtype_size(request.sig.dtype));
   if (!scratch.ok()) {

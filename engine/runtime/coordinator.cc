@@ -13,9 +13,17 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
+// The operation of an entry, as its first reporting rank gives it.
+OpKind kind_of(const Coordinator::Entry& entry) {
+  for (const auto& info : entry.by_rank) {
+    if (info) return info->sig.kind;
+  }
+  return OpKind::kAllreduce;
+}
+
 }  // namespace
 
-Response Coordinator::respond(const std::string& name, const Entry& entry) const {
+Response Coordinator::respond(const std::string& name, const Entry& entry, const std::vector<bool>& joined) const {
   Response resp;
   resp.name = name;
   const RequestInfo* first = nullptr;
@@ -27,18 +35,22 @@ Response Coordinator::respond(const std::string& name, const Entry& entry) const
     }
   }
   resp.sig = first->sig;
+  // A joined rank takes part with zeros; only allreduce has an identity to send. Any other
+  // operation fails while a rank is joined (as Horovod's "not supported with Join"), at
+  // once: it could never run, since the joined rank leaves kolo_join only once every rank
+  // has joined, and a rank joins only once its own queue is empty.
+  if (resp.sig.kind != OpKind::kAllreduce) {
+    for (int r = 0; r < size_; ++r) {
+      if (!joined[r]) continue;
+      resp.code = Code::kInvalidUsage;
+      resp.message = str_cat("tensor '", name, "': rank ", r, " has joined (kolo_join) and only allreduce can run ",
+                             "while ranks have joined, not ", op_kind_name(resp.sig.kind));
+      return resp;
+    }
+  }
   resp.locals.resize(size_);
   for (int r = 0; r < size_; ++r) {
-    if (!entry.by_rank[r]) {
-      // A joined rank takes part with zeros; only allreduce has an identity to send.
-      if (resp.sig.kind != OpKind::kAllreduce) {
-        resp.code = Code::kInvalidUsage;
-        resp.message = str_cat("tensor '", name, "': rank ", r, " has joined (kolo_join) and only allreduce can run ",
-                               "while ranks have joined, not ", op_kind_name(resp.sig.kind));
-        return resp;
-      }
-      continue;
-    }
+    if (!entry.by_rank[r]) continue;  // a joined rank: zeros
     const RequestInfo& info = *entry.by_rank[r];
     std::string a, b;
     std::string field = Signature::difference(first->sig, info.sig, &a, &b);
@@ -114,12 +126,17 @@ ResponseList Coordinator::handle(const std::vector<RankMessage>& messages, const
   for (const auto& [name, entry] : table_) {
     int have = entry.reported;
     for (int r = 0; r < size_; ++r) have += joined[r] && !entry.by_rank[r] ? 1 : 0;
-    if (have == size_ && joined_count < size_) ready.emplace_back(entry.order, name);
+    // While some ranks have joined, an operation other than allreduce is answered (with
+    // its error) as soon as a rank reports it: waiting for the others could hang, since
+    // they need not make the same calls (Horovod's join tests name theirs differently).
+    if ((have == size_ || (joined_count > 0 && kind_of(entry) != OpKind::kAllreduce)) && joined_count < size_) {
+      ready.emplace_back(entry.order, name);
+    }
   }
   std::sort(ready.begin(), ready.end());
   ResponseList out;
   for (const auto& [order, name] : ready) {
-    out.responses.push_back(respond(name, table_[name]));
+    out.responses.push_back(respond(name, table_[name], joined));
     table_.erase(name);
   }
   bool asked = false;

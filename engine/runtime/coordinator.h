@@ -29,13 +29,15 @@ class Coordinator {
   // Names reported by some ranks and not yet answered (for tests and the stall report).
   size_t waiting() const { return table_.size(); }
 
- private:
   struct Entry {
     std::vector<std::optional<RequestInfo>> by_rank;
     int reported = 0;
     uint64_t order = 0;  // when the first rank reported it
   };
-  Response respond(const std::string& name, const Entry& entry) const;
+
+ private:
+  // joined: which ranks have joined (kolo_join) in this cycle.
+  Response respond(const std::string& name, const Entry& entry, const std::vector<bool>& joined) const;
   // The stall report; sets *oldest to the age of the longest-waiting name it lists.
   std::string stall_report(const std::vector<RankMessage>& messages, const std::vector<bool>& joined,
                            double* oldest) const;

@@ -14,6 +14,7 @@ enum Header : size_t {
   kNoStall,     // 0: some rank asks for a stall check
   kTuning,      // rank 0's autotune setting (others send 255)
   kAllHolding,  // 0: some rank has no pending request (it paces the next cycle, pacing.h)
+  kNoneJoined,  // 0: some rank has joined
   kHeaderBytes,
 };
 // Per cache slot, also min-reduced: 0 = some rank has the name with another signature
@@ -48,6 +49,11 @@ Result<CycleOutput> Negotiator::negotiate(PendingMap& pending, const CycleInput&
     int slot = cache_.find(name);
     if (slot < 0) {
       something_new = true;
+    } else if (peer_joined_ && p.request->sig.kind != OpKind::kAllreduce) {
+      // Some rank has joined: only allreduce can run. The slot is dropped everywhere and
+      // the name goes to the coordinator, which fails it at once: from the cache it would
+      // wait for every other rank to hold it, and they need not (they may join instead).
+      bits_[kHeaderBytes + slot] = kSlotInvalid;
     } else {
       bits_[kHeaderBytes + slot] = cache_.signature(slot) == p.request->sig ? kSlotReady : kSlotInvalid;
     }
@@ -62,6 +68,7 @@ Result<CycleOutput> Negotiator::negotiate(PendingMap& pending, const CycleInput&
   bits_[kNoStall] = input.stall_check ? 0 : 1;
   bits_[kTuning] = comm_.rank() == 0 ? input.tuning : 255;
   bits_[kAllHolding] = pending.empty() ? 0 : 1;
+  bits_[kNoneJoined] = input.joined ? 0 : 1;
   CollCall call = make_call(CollKind::kAllreduce, DType::kUint8, bits_.size(), bits_.data(), bits_.data());
   call.spec.op = ReduceOp::kMin;
   call.spec.in_place = true;
@@ -69,6 +76,8 @@ Result<CycleOutput> Negotiator::negotiate(PendingMap& pending, const CycleInput&
 
   out.tuning = bits_[kTuning];
   out.some_rank_idle = bits_[kAllHolding] == 0;
+  const bool some_joined = bits_[kNoneJoined] == 0;
+  peer_joined_ = some_joined && bits_[kAllJoined] == 0;
   if (bits_[kRunning] == 0) {
     out.shutdown = true;
     return out;
@@ -82,7 +91,17 @@ Result<CycleOutput> Negotiator::negotiate(PendingMap& pending, const CycleInput&
   for (size_t s = 0; s < slots; ++s) {
     const uint8_t bit = bits_[kHeaderBytes + s];
     if (bit == kSlotReady && cache_.used(s)) {
-      out.ready.push_back(Response{cache_.name(s), cache_.signature(s), {}, Code::kOk, ""});
+      const Signature& sig = cache_.signature(s);
+      if (some_joined && sig.kind != OpKind::kAllreduce) {
+        // A joined rank marks every slot ready; only allreduce can take its zeros. The
+        // same error on every rank, as the coordinator gives it (coordinator.cc).
+        out.ready.push_back(Response{cache_.name(s), sig, {}, Code::kInvalidUsage,
+                                     str_cat("tensor '", cache_.name(s), "': a rank has joined (kolo_join) and only ",
+                                             "allreduce can run while ranks have joined, not ",
+                                             op_kind_name(sig.kind))});
+        continue;
+      }
+      out.ready.push_back(Response{cache_.name(s), sig, {}, Code::kOk, ""});
     } else if (bit == kSlotInvalid) {
       invalid.push_back(static_cast<int>(s));
     }

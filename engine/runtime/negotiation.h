@@ -63,6 +63,7 @@ class Negotiator {
   StallSettings stall_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::vector<uint8_t> bits_;
+  bool peer_joined_ = false;  // some rank, not all, had joined in the last cycle
 };
 
 }  // namespace kolo::runtime

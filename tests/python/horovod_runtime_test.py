@@ -1,7 +1,9 @@
 """kolo.torch where Horovod's own suite found it wanting (tools/horovod-suite.sh), under
 kolorun (2 and 3 ranks): the runtime (a rank's first operation asynchronous while a peer
 is in barrier(); a name already in flight refused at once with a ValueError; tensors of
-one element count in different shapes refused on every rank) and DistributedOptimizer
+one element count in different shapes refused on every rank; join: any operation but
+allreduce fails at once while a rank has joined, whatever names the others use, cached
+names too, and Average divides by every rank) and DistributedOptimizer
 (broadcast_optimizer_state before any step, no named_parameters, a process set leaving
 ranks out, sparse gradients, step() after synchronize()). Each is checked against what it
 must give, computed here from every rank's known inputs. Exits non-zero with the failures
@@ -125,6 +127,100 @@ def shape_mismatch():
     # The runtime goes on; the same shapes everywhere still reduce.
     got = hvd.allreduce(torch.ones(4, 6), name="shape.same", op=hvd.Sum)
     expect(torch.equal(got, torch.full((4, 6), float(n))), "allreduce after the shape mismatches")
+
+
+# ---- join ------------------------------------------------------------------------------
+# While a rank has joined only allreduce can run (the joined rank gives zeros): any other
+# operation raises at once on the ranks that make it, whatever the others submit. In
+# Horovod's own join tests the ranks that did not join first name their unnamed allgathers
+# differently (counters that the joining rank did not advance), so waiting for the others
+# to submit the same name hung from 3 ranks on. Then join() returns the same last rank on
+# every rank.
+def raises_at_once(what, fn):
+    start = time.monotonic()
+    try:
+        fn()
+        expect(False, f"rank {me}: {what} while a rank has joined did not raise")
+    except RuntimeError as e:  # as Horovod's (its tests catch RuntimeError)
+        expect("joined" in str(e), f"rank {me}: {what}: the error does not say a rank has joined: {e}")
+    elapsed = time.monotonic() - start
+    expect(elapsed < 20, f"rank {me}: {what} took {elapsed:.1f} s to fail (waited for KOLO_TIMEOUT?)")
+
+
+def joined_round(first, ops):
+    """Rank `first` joins; the others make `ops` (each must raise), then join."""
+    if me != first:
+        for what, fn in ops:
+            raises_at_once(what, fn)
+    last = hvd.join()
+    everyone = hvd.allgather_object(last, name=f"join.last.{first}")
+    expect(everyone == [everyone[0]] * n, f"join() returned {everyone} on the ranks")
+    expect(last != first, f"rank {me}: join() returned {last}, the rank that joined first")
+
+
+@section
+def join_with_other_operations():
+    x = torch.ones(2 * n, 3)
+    for first in range(n):
+        ops = [("allgather (a name of this rank's own)", lambda: hvd.allgather(x, name=f"join.ag.{first}.{me}")),
+               ("unnamed allgather", lambda: hvd.allgather(x)),
+               ("broadcast", lambda: hvd.broadcast(x, root_rank=(first + 1) % n, name=f"join.bc.{first}.{me}")),
+               ("reducescatter", lambda: hvd.reducescatter(x, op=hvd.Sum, name=f"join.rs.{first}.{me}")),
+               ("alltoall", lambda: hvd.alltoall(x, name=f"join.a2a.{first}.{me}"))]
+        joined_round(first, ops)
+    # The runtime goes on: every rank's allreduce again.
+    got = hvd.allreduce(torch.ones(3), op=hvd.Sum, name="join.after")
+    expect(torch.equal(got, torch.full((3,), float(n))), f"allreduce after the joins: {got}")
+
+
+# The same with names the response cache already holds (broadcast and reducescatter are
+# cached once run): all the others with one name (answered from the cache), then each rank
+# with a name of its own (in the cache too, so no rank sends it to the coordinator unless
+# it sees that a rank has joined).
+@section
+def join_with_cached_operations():
+    x = torch.arange(2 * n * 3, dtype=torch.float32).reshape(2 * n, 3)
+    names = ["join.cached.all"] + [f"join.cached.{r}" for r in range(n)]
+    for _ in range(2):
+        for name in names:
+            expect(torch.equal(hvd.broadcast(x + me, root_rank=0, name=name + ".bc"), x),
+                   f"cached broadcast {name} before the joins")
+            got = hvd.reducescatter(x, op=hvd.Sum, name=name + ".rs")
+            expect(torch.equal(got, (x * n)[2 * me:2 * me + 2]), f"cached reducescatter {name}")
+    for first in range(n):
+        joined_round(first, [("cached broadcast", lambda: hvd.broadcast(x, root_rank=first, name="join.cached.all.bc")),
+                             ("cached reducescatter", lambda: hvd.reducescatter(x, op=hvd.Sum,
+                                                                                 name="join.cached.all.rs"))])
+        joined_round(first, [("cached broadcast of this rank's own",
+                              lambda: hvd.broadcast(x, root_rank=first, name=f"join.cached.{me}.bc")),
+                             ("cached reducescatter of this rank's own",
+                              lambda: hvd.reducescatter(x, op=hvd.Sum, name=f"join.cached.{me}.rs"))])
+    expect(torch.equal(hvd.broadcast(x + me, root_rank=n - 1, name="join.cached.all.bc"), x + n - 1),
+           "cached broadcast after the joins")
+
+
+# Allreduce with joined ranks: their zeros in the sum, and Average divides by every rank
+# (joined ones too) as Horovod does: the sum times 1/size rounded to the dtype (float32:
+# float32(1/size); integers: the product in float64, truncated).
+@section
+def join_allreduce_average():
+    torch.manual_seed(1234)
+    xs = {dt: torch.FloatTensor(17).random_(-100, 100).to(dt) for dt in (torch.int32, torch.float32, torch.float64)}
+    for first in range(n):
+        handles = {}
+        if me != first:
+            handles = {dt: hvd.allreduce_async(x, name=f"join.avg.{dt}", op=hvd.Average) for dt, x in xs.items()}
+        hvd.join()
+        for dt, h in handles.items():
+            got = hvd.synchronize(h)
+            s = xs[dt] * (n - 1)
+            if dt.is_floating_point:
+                want = s * torch.tensor(1 / n, dtype=torch.float64).to(dt)
+            else:
+                want = (s.double() * (1 / n)).to(dt)
+            expect(torch.equal(got, want), f"rank {me}: join, Average of {dt}: {got.tolist()} != {want.tolist()}")
+            if n == 3 and dt == torch.float32:  # the data tells the product from a division
+                expect(not torch.equal(want, s / n), "join_allreduce_average: float32(1/3) products equal divisions")
 
 
 # ---- DistributedOptimizer -------------------------------------------------------------

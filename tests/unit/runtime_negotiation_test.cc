@@ -72,6 +72,39 @@ TEST(RuntimeCoordinator, ReadyOnlyWhenEveryRankReportedAndMismatchNamesValues) {
   EXPECT_EQ(third.responses[0].code, Code::kOk);
 }
 
+// While a rank has joined, only allreduce can run: any other operation is answered with
+// its error as soon as one rank reports it, whatever the other ranks submitted (Horovod's
+// join tests have the non-joined ranks name theirs differently; waiting hung at 3 ranks).
+TEST(RuntimeCoordinator, WhileARankIsJoinedOtherOperationsFailAtOnce) {
+  Coordinator coordinator(3);
+  Signature gather = allreduce(10);
+  gather.kind = OpKind::kAllgather;
+  std::vector<RankMessage> before(3);
+  before[0].requests = {{"g.early", gather, {}}};  // reported before any rank joined: waits
+  ResponseList none = coordinator.handle(before, StallSettings{});
+  EXPECT_TRUE(none.responses.empty());
+  std::vector<RankMessage> messages(3);
+  messages[2].joined = true;
+  messages[0].requests = {{"g.0", gather, {}}, {"sum", allreduce(10), {}}};
+  messages[1].requests = {{"g.1", gather, {}}};
+  ResponseList list = coordinator.handle(messages, StallSettings{});
+  ASSERT_EQ(list.responses.size(), 3u);
+  EXPECT_EQ(list.responses[0].name, "g.early");  // in the order first reported
+  EXPECT_EQ(list.responses[1].name, "g.0");
+  EXPECT_EQ(list.responses[2].name, "g.1");
+  for (const Response& r : list.responses) {
+    EXPECT_EQ(r.code, Code::kInvalidUsage);
+    EXPECT_NE(r.message.find("rank 2 has joined"), std::string::npos) << r.message;
+  }
+  EXPECT_EQ(coordinator.waiting(), 1u);  // the allreduce waits for rank 1
+  std::vector<RankMessage> rest(3);
+  rest[2].joined = true;
+  rest[1].requests = {{"sum", allreduce(10), {}}};
+  ResponseList sum = coordinator.handle(rest, StallSettings{});
+  ASSERT_EQ(sum.responses.size(), 1u);
+  EXPECT_EQ(sum.responses[0].code, Code::kOk);
+}
+
 // The shape the caller gives (kolo_enqueue_options.shape) is part of what ranks must agree
 // on: the same element count in another shape is a mismatch, named with both shapes.
 TEST(RuntimeCoordinator, SameCountInAnotherShapeIsAMismatch) {

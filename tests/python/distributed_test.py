@@ -7,6 +7,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+import torch._C._distributed_c10d as c10d
 
 import kolo.torch.distributed
 
@@ -78,6 +79,76 @@ if n > 1:
         got = torch.zeros(5)
         dist.recv(got, src=0)
         expect(torch.equal(got, torch.arange(5.0)), "send/recv")
+dist.barrier()
+
+# torch 2.x's interface, checked here on whichever torch runs this. Registration: the
+# keyword arguments kolo gives Backend.register_backend, for the signatures torch has had
+# (1.13: extended_api; 2.x: devices too; and one taking neither).
+options = kolo.torch.distributed._registration_options
+
+
+def sig_113(name, func, extended_api=False):
+    pass
+
+
+def sig_2x(name, func, extended_api=False, devices=None):
+    pass
+
+
+def sig_plain(name, func):
+    pass
+
+
+expect(options(sig_113) == {"extended_api": False}, f"registration options for torch 1.13: {options(sig_113)}")
+expect(options(sig_2x) == {"extended_api": False, "devices": ["cpu", "cuda"]},
+       f"registration options for torch 2.x: {options(sig_2x)}")
+expect(options(sig_plain) == {}, f"registration options without either: {options(sig_plain)}")
+expect(options(dist.Backend.register_backend) == {
+    k: v for k, v in {"extended_api": False, "devices": ["cpu", "cuda"]}.items()
+    if k in __import__("inspect").signature(dist.Backend.register_backend).parameters},
+    "registration options for this torch")
+capability = getattr(dist.Backend, "backend_capability", None)  # torch 2.x keeps what each backend serves
+if capability is not None:
+    expect(capability.get("kolo") == ["cpu", "cuda"], f"kolo's devices as torch has them: {capability.get('kolo')}")
+# The collectives under the names torch 2.x's C++ side calls in a Python ProcessGroup (and
+# the coalesced forms), called directly on the group.
+pg = dist.distributed_c10d._get_default_group()
+if isinstance(pg, kolo.torch.distributed.KoloProcessGroup):
+    flat = torch.zeros(2 * n)
+    pg.all_gather_single(flat, torch.full((2,), float(me)), c10d.AllgatherOptions()).wait()
+    expect(torch.equal(flat, torch.tensor([float(r) for r in range(n) for _ in range(2)])), "all_gather_single")
+    outs2, ins2 = [torch.zeros(n), torch.zeros(3 * n)], [torch.full((1,), float(me)), torch.full((3,), float(-me))]
+    pg.all_gather_single_coalesced(outs2, ins2, c10d.AllgatherOptions()).wait()
+    expect(torch.equal(outs2[0], torch.arange(float(n))) and
+           torch.equal(outs2[1], -torch.arange(float(n)).repeat_interleave(3)), f"all_gather_single_coalesced {outs2}")
+    rs_opts = c10d.ReduceScatterOptions()
+    rs_opts.reduceOp = dist.ReduceOp.SUM
+    rs1 = torch.zeros(2)
+    pg.reduce_scatter_single(rs1, torch.arange(2.0 * n) + me, rs_opts).wait()
+    expect(torch.equal(rs1, (torch.arange(2.0 * n) * n + sum(range(n)))[2 * me:2 * me + 2]),
+           f"reduce_scatter_single {rs1}")
+    rs2 = [torch.zeros(1), torch.zeros(2)]
+    pg.reduce_scatter_single_coalesced(rs2, [torch.ones(n), torch.ones(2 * n) * 2], rs_opts).wait()
+    expect(torch.equal(rs2[0], torch.full((1,), float(n))) and torch.equal(rs2[1], torch.full((2,), 2.0 * n)),
+           f"reduce_scatter_single_coalesced {rs2}")
+    a2a = torch.zeros(n)
+    pg.all_to_all_single(a2a, torch.tensor([float(100 * me + q) for q in range(n)]), [], [],
+                         c10d.AllToAllOptions()).wait()
+    expect(torch.equal(a2a, torch.tensor([float(100 * r + me) for r in range(n)])), "all_to_all_single (method)")
+else:
+    expect(False, f"the default group is a {type(pg).__name__}, not kolo's")
+# abort(): a group's pending and later calls fail, the communicator is gone; the others go on.
+side = dist.new_group(list(range(n)))
+t = torch.ones(2)
+dist.all_reduce(t, group=side)
+expect(torch.equal(t, torch.full((2,), float(n))), "all_reduce on a second group")
+dist.barrier()
+side.abort()
+try:
+    side.barrier()
+    expect(False, "barrier on an aborted group did not raise")
+except RuntimeError:
+    pass
 dist.barrier()
 
 # DDP: the average of the ranks' gradients on their shares of a batch = one process on it.

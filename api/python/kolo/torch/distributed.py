@@ -17,6 +17,7 @@ else through a store file in a private folder, removed at exit."""
 import atexit
 import ctypes
 import datetime
+import inspect
 import os
 import re
 import stat
@@ -369,6 +370,39 @@ class KoloProcessGroup(ProcessGroup):
         _capi.check(_capi.lib.kolo_barrier(self._comm))
         return _Done([])
 
+    # torch 2.x: the into-a-tensor collectives of a list of tensors (all_gather_into_tensor
+    # and reduce_scatter_tensor under a coalescing manager, FSDP), each pair in turn.
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self._allgather_base(o, i, opts)
+        return _Done(outputs)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_base(o, i, opts)
+        return _Done(outputs)
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        return self.allgather(output_lists, inputs, opts)
+
+    # The names torch's C++ side looks up in a Python ProcessGroup (its trampoline) have
+    # changed across 2.x: the newest call all_gather_single, reduce_scatter_single,
+    # all_to_all_single and the *_single_coalesced ones, earlier ones _allgather_base,
+    # _reduce_scatter_base, alltoall_base. Both sets, the same methods.
+    all_gather_single = _allgather_base
+    reduce_scatter_single = _reduce_scatter_base
+    all_to_all_single = alltoall_base
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def abort(self):
+        """torch 2.x's abort (destroy_process_group, a watchdog): what is pending fails at
+        once on this rank (kolo_comm_abort), then the communicator goes as in shutdown()."""
+        comm = getattr(self, "_comm", None)
+        if comm:
+            _capi.lib.kolo_comm_abort(comm)
+        self.shutdown()
+
 
 _live = weakref.WeakSet()  # the groups made in this process, shut down at exit
 
@@ -383,8 +417,29 @@ def _create(store, rank, size, timeout=datetime.timedelta(seconds=300)):
     return KoloProcessGroup(store, rank, size, timeout)
 
 
+def _registration_options(register):
+    """The keyword arguments for torch's Backend.register_backend, as far as the installed
+    torch's takes them (feature detection, not version numbers): extended_api=False (the
+    creator takes store, rank, size and timeout: torch 1.13 and 2.x alike) and, where torch
+    asks for the devices a backend serves (2.x: without them it warns and assumes cpu and
+    cuda), devices=["cpu", "cuda"]."""
+    try:
+        params = inspect.signature(register).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: the plain call
+        return {}
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    options = {}
+    if "extended_api" in params or accepts_any:
+        options["extended_api"] = False
+    if "devices" in params:
+        options["devices"] = list(DEVICES)
+    return options
+
+
+DEVICES = ("cpu", "cuda")  # what the kolo backend carries
+
 if not hasattr(dist.Backend, "KOLO"):  # once per process
-    dist.Backend.register_backend("kolo", _create)
+    dist.Backend.register_backend("kolo", _create, **_registration_options(dist.Backend.register_backend))
 
 
 class Launch(NamedTuple):

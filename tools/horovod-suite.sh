@@ -3,7 +3,9 @@
 # you fetched; never copied into kolo) against kolo.torch, with the thinnest shim: a
 # `horovod.torch` package that is kolo.torch. Each test in its own kolorun job (a failure
 # or hang costs one test), or the whole file in one job (--one-job). Prints each test's
-# verdict and a summary line; exits 0 (a measurement, not a gate).
+# verdict and a summary line; exits 0 (a measurement, not a gate). -k PATTERN: the tests
+# whose names match this extended regular expression ('test_horovod_allreduce$' for one;
+# with --one-job, a pytest -k expression).
 #   tools/horovod-suite.sh HOROVOD_DIR [-np N] [--one-job] [-k PATTERN] [--build DIR] [--timeout S]
 # Needs python3-pytest and python3-cloudpickle (Debian) for /usr/bin/python3 (or KOLO_PYTHON),
 # and a kolo build.
@@ -51,8 +53,10 @@ run() {  # run OUT PYTEST_ARGS...: one kolorun job
     'PMI_RANK=$KOLO_RANK PMI_SIZE=$KOLO_SIZE HOROVOD_RANK=$KOLO_RANK HOROVOD_SIZE=$KOLO_SIZE exec "$@"' sh \
     "$python" -m pytest -q -p no:cacheprovider -x --tb=line "$@" >"$out" 2>&1
 }
+# Each test by its node id (test_torch.py::Class::test): a -k of its name would also run
+# every test whose name contains it (test_horovod_allreduce would run the _prescale one).
 tests=$(cd "$hvd_dir/test/parallel" && "$python" -m pytest --collect-only -q -p no:cacheprovider test_torch.py 2>/dev/null |
-        grep '::' | sed 's/.*:://' | { if [ -n "$pattern" ]; then grep -E "$pattern"; else cat; fi; })
+        grep '::' | { if [ -n "$pattern" ]; then grep -E "::[^:]*($pattern)"; else cat; fi; })
 passed=0 failed=0 skipped=0
 if [ "$one_job" -eq 1 ]; then
   limit=$((limit * 20))
@@ -60,8 +64,9 @@ if [ "$one_job" -eq 1 ]; then
   tail -5 "$work/all.log"
   exit 0
 fi
-for t in $tests; do
-  run "$work/$t.log" "$suite" -k "$t"
+for id in $tests; do
+  t=${id##*::}
+  run "$work/$t.log" "$hvd_dir/test/parallel/$id"
   rc=$?
   if grep -q "1 skipped" "$work/$t.log" && ! grep -qE "[0-9]+ (passed|failed)" "$work/$t.log"; then
     verdict=skip skipped=$((skipped + 1))

@@ -3,19 +3,11 @@
 //   header   one 128-byte word per rank, written only by that rank (the step barrier,
 //            kernels/barrier_body.h);
 //   slot 0, slot 1   each an `in` half and an `out` half of kIpcChunkBytes.
-// A call goes in chunks; chunk k uses slot k % 2 (counted over the communicator's calls).
-// Per chunk, on the caller's stream:
-//   1. copy this rank's input piece(s) of the chunk into its own slot's `in`;
-//   2. barrier: every rank's input is in place;
-//      (compressed allreduce: encode it there instead; see enqueue_compressed);
-//   3. read the peers' slots: reduce all `in`s (allreduce one-shot, reduce at the root,
-//      reduce_scatter), or copy a peer's `in` (broadcast, allgather(v), alltoall); two-shot
-//      allreduce reduces only its share into its `out`, barriers, then copies every
-//      rank's share from the peers' `out`s.
-// A slot is written again two chunks later, after the next chunk's barrier, which every
-// rank passes only once its stream has finished this chunk: nobody overwrites memory a
-// peer still reads, with one barrier per step. Barrier numbers follow the call order, so
-// calls of one communicator are kept in call order across streams (an event).
+// The slot programs (chunks through the slots, one barrier per step) are written once in
+// engine/local/device_slot_programs.h, over ops that enqueue kernels here (KernelOps) and
+// over ops that record them for the verifier (local_program.cc): they are proved for 1-5
+// ranks. Barrier numbers follow the call order, so calls of one communicator are kept in
+// call order across streams (an event).
 // Buffers registered on every rank (Protocol::kZeroCopy) are read in place instead: no slot,
 // no chunks, one barrier more at the end (enqueue_zero_copy).
 // Every barrier carries the call's digest (call_tag); ranks that are not making the same
@@ -38,6 +30,7 @@
 
 #include "engine/executors/executor.h"
 #include "engine/executors/ipc_host_barrier.h"
+#include "engine/local/device_slot_programs.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
 #include "support/env.h"
@@ -79,6 +72,7 @@ class Digest {
 
 using ZeroCopy = RegisteredBuffers;
 static_assert(kMaxIpcRanks <= kMaxWireInputs, "a compressed reduce sums every rank's wire");
+static_assert(kMaxIpcRanks <= kDeviceSlotRanks, "the slot programs take every rank of a host");
 
 // The host-mapped words the barrier kernels read and write.
 struct Control {
@@ -331,128 +325,45 @@ class IpcDeviceExecutor final : public Executor {
     }
   }
 
-  Status enqueue(const CollCall& call, Algorithm algorithm) {
-    const CollSpec& s = call.spec;
-    const int n = regions_->size(), me = regions_->index();
-    const size_t es = dtype_size(s.dtype);
-    // Elements per chunk of a rank's block: a slot's `in` holds every rank's piece for the
-    // rank-major collectives, one piece otherwise.
-    const bool rank_major = s.kind == CollKind::kReduceScatter || s.kind == CollKind::kAlltoall;
-    // A multiple of 16 bytes, so that every rank's piece keeps the kernels' 16-byte vectors.
-    const size_t per_chunk = std::max<size_t>(16 / es, kIpcChunkBytes / es / (rank_major ? n : 1) / (16 / es) * (16 / es));
-    const char* send = static_cast<const char*>(call.send);
-    char* recv = static_cast<char*>(call.recv);
-    // Allgatherv: a count per rank; the chunks run over the largest, each rank's piece of
-    // a chunk is what its block has left (maybe nothing).
-    const bool varying = s.kind == CollKind::kAllgatherv;
-    size_t total = s.count;
-    if (varying) total = *std::max_element(s.counts.begin(), s.counts.end());
-    auto piece = [&](int r, size_t first) {
-      return varying ? std::min(per_chunk, s.counts[r] > first ? s.counts[r] - first : 0) : 0;
-    };
-    for (size_t first = 0; first < total; first += per_chunk) {
-      const size_t c = std::min(per_chunk, total - first);
-      const size_t off = first * es, bytes = c * es;
-      const int slot = static_cast<int>(chunks_++ & 1);
-      auto in = [&](int r) { return regions_->region(r) + kIpcHeaderBytes + slot * 2 * kIpcChunkBytes; };
-      auto out = [&](int r) { return in(r) + kIpcChunkBytes; };
-      const void* ins[kMaxIpcRanks];
-      for (int r = 0; r < n; ++r) ins[r] = in(r);
-      // 1. this rank's input into its slot (a reduction's prescale applied on the way)
-      auto copy_in = [&](char* dst, const char* src, size_t nbytes) {
-        if (!s.prescaled) return copy(dst, src, nbytes, call.stream);
-        return device_scale_copy(dst, src, nbytes / es, s.dtype, call.prescale, call.stream);
-      };
-      switch (s.kind) {
-        case CollKind::kBroadcast:
-          if (me == s.root) KOLO_TRY(copy(in(me), send + off, bytes, call.stream));
-          break;
-        case CollKind::kReduceScatter:
-        case CollKind::kAlltoall:
-          for (int p = 0; p < n; ++p) KOLO_TRY(copy_in(in(me) + p * bytes, send + p * s.count * es + off, bytes));
-          break;
-        case CollKind::kAllgatherv: KOLO_TRY(copy(in(me), send + off, piece(me, first) * es, call.stream)); break;
-        default: KOLO_TRY(copy_in(in(me), send + off, bytes));
-      }
-      KOLO_TRY(barrier(call.stream));  // 2.
-      // 3. read the peers
-      switch (s.kind) {
-        case CollKind::kAllreduce:
-          if (algorithm == Algorithm::kRing) {
-            KOLO_TRY(ring_allreduce(call, c, in, out, recv + off));
-          } else if (algorithm == Algorithm::kTwoShot) {
-            const size_t lo = c * me / n, hi = c * (me + 1) / n;
-            const void* mine[kMaxIpcRanks];
-            for (int r = 0; r < n; ++r) mine[r] = in(r) + lo * es;
-            KOLO_TRY(device_reduce_into(out(me) + lo * es, mine, n, hi - lo, s.dtype, s.op, call.postscale, call.stream));
-            KOLO_TRY(barrier(call.stream));
-            for (int p = 0; p < n; ++p) {
-              const size_t plo = c * p / n, phi = c * (p + 1) / n;
-              KOLO_TRY(copy(recv + off + plo * es, out(p) + plo * es, (phi - plo) * es, call.stream));
-            }
-          } else {
-            KOLO_TRY(device_reduce_into(recv + off, ins, n, c, s.dtype, s.op, call.postscale, call.stream));
-          }
-          break;
-        case CollKind::kReduce:
-          if (me == s.root) KOLO_TRY(device_reduce_into(recv + off, ins, n, c, s.dtype, s.op, call.postscale, call.stream));
-          break;
-        case CollKind::kBroadcast: KOLO_TRY(copy(recv + off, in(s.root), bytes, call.stream)); break;
-        case CollKind::kAllgather:
-          for (int p = 0; p < n; ++p) KOLO_TRY(copy(recv + p * s.count * es + off, in(p), bytes, call.stream));
-          break;
-        case CollKind::kAllgatherv:
-          for (int p = 0; p < n; ++p) KOLO_TRY(copy(recv + (s.displs[p] + first) * es, in(p), piece(p, first) * es, call.stream));
-          break;
-        case CollKind::kReduceScatter: {
-          const void* mine[kMaxIpcRanks];
-          for (int r = 0; r < n; ++r) mine[r] = in(r) + me * bytes;
-          KOLO_TRY(device_reduce_into(recv + off, mine, n, c, s.dtype, s.op, call.postscale, call.stream));
-          break;
-        }
-        case CollKind::kAlltoall:
-          for (int p = 0; p < n; ++p) KOLO_TRY(copy(recv + p * s.count * es + off, in(p) + me * bytes, bytes, call.stream));
-          break;
-        default:
-          return error(Code::kInternal, "rank ", env_.rank, ": ", coll_name(s.kind), " reached the device_ipc executor");
-      }
+  // The slot programs (engine/local/device_slot_programs.h, which the verifier proves
+  // through a recording) over kernels on the call's stream.
+  class KernelOps {
+   public:
+    KernelOps(IpcDeviceExecutor& x, const CollCall& call) : x_(x), call_(call) {}
+    int size() const { return x_.regions_->size(); }
+    int index() const { return x_.regions_->index(); }
+    size_t slot_bytes() const { return 2 * kIpcChunkBytes; }
+    char* slot(int r, uint64_t chunk) const {
+      return x_.regions_->region(r) + kIpcHeaderBytes + (chunk & 1) * 2 * kIpcChunkBytes;
     }
-    return Status();
-  }
+    Status copy(void* dst, const void* src, size_t bytes) { return IpcDeviceExecutor::copy(dst, src, bytes, call_.stream); }
+    Status scale_copy(void* dst, const void* src, size_t count, DType dtype, ScaleUse use) {
+      return device_scale_copy(dst, src, count, dtype, scale(use), call_.stream);
+    }
+    Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
+      return device_reduce_into(dst, srcs, n, count, dtype, op, scale(use), call_.stream);
+    }
+    Status barrier() { return x_.barrier(call_.stream); }
 
-  // One chunk of a ring allreduce (Algorithm::kRing), every rank reading only from the one
-  // before it, r - 1, in n shares. Reduce-scatter, steps s = 1 .. n-1: rank r adds its
-  // input's share (r - s) to what r - 1 has summed of it (its `out`; at s = 1 its `in`) into
-  // its own `out`; after step n-1 rank r holds share r + 1 summed over all ranks. Allgather,
-  // steps s = 1 .. n-1: rank r copies share (r - s + 1) from r - 1's `out`, where it is
-  // whole by then. A barrier after each step; every share of `out` is written once per
-  // phase, and read only by r + 1 in the step after. Then `out` is copied to the result.
-  // Each share's sum is computed once and copied: every rank gets the same bits.
-  template <class In, class Out>
-  Status ring_allreduce(const CollCall& call, size_t c, In in, Out out, char* result) {
-    const CollSpec& s = call.spec;
-    const int n = regions_->size(), me = regions_->index();
-    const size_t es = dtype_size(s.dtype);
-    if (n == 1) return device_reduce_into(result, std::array<const void*, 1>{in(me)}.data(), 1, c, s.dtype, s.op,
-                                          call.postscale, call.stream);
-    auto lo = [&](int k) { return c * static_cast<size_t>(k) / n * es; };
-    auto len = [&](int k) { return lo(k + 1) - lo(k); };
-    const int prev = (me + n - 1) % n;
-    auto mod = [n](int k) { return ((k % n) + n) % n; };
-    for (int step = 1; step < n; ++step) {
-      const int k = mod(me - step);
-      const void* two[2] = {(step == 1 ? in(prev) : out(prev)) + lo(k), in(me) + lo(k)};
-      // The last step's sum is the result: the postscale goes there (once per share).
-      const Scale post = step == n - 1 ? call.postscale : Scale{};
-      KOLO_TRY(device_reduce_into(out(me) + lo(k), two, 2, len(k) / es, s.dtype, s.op, post, call.stream));
-      KOLO_TRY(barrier(call.stream));
+   private:
+    Scale scale(ScaleUse use) const {
+      switch (use) {
+        case ScaleUse::kPre: return call_.prescale;
+        case ScaleUse::kPost: return call_.postscale;
+        case ScaleUse::kBoth:
+          return Scale{call_.prescale.factor * call_.postscale.factor,
+                       call_.prescale.divisor * call_.postscale.divisor};
+        case ScaleUse::kNone: break;
+      }
+      return Scale{};
     }
-    for (int step = 1; step < n; ++step) {
-      const int k = mod(me - step + 1);
-      KOLO_TRY(copy(out(me) + lo(k), out(prev) + lo(k), len(k), call.stream));
-      KOLO_TRY(barrier(call.stream));
-    }
-    return copy(result, out(me), c * es, call.stream);
+    IpcDeviceExecutor& x_;
+    const CollCall& call_;
+  };
+
+  Status enqueue(const CollCall& call, Algorithm algorithm) {
+    KernelOps ops(*this, call);
+    return DeviceSlotPrograms<KernelOps>(ops, chunks_).run(call, algorithm);
   }
 
   // Allreduce of FLOAT32 with contributions compressed on the way (CollSpec::wire): each

@@ -29,6 +29,7 @@ enum LocalCounter : int {
   kPosted = 0,    // chunks whose input this rank has copied into its slot
   kReduced = 1,   // chunks whose slice this rank has reduced (two-phase collectives)
   kConsumed = 2,  // chunks this rank has finished reading from every slot
+  kBarrier = 3,   // device slot programs: barriers this rank has reached (device_slot_programs.h)
 };
 
 }  // namespace kolo

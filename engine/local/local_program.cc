@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "engine/local/device_slot_programs.h"
 #include "engine/local/local_programs.h"
 #include "engine/verifier/verifier.h"
 
@@ -61,6 +62,16 @@ class RecordOps {
     return Status();
   }
   Status check_peers(int) { return Status(); }  // a recording runs one call on every rank
+  // A device slot program's barrier (one kernel on a device): this rank's number posted,
+  // then every peer's awaited. drop_barrier: the one left out (a test that the verifier
+  // notices; -1: none).
+  Status barrier() {
+    ++barriers_;
+    if (static_cast<int64_t>(barriers_) == drop_barrier_) return Status();
+    publish(kBarrier, barriers_);
+    return wait_for_all(kBarrier, barriers_, "barrier");
+  }
+  void drop_barrier(int64_t which) { drop_barrier_ = which; }
 
  private:
   Slice slice(const void* p, size_t bytes) const {
@@ -100,7 +111,31 @@ class RecordOps {
   size_t esize_;
   DType dtype_;
   Schedule& s_;
+  uint64_t barriers_ = 0;
+  int64_t drop_barrier_ = -1;
 };
+
+// A recorded call's buffers: distinct ranges, aliased as the API lays out in-place calls
+// (reduce_scatter's output lies in its input, every other collective's input lies in its
+// output; allgather(v): at this rank's block).
+CollCall recorded_call(const CollSpec& spec, const CollSpec& mine, int r) {
+  CollCall call;
+  call.spec = mine;
+  call.send = address(kInputBase);
+  call.recv = address(kOutputBase);
+  if (!mine.in_place) return call;
+  const size_t es = dtype_size(spec.dtype);
+  if (spec.kind == CollKind::kReduceScatter) {
+    call.recv = address(kInputBase + r * mine.bytes());
+  } else if (spec.kind == CollKind::kAllgather) {
+    call.send = address(kOutputBase + r * mine.bytes());
+  } else if (spec.kind == CollKind::kAllgatherv) {
+    call.send = address(kOutputBase + spec.displs[r] * es);
+  } else {
+    call.send = address(kOutputBase);
+  }
+  return call;
+}
 
 }  // namespace
 
@@ -114,27 +149,28 @@ std::vector<Schedule> record_local_programs(const CollSpec& spec, int ranks, Alg
     s.algorithm = algorithm_name(reduces ? algorithm : Algorithm::kOneShot);
     s.slots = slots;
     s.slot_bytes = slot_bytes;
-    CollCall call;
-    call.spec = mine;
-    call.send = address(kInputBase);
-    call.recv = address(kOutputBase);
-    if (mine.in_place) {
-      // The API's in-place layouts: reduce_scatter's output lies in its input, every other
-      // collective's input lies in its output (allgather(v): at this rank's block).
-      const size_t es = dtype_size(spec.dtype);
-      if (spec.kind == CollKind::kReduceScatter) {
-        call.recv = address(kInputBase + r * mine.bytes());
-      } else if (spec.kind == CollKind::kAllgather) {
-        call.send = address(kOutputBase + r * mine.bytes());
-      } else if (spec.kind == CollKind::kAllgatherv) {
-        call.send = address(kOutputBase + spec.displs[r] * es);
-      } else {
-        call.send = address(kOutputBase);
-      }
-    }
+    const CollCall call = recorded_call(spec, mine, r);
     RecordOps ops(ranks, r, slot_bytes, slots, spec.dtype, &s);
     uint64_t next_chunk = 0;
     (void)LocalPrograms<RecordOps>(ops, next_chunk).run(call, algorithm);
+  }
+  return out;
+}
+
+std::vector<Schedule> record_device_programs(const CollSpec& spec, int ranks, Algorithm algorithm, size_t slot_bytes,
+                                             int64_t drop_barrier) {
+  std::vector<Schedule> out(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    const CollSpec mine = spec_for_rank(spec, r);
+    Schedule& s = out[r];
+    s.algorithm = algorithm_name(spec.kind == CollKind::kAllreduce ? algorithm : Algorithm::kOneShot);
+    s.slots = 2;
+    s.slot_bytes = slot_bytes;
+    const CollCall call = recorded_call(spec, mine, r);
+    RecordOps ops(ranks, r, slot_bytes, 2, spec.dtype, &s);
+    ops.drop_barrier(drop_barrier);
+    uint64_t next_chunk = 0;
+    (void)DeviceSlotPrograms<RecordOps>(ops, next_chunk).run(call, algorithm);
   }
   return out;
 }

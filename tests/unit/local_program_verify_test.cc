@@ -454,6 +454,97 @@ TEST(LocalProgramVerify, RecordedProgramsNeedEveryDataWait) {
   EXPECT_GT(mutants, 100);
 }
 
+// The device_ipc executor's slot programs (engine/local/device_slot_programs.h), recorded
+// as the executor runs them: every collective and allreduce algorithm on 1-5 ranks, slots
+// small enough for many chunks (slot reuse two chunks later is what the barriers guard).
+TEST(LocalProgramVerify, EveryRecordedDeviceProgramVerifies) {
+  const CollKind kinds[] = {CollKind::kAllreduce, CollKind::kReduce,     CollKind::kBroadcast, CollKind::kAllgather,
+                            CollKind::kAllgatherv, CollKind::kReduceScatter, CollKind::kAlltoall};
+  int verified = 0;
+  for (CollKind kind : kinds) {
+    std::vector<Algorithm> algorithms = {Algorithm::kOneShot};
+    if (kind == CollKind::kAllreduce) algorithms = {Algorithm::kOneShot, Algorithm::kTwoShot, Algorithm::kRing};
+    for (Algorithm algorithm : algorithms) {
+      for (int p = 1; p <= 5; ++p) {
+        for (size_t count : {1, 7, 40, 129}) {
+          for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+            for (size_t slot_bytes : {size_t{256}, size_t{1} << 16}) {
+              for (bool in_place : {false, true}) {
+                for (bool prescaled : {false, true}) {
+                  if (prescaled && !reduction(kind)) continue;
+                  for (int root = 0; root < (rooted(kind) ? p : 1); ++root) {
+                    CollSpec spec;
+                    spec.kind = kind;
+                    spec.count = count;
+                    spec.dtype = dtype;
+                    spec.root = root;
+                    spec.in_place = in_place;
+                    spec.prescaled = prescaled;
+                    spec.postscaled = true;
+                    spec.device = true;
+                    if (kind == CollKind::kAllgatherv) {
+                      spec.counts.assign(p, 0);
+                      spec.displs.assign(p, 0);
+                      size_t at = 0;
+                      for (int q = 0; q < p; ++q) {
+                        spec.counts[q] = q % 2 == 0 ? count : (count + q) % 5 + 1;
+                        spec.displs[q] = at;
+                        at += spec.counts[q] + q % 2;
+                      }
+                    }
+                    const std::string what =
+                        str_cat("device ", coll_name(kind), " ", algorithm_name(algorithm), " p=", p, " count=", count,
+                                " ", dtype_name(dtype), " slot=", slot_bytes, " in_place=", in_place,
+                                " prescaled=", prescaled, " root=", root);
+                    std::vector<Schedule> programs = record_device_programs(spec, p, algorithm, slot_bytes);
+                    ASSERT_EQ(programs.size(), static_cast<size_t>(p)) << what;
+                    Status st = verify_schedules(spec, programs);
+                    ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+                    ++verified;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(verified, 1000);
+}
+
+// Every barrier of a device program is needed: the program without any one of them (on
+// every rank) has a race or a read of a slot not yet written, which the verifier finds.
+TEST(LocalProgramVerify, DeviceProgramsNeedEveryBarrier) {
+  int mutants = 0;
+  for (CollKind kind : {CollKind::kAllreduce, CollKind::kBroadcast, CollKind::kAllgather, CollKind::kReduceScatter,
+                        CollKind::kAlltoall}) {
+    std::vector<Algorithm> algorithms = {Algorithm::kOneShot};
+    if (kind == CollKind::kAllreduce) algorithms = {Algorithm::kOneShot, Algorithm::kTwoShot, Algorithm::kRing};
+    for (Algorithm algorithm : algorithms) {
+      for (int p : {2, 3}) {
+        CollSpec spec;
+        spec.kind = kind;
+        spec.count = 120;  // 256-byte slots: several chunks
+        spec.postscaled = true;
+        spec.device = true;
+        const std::vector<Schedule> programs = record_device_programs(spec, p, algorithm, 256);
+        ASSERT_TRUE(verify_schedules(spec, programs).ok());
+        int barriers = 0;
+        for (const Step& st : programs[0].steps) barriers += st.kind == StepKind::kSignal ? 1 : 0;
+        ASSERT_GT(barriers, 1);
+        for (int b = 1; b <= barriers; ++b) {
+          Status v = verify_schedules(spec, record_device_programs(spec, p, algorithm, 256, b));
+          EXPECT_FALSE(v.ok()) << "device " << coll_name(kind) << " " << algorithm_name(algorithm) << " p=" << p
+                               << ": runs without barrier " << b;
+          ++mutants;
+        }
+      }
+    }
+  }
+  EXPECT_GT(mutants, 50);
+}
+
 // The recorded allreduce programs simulate close to the closed-form model.
 TEST(LocalProgramVerify, RecordedAllreduceSimulationAgreesWithTheModel) {
   const PlannerParams& params = planner_params();

@@ -180,7 +180,7 @@ expect(torch.allclose(sync_bn.running_mean, ref2.running_mean, atol=1e-12) and
        torch.allclose(sync_bn.running_var, ref2.running_var, atol=1e-12), "SyncBatchNorm running statistics")
 
 # ---- errors ------------------------------------------------------------------------------
-for bad, kind in [(lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum), NotImplementedError),
+for bad, kind in [(lambda: hvd.reducescatter(torch.ones(2 * n), op=hvd.Adasum), NotImplementedError),
                   (lambda: hvd.allreduce(torch.ones(2, dtype=torch.bool)), TypeError),
                   (lambda: hvd.broadcast(torch.ones(2), n + 3), ValueError),
                   (lambda: hvd.alltoall(torch.ones(n + 1, 1)) if n > 1 else hvd.alltoall(torch.ones(1, 1), splits=[2]),

@@ -58,7 +58,7 @@ Runtime::Runtime(std::unique_ptr<Communicator> comm, const RuntimeSettings& sett
     : comm_(std::move(comm)),
       settings_(settings),
       negotiator_(*comm_, settings.cache_capacity, settings.stall),
-      executor_(*comm_, settings.timeout_seconds),
+      runner_(*comm_, settings.timeout_seconds),
       autotuner_(settings.autotune && comm_->rank() == 0, settings.fusion_threshold, settings.cycle_ms) {}
 
 Runtime::~Runtime() {
@@ -196,7 +196,7 @@ bool Runtime::cycle(bool early) {
       joined_at_cycle_ = static_cast<int64_t>(stats_.cycles);
     }
   }
-  executor_.set_timeline(timeline.get());
+  runner_.set_timeline(timeline.get());
   const double now = now_seconds();
   input.joined = joined_locally_;
   input.newly_joined = newly_joined;
@@ -248,8 +248,8 @@ bool Runtime::cycle(bool early) {
   if (out.ready.empty()) return true;
   if (timeline) timeline->mark("CYCLE", now, str_cat("\"ready\": ", out.ready.size(), ", \"cached\": ", out.cached_hits));
   execute(out.ready, negotiated_at, autotuner_.threshold(out.tuning));
-  if (!executor_.comm_error().ok()) {
-    die(executor_.comm_error());
+  if (!runner_.comm_error().ok()) {
+    die(runner_.comm_error());
     return false;
   }
   return true;
@@ -290,7 +290,7 @@ void Runtime::execute(std::vector<Response>& ready, double negotiated_at, size_t
       members.push_back(requests[i].get());
       bytes += ready[i].sig.total_count() * dtype_size(ready[i].sig.dtype);
     }
-    Status s = executor_.comm_error().ok() ? executor_.allreduce(members, negotiated_at) : executor_.comm_error();
+    Status s = runner_.comm_error().ok() ? runner_.allreduce(members, negotiated_at) : runner_.comm_error();
     for (Request* r : members) finish(*r, s);
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.collectives;
@@ -298,7 +298,7 @@ void Runtime::execute(std::vector<Response>& ready, double negotiated_at, size_t
   }
   for (size_t i = 0; i < ready.size(); ++i) {
     if (ready[i].code != Code::kOk || ready[i].sig.kind == OpKind::kAllreduce) continue;
-    Status s = executor_.comm_error().ok() ? executor_.run(ready[i], *requests[i], negotiated_at) : executor_.comm_error();
+    Status s = runner_.comm_error().ok() ? runner_.run(ready[i], *requests[i], negotiated_at) : runner_.comm_error();
     finish(*requests[i], s);
   }
   autotuner_.record(bytes, now_seconds());

@@ -18,7 +18,7 @@
 
 #include "engine/communicator.h"
 #include "engine/runtime/autotune.h"
-#include "engine/runtime/executor.h"
+#include "engine/runtime/op_runner.h"
 #include "engine/runtime/negotiation.h"
 #include "engine/runtime/pacing.h"
 #include "engine/runtime/timeline.h"
@@ -90,7 +90,7 @@ class Runtime {
   std::unique_ptr<Communicator> comm_;
   RuntimeSettings settings_;
   Negotiator negotiator_;
-  Executor executor_;
+  OpRunner runner_;
   Autotuner autotuner_;
 
   mutable std::mutex mutex_;  // guards everything below up to the thread

@@ -221,7 +221,7 @@ void scenario_wire(kolo_comm_t comm) {
   expect(rc == KOLO_ERR_UNSUPPORTED && contains(kolo_last_error(), "allreduce"), std::string("broadcast: ") + kolo_last_error());
 }
 
-// op=Adasum through the runtime (engine/runtime/executor.cc stages it through host memory),
+// op=Adasum through the runtime (engine/runtime/op_runner.cc stages it through host memory),
 // on host tensors and, where there is a device (KOLO_DEVICE=emulated), on device tensors a
 // busy producer stream is still writing. Several tensors are enqueued at once so that
 // fusion packs them; each must come out as kolo_allreduce's KOLO_ADASUM of it alone, bit

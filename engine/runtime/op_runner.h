@@ -17,7 +17,7 @@
 
 namespace kolo::runtime {
 
-class Executor {
+class OpRunner {
  public:
   // Tensors of at least this size are reduced in place within their group's collective
   // instead of through the fusion buffer (see allreduce()). On one host an allreduce costs
@@ -25,7 +25,7 @@ class Executor {
   // ResNet-50's step measured 1.14-1.17x one allreduce with 64 KB, 1.30-1.43x with 1 MB.
   static constexpr size_t kInPlaceBytes = size_t{64} << 10;
 
-  Executor(Communicator& comm, double timeout_seconds);
+  OpRunner(Communicator& comm, double timeout_seconds);
 
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   // members: the allreduce requests of one fusion group (from plan_fusion), in order.

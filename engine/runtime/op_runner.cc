@@ -1,4 +1,4 @@
-#include "engine/runtime/executor.h"
+#include "engine/runtime/op_runner.h"
 
 #include <algorithm>
 #include <cstring>
@@ -39,16 +39,16 @@ const char* phase_name(OpKind kind) {
 
 }  // namespace
 
-Executor::Executor(Communicator& comm, double timeout_seconds) : comm_(comm), timeout_seconds_(timeout_seconds) {}
+OpRunner::OpRunner(Communicator& comm, double timeout_seconds) : comm_(comm), timeout_seconds_(timeout_seconds) {}
 
-Status Executor::prepare(const Request& request) {
+Status OpRunner::prepare(const Request& request) {
   KOLO_TRY(lane_.use(request.sig.device ? request.device : -1));
   return lane_.wait_ready(request.ready);
 }
 
-Status Executor::collective(const CollCall& call) { return collective_group({call}); }
+Status OpRunner::collective(const CollCall& call) { return collective_group({call}); }
 
-Status Executor::collective_group(std::vector<CollCall> calls) {
+Status OpRunner::collective_group(std::vector<CollCall> calls) {
   for (CollCall& call : calls) lane_.place(call);
   Status s = comm_.run_group(calls);
   if (!s.ok() && comm_error_.ok()) comm_error_ = s;
@@ -56,7 +56,7 @@ Status Executor::collective_group(std::vector<CollCall> calls) {
 }
 
 // The timeline shows the Plan that ran (the communicator's last), not a second opinion.
-std::string Executor::algorithm(const CollSpec& spec) const {
+std::string OpRunner::algorithm(const CollSpec& spec) const {
   if (timeline_ == nullptr) return "";
   if (spec.kind == CollKind::kSend) return "send/recv group";
   const Plan* p = comm_.last_plan();
@@ -64,11 +64,11 @@ std::string Executor::algorithm(const CollSpec& spec) const {
   return plan_label(*p);
 }
 
-void Executor::record(const Request& request, const char* phase, double start, double end, const std::string& args) {
+void OpRunner::record(const Request& request, const char* phase, double start, double end, const std::string& args) {
   if (timeline_ != nullptr) timeline_->span(request.name, phase, start, end, args);
 }
 
-Status Executor::fatal(Status status) {
+Status OpRunner::fatal(Status status) {
   if (comm_error_.ok()) comm_error_ = status;
   return status;
 }
@@ -83,7 +83,7 @@ struct FinishLane {
 };
 }  // namespace
 
-Status Executor::allreduce(const std::vector<Request*>& members, double negotiated_at) {
+Status OpRunner::allreduce(const std::vector<Request*>& members, double negotiated_at) {
   const Signature& sig = members.front()->sig;
   if (sig.op == ReduceOp::kAdasum) return adasum(members, negotiated_at);
   const size_t elem = dtype_size(sig.dtype);
@@ -218,7 +218,7 @@ Status Executor::allreduce(const std::vector<Request*>& members, double negotiat
   return Status();
 }
 
-Status Executor::adasum(const std::vector<Request*>& members, double negotiated_at) {
+Status OpRunner::adasum(const std::vector<Request*>& members, double negotiated_at) {
   const Signature& sig = members.front()->sig;
   const size_t elem = dtype_size(sig.dtype);
   const double start = now_seconds();
@@ -277,7 +277,7 @@ Status Executor::adasum(const std::vector<Request*>& members, double negotiated_
   return Status();
 }
 
-void* Executor::output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure) {
+void* OpRunner::output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure) {
   void* out = request.alloc ? request.alloc(count, rank_counts) : nullptr;
   if (count == 0) return out;
   if (out == nullptr) {
@@ -297,7 +297,7 @@ void* Executor::output(Request& request, size_t count, const std::vector<size_t>
   return scratch.value();
 }
 
-Status Executor::allgather(const Response& resp, Request& request, CollSpec* spec) {
+Status OpRunner::allgather(const Response& resp, Request& request, CollSpec* spec) {
   const size_t row = resp.sig.counts.empty() ? 0 : resp.sig.counts[0];
   CollCall call = make_call(CollKind::kAllgatherv, resp.sig, request.local[0] * row, request.sends[0], nullptr);
   std::vector<size_t> rows;
@@ -319,7 +319,7 @@ Status Executor::allgather(const Response& resp, Request& request, CollSpec* spe
 
 // Per-peer splits: a group of sends and receives (the communicator runs them together, so
 // no pair can deadlock) and a local copy of this rank's own block.
-Status Executor::alltoall(const Response& resp, Request& request) {
+Status OpRunner::alltoall(const Response& resp, Request& request) {
   const int size = comm_.size(), me = comm_.rank();
   const size_t elem = dtype_size(resp.sig.dtype);
   std::vector<size_t> recv_counts(size);
@@ -349,7 +349,7 @@ Status Executor::alltoall(const Response& resp, Request& request) {
   return failure;
 }
 
-Status Executor::run(const Response& resp, Request& request, double negotiated_at) {
+Status OpRunner::run(const Response& resp, Request& request, double negotiated_at) {
   const double start = now_seconds();
   record(request, "NEGOTIATE", request.enqueued_at, negotiated_at);
   record(request, "QUEUE", negotiated_at, start);

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "engine/executors/executor.h"
+#include "engine/executors/staged_chunks.h"
 #include "engine/executors/staged_layout.h"
 #include "engine/executors/staged_process.h"
 #include "support/device/device.h"
@@ -53,26 +54,6 @@ namespace kolo {
 namespace {
 
 using namespace staged;  // NOLINT: the layout is this executor's own vocabulary
-
-constexpr size_t kNowhere = ~size_t{0};
-
-// A piece to copy: device memory and where it lies in its chunk's staging.
-struct Copy {
-  char* device;
-  size_t offset;
-  size_t bytes;
-};
-
-// One chunk, or one group: the host calls on its staging, the copies in and out.
-struct Chunk {
-  std::vector<CollCall> host_calls;  // send/recv: set from the offsets once staged
-  std::vector<size_t> send_at, recv_at;  // offsets into the staging (kNowhere: none)
-  std::vector<Copy> ins, outs;
-  size_t bytes = 0;          // the staging it needs
-  char* staging = nullptr;   // a slot, or the large buffer
-  void* in_done = nullptr;   // recorded after its copies in
-  uint32_t seq = 0;          // the word value that releases the stream after it
-};
 
 // One call (or group) as the progress thread gets it.
 struct Operation {
@@ -146,7 +127,7 @@ class StagedDeviceExecutor final : public Executor {
     op->device = device;
     std::vector<CollCall> host_calls;
     for (size_t i = 0; i < n; ++i) host_calls.push_back(calls[i].call);
-    KOLO_TRY(chunks_of(host_calls.data(), n, &op->chunks));
+    KOLO_TRY(chunks_of(host_calls.data(), n, env_.size, env_.rank, &op->chunks));
     const bool fits = std::all_of(op->chunks.begin(), op->chunks.end(), [&](const Chunk& c) { return c.bytes <= slot_bytes_; });
     if (!fits && large_bytes_ < largest(op->chunks)) {
       // make_room takes the large buffer for the calls it expects here: those with
@@ -255,7 +236,7 @@ class StagedDeviceExecutor final : public Executor {
     for (size_t i = 0; i < n; ++i) p2p = p2p || calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
     if (ipc_possible_ && !p2p) return Status();
     std::vector<Chunk> chunks;
-    KOLO_TRY(chunks_of(calls, n, &chunks));
+    KOLO_TRY(chunks_of(calls, n, env_.size, env_.rank, &chunks));
     const size_t need = largest(chunks);
     if (need <= slot_bytes_) return Status();
     while (true) {
@@ -306,70 +287,6 @@ class StagedDeviceExecutor final : public Executor {
     }
     for (void* e : last) KOLO_TRY(device::runtime().event_synchronize(e, deadline));
     return Status();
-  }
-
-  static size_t largest(const std::vector<Chunk>& chunks) {
-    size_t most = 0;
-    for (const Chunk& c : chunks) most = std::max(most, c.bytes);
-    return most;
-  }
-
-  // ---- the caller's side ---------------------------------------------------------------
-
-  // The chunks of calls[0..n): each chunk of a single large call, else one for all.
-  Status chunks_of(const CollCall* calls, size_t n, std::vector<Chunk>* chunks) const {
-    const size_t per = n == 1 ? chunk_elems(calls[0], env_.size, env_.rank) : 0;
-    if (per == 0) {
-      std::vector<Part> parts;
-      for (size_t i = 0; i < n; ++i) parts.push_back(part_of(calls[i], 0, calls[i].spec.count, env_.size, env_.rank));
-      chunks->emplace_back();
-      return lay_out(parts, &chunks->back());
-    }
-    const size_t count = calls[0].spec.count;
-    for (size_t first = 0; first < count; first += per) {
-      chunks->emplace_back();
-      KOLO_TRY(lay_out({part_of(calls[0], first, std::min(per, count - first), env_.size, env_.rank)}, &chunks->back()));
-    }
-    return Status();
-  }
-
-  // Where each region of each part goes in the chunk's staging, and the copies in and out.
-  Status lay_out(const std::vector<Part>& parts, Chunk* chunk) const {
-    size_t end = 0;
-    for (const Part& p : parts) {
-      Layout l;
-      KOLO_TRY(layout_of(p, env_.rank, &l));
-      size_t at[2] = {0, 0};
-      for (int r = 0; r < l.regions; ++r) {
-        at[r] = end;
-        end += staged_aligned(l.region[r].total());
-      }
-      CollCall host = p.call;
-      host.spec.device = false;
-      host.stream = nullptr;
-      const size_t send_at = l.send_in < 0 ? kNowhere : at[l.send_in] + l.region[l.send_in].locate(p.send.device, p.send.bytes);
-      const size_t recv_at = l.recv_in < 0 ? kNowhere : at[l.recv_in] + l.region[l.recv_in].locate(p.recv.device, p.recv.bytes);
-      host.send = host.recv = nullptr;  // enqueue() points them into the staging
-      chunk->send_at.push_back(send_at);
-      chunk->recv_at.push_back(recv_at);
-      if (l.whole_in) {
-        add_copies(l.region[0], l.region[0], at[0], &chunk->ins);
-      } else if (l.send_in >= 0) {
-        add_copies(p.send, l.region[l.send_in], at[l.send_in], &chunk->ins);
-      }
-      if (l.recv_in >= 0) add_copies(p.recv, l.region[l.recv_in], at[l.recv_in], &chunk->outs);
-      chunk->host_calls.push_back(host);
-    }
-    chunk->bytes = end;
-    return Status();
-  }
-
-  // The pieces of `view`, each to where it lies in the staging of `region` (at `at`).
-  static void add_copies(const View& view, const View& region, size_t at, std::vector<Copy>* copies) {
-    for (size_t q = 0; q < view.blocks; ++q) {
-      const char* d = view.device + q * view.stride;
-      copies->push_back({const_cast<char*>(d), at + region.locate(d, view.bytes), view.bytes});
-    }
   }
 
   // The chunks on the caller's stream: the copies in of up to kStagedSlots chunks ahead,

@@ -45,7 +45,7 @@ struct CollSpec {
   // FLOAT8_E4M3/E5M2 with block scales), accumulated in fp32; kCount: as the data.
   DType wire = DType::kCount;
   // Device buffers in a window registered on every rank (kolo_mem_register;
-  // transport/ipc_windows.h): the ones peers read (allreduce: input and output; broadcast:
+  // transport/ipc/ipc_windows.h): the ones peers read (allreduce: input and output; broadcast:
   // the output; the others: the input). Set by the communicator for this rank.
   bool registered = false;
 

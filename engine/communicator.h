@@ -80,7 +80,7 @@ class Communicator {
   // name, once per name (the Horovod runtime's private communicator, for example).
   Result<std::unique_ptr<Communicator>> duplicate(const std::string& name);
   // Collective: every rank registers one device buffer of its own (kolo_mem_register); the
-  // k-th registration of every rank forms window k (transport/ipc_windows.h). Returns the
+  // k-th registration of every rank forms window k (transport/ipc/ipc_windows.h). Returns the
   // window's id. Device calls whose buffers lie in a window at the same offset on every
   // rank read them in place on one host.
   Result<int> register_memory(void* ptr, size_t bytes);

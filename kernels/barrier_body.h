@@ -1,7 +1,7 @@
 // The step barrier of the one-host device collectives, written once for both devices:
 // cuda/barrier_kernels.cu wraps it in a __global__ function, device_kernels.cc runs it on
 // the emulated device's stream worker. Ranks of one host map each other's IPC regions
-// (transport/ipc_regions.h); every rank has a word per peer in its own region, which only that
+// (transport/ipc/ipc_regions.h); every rank has a word per peer in its own region, which only that
 // peer writes. A barrier is a number, the same on every rank and increasing: a rank posts
 // it into its word in every region (a system-scope release, so what it wrote before is
 // visible to whoever sees the number), then waits until every peer's word in its own

@@ -39,7 +39,7 @@ ALLOWED_BACKEND_INCLUDERS="transport/transports.cc"
 #   a file that matches it with the same text is inside that backend) ; not a backend
 #   (ERE, empty for none) ; who else may include it (exact files, or folders ending '/').
 BACKEND_RULES="
-transport backend;^transport/[^/]+/;^transport/bootstrap/;$ALLOWED_BACKEND_INCLUDERS
+transport backend;^transport/[^/]+/;^transport/(bootstrap|ipc)/;$ALLOWED_BACKEND_INCLUDERS
 device runtime backend;^support/device/(cuda|emulated);;support/device/
 "
 

@@ -19,7 +19,7 @@
 #include "support/status.h"
 #include "transport/bootstrap/store.h"
 #include "transport/fabric.h"
-#include "transport/ipc_windows.h"
+#include "transport/ipc/ipc_windows.h"
 #include "transport/shared_domain.h"
 
 namespace kolo {

@@ -1,5 +1,5 @@
 // The device_ipc executor: one-host device collectives as kernels over the peers' memory,
-// no host in between. Every rank maps every peer's IPC region (transport/ipc_regions.h):
+// no host in between. Every rank maps every peer's IPC region (transport/ipc/ipc_regions.h):
 //   header   one 128-byte word per rank, written only by that rank (the step barrier,
 //            kernels/barrier_body.h);
 //   slot 0, slot 1   each an `in` half and an `out` half of kIpcChunkBytes.
@@ -35,7 +35,7 @@
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
-#include "transport/ipc_regions.h"
+#include "transport/ipc/ipc_regions.h"
 
 namespace kolo {
 namespace {

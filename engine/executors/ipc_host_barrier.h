@@ -19,7 +19,7 @@
 
 #include "support/clock.h"
 #include "support/status.h"
-#include "transport/ipc_regions.h"
+#include "transport/ipc/ipc_regions.h"
 #include "transport/shared_domain.h"
 
 namespace kolo {

@@ -1,4 +1,4 @@
-// Device memory every rank of a host maps (transport/ipc_regions.h), on the
+// Device memory every rank of a host maps (transport/ipc/ipc_regions.h), on the
 // emulated device between real processes: each rank sees every peer's writes in its
 // mapping of the peer's region; a size that differs between ranks, and a peer that never
 // comes, are errors that name the rank.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "transport/bootstrap/store.h"
-#include "transport/ipc_regions.h"
+#include "transport/ipc/ipc_regions.h"
 
 namespace kolo {
 namespace {

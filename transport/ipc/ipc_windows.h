@@ -1,7 +1,7 @@
 // User buffers registered with every rank of one host (kolo_mem_register), so that the
 // one-host device collectives read and write them directly instead of copying through
 // staging slots. Each registration is collective: every rank shares one buffer of its
-// own (any size; transport/ipc_regions.h maps them), and the k-th registration of every
+// own (any size; transport/ipc/ipc_regions.h maps them), and the k-th registration of every
 // rank forms window k. A call uses window k when its buffers lie in it on every rank at
 // the same offsets (as NCCL's registered buffers and symmetric windows require); that
 // each rank's lookup agrees with its peers' is checked by the collective itself
@@ -13,7 +13,7 @@
 #include <map>
 #include <memory>
 
-#include "transport/ipc_regions.h"
+#include "transport/ipc/ipc_regions.h"
 
 namespace kolo {
 

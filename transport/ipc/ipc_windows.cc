@@ -1,4 +1,4 @@
-#include "transport/ipc_windows.h"
+#include "transport/ipc/ipc_windows.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "transport/ipc_regions.h"
+#include "transport/ipc/ipc_regions.h"
 
 #include <chrono>
 #include <cstring>

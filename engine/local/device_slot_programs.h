@@ -1,6 +1,6 @@
 // The device_ipc executor's slot programs, written once over an ops policy like the host
 // ones (local_programs.h): the executor runs them over ops that enqueue kernels
-// (engine/executors/ipc_device_executor.cc), local_program.cc records them for the
+// (engine/executors/device_ipc/ipc_device_executor.cc), local_program.cc records them for the
 // verifier, the simulator and kolo-plan. Every rank has two slots (chunk k uses slot
 // k % 2), each an `in` half and an `out` half of slot_bytes / 2. Per chunk:
 //   1. copy this rank's input piece(s) of the chunk into its own slot's `in` (a

@@ -1,4 +1,4 @@
-// The NCCL fallback's loader (engine/executors/nccl_library.h): the real libnccl.so.2
+// The NCCL fallback's loader (engine/executors/nccl/nccl_library.h): the real libnccl.so.2
 // where it is installed, missing, too old and incomplete libraries refused with errors that
 // name them, the type and operation maps, and, where nccl.h is installed, kolo's copy of
 // NCCL's ABI checked against it. Without a GPU nothing past loading can run; KOLO_BACKEND=nccl
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/executors/nccl_library.h"
+#include "engine/executors/nccl/nccl_library.h"
 #include "kolo/kolo.h"
 #ifdef KOLO_TEST_NCCL_H
 #include <nccl.h>

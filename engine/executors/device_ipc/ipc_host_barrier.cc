@@ -1,5 +1,5 @@
 // ipc_host_barrier.h: the device_ipc step barrier waited for on the host, the stream held by a word.
-#include "engine/executors/ipc_host_barrier.h"
+#include "engine/executors/device_ipc/ipc_host_barrier.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

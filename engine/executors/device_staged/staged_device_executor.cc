@@ -43,9 +43,9 @@
 #include <vector>
 
 #include "engine/executors/executor.h"
-#include "engine/executors/staged_chunks.h"
-#include "engine/executors/staged_layout.h"
-#include "engine/executors/staged_process.h"
+#include "engine/executors/device_staged/staged_chunks.h"
+#include "engine/executors/device_staged/staged_layout.h"
+#include "engine/executors/device_staged/staged_process.h"
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"

@@ -1,4 +1,4 @@
-#include "engine/executors/staged_chunks.h"
+#include "engine/executors/device_staged/staged_chunks.h"
 
 namespace kolo::staged {
 namespace {

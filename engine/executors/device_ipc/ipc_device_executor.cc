@@ -29,7 +29,7 @@
 #include <thread>
 
 #include "engine/executors/executor.h"
-#include "engine/executors/ipc_host_barrier.h"
+#include "engine/executors/device_ipc/ipc_host_barrier.h"
 #include "engine/local/device_slot_programs.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"

@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "engine/executors/executor.h"
-#include "engine/executors/nccl_library.h"
+#include "engine/executors/nccl/nccl_library.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
 #include "support/env.h"

@@ -1,4 +1,4 @@
-#include "engine/executors/schedule_executor.h"
+#include "engine/executors/schedule/schedule_executor.h"
 
 #include <sched.h>
 

@@ -1,4 +1,4 @@
-#include "engine/executors/nccl_library.h"
+#include "engine/executors/nccl/nccl_library.h"
 
 #include <dlfcn.h>
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/collective.h"
-#include "engine/executors/staged_layout.h"
+#include "engine/executors/device_staged/staged_layout.h"
 #include "support/status.h"
 
 namespace kolo::staged {

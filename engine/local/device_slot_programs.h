@@ -54,7 +54,6 @@ class DeviceSlotPrograms {
     const size_t unit = std::max<size_t>(1, 16 / es);
     const size_t per_chunk = std::max(unit, half / es / (rank_major ? n : 1) / unit * unit);
     const char* send = static_cast<const char*>(call.send);
-    char* recv = static_cast<char*>(call.recv);
     // Allgatherv: a count per rank; the chunks run over the largest, each rank's piece of a
     // chunk is what its block has left (maybe nothing).
     const bool varying = s.kind == CollKind::kAllgatherv;

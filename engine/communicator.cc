@@ -316,7 +316,8 @@ Executor* Communicator::executor_of(const Plan& p) const { return executors_[sta
 // device call): what it learns goes into the PlanContext before that call is planned, and
 // plans made before it are dropped.
 Status Communicator::set_up_device(const CollCall& call) {
-  if (plan_context_.device_setup != DeviceSetup::kNotYet) return Status();
+  // Only device_ipc learns anything at set-up: without it, device calls pay nothing here.
+  if (plan_context_.device_setup != DeviceSetup::kNotYet || !plan_context_.device_ipc) return Status();
   const Deadline deadline = call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout_seconds_);
   for (auto& executor : executors_) {
     if (!executor) continue;

@@ -101,16 +101,7 @@ class HostOps {
   Status check_peers(int only_index) { return signatures_.check(only_index); }
 
  private:
-  Scale scale(ScaleUse use) const {
-    switch (use) {
-      case ScaleUse::kNone: return Scale{};
-      case ScaleUse::kPre: return call_.prescale;
-      case ScaleUse::kPost: return call_.postscale;
-      case ScaleUse::kBoth:
-        return Scale{call_.prescale.factor * call_.postscale.factor, call_.prescale.divisor * call_.postscale.divisor};
-    }
-    return Scale{};
-  }
+  Scale scale(ScaleUse use) const { return scale_for(use, call_); }
 
   SharedDomain& d_;
   const Geometry& g_;

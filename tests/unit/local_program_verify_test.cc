@@ -339,6 +339,19 @@ TEST(LocalProgramVerify, SimulationFindsDeadlock) {
 #ifdef KOLO_TEST_RECORDED_PROGRAMS
 
 bool rooted(CollKind kind) { return kind == CollKind::kReduce || kind == CollKind::kBroadcast; }
+
+// An allgatherv's counts and displacements: `count` on even ranks, small and uneven on odd
+// ones, with gaps between the blocks.
+void uneven_counts(CollSpec& spec, int p, size_t count) {
+  spec.counts.assign(p, 0);
+  spec.displs.assign(p, 0);
+  size_t at = 0;
+  for (int q = 0; q < p; ++q) {
+    spec.counts[q] = q % 2 == 0 ? count : (count + q) % 5 + 1;
+    spec.displs[q] = at;
+    at += spec.counts[q] + q % 2;
+  }
+}
 bool reduction(CollKind kind) {
   return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter;
 }
@@ -375,16 +388,7 @@ TEST(LocalProgramVerify, EveryRecordedCollectiveVerifies) {
                     spec.prescaled = prescaled;
                     spec.postscaled = true;
                     spec.algorithm = algorithm;
-                    if (kind == CollKind::kAllgatherv) {
-                      spec.counts.assign(p, 0);
-                      spec.displs.assign(p, 0);
-                      size_t at = 0;
-                      for (int q = 0; q < p; ++q) {
-                        spec.counts[q] = q % 2 == 0 ? count : (count + q) % 5 + 1;
-                        spec.displs[q] = at;
-                        at += spec.counts[q] + q % 2;
-                      }
-                    }
+                    if (kind == CollKind::kAllgatherv) uneven_counts(spec, p, count);
                     const std::string what =
                         str_cat(coll_name(kind), " ", algorithm_name(algorithm), " p=", p, " count=", count, " ",
                                 dtype_name(dtype), " slot=", slot_bytes, "x", slots, " in_place=", in_place,
@@ -482,16 +486,7 @@ TEST(LocalProgramVerify, EveryRecordedDeviceProgramVerifies) {
                     spec.prescaled = prescaled;
                     spec.postscaled = true;
                     spec.device = true;
-                    if (kind == CollKind::kAllgatherv) {
-                      spec.counts.assign(p, 0);
-                      spec.displs.assign(p, 0);
-                      size_t at = 0;
-                      for (int q = 0; q < p; ++q) {
-                        spec.counts[q] = q % 2 == 0 ? count : (count + q) % 5 + 1;
-                        spec.displs[q] = at;
-                        at += spec.counts[q] + q % 2;
-                      }
-                    }
+                    if (kind == CollKind::kAllgatherv) uneven_counts(spec, p, count);
                     const std::string what =
                         str_cat("device ", coll_name(kind), " ", algorithm_name(algorithm), " p=", p, " count=", count,
                                 " ", dtype_name(dtype), " slot=", slot_bytes, " in_place=", in_place,

@@ -31,6 +31,7 @@
 #include "engine/executors/executor.h"
 #include "engine/executors/device_ipc/ipc_host_barrier.h"
 #include "engine/local/device_slot_programs.h"
+#include "engine/local/local_ops.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
 #include "support/env.h"
@@ -346,17 +347,7 @@ class IpcDeviceExecutor final : public Executor {
     Status barrier() { return x_.barrier(call_.stream); }
 
    private:
-    Scale scale(ScaleUse use) const {
-      switch (use) {
-        case ScaleUse::kPre: return call_.prescale;
-        case ScaleUse::kPost: return call_.postscale;
-        case ScaleUse::kBoth:
-          return Scale{call_.prescale.factor * call_.postscale.factor,
-                       call_.prescale.divisor * call_.postscale.divisor};
-        case ScaleUse::kNone: break;
-      }
-      return Scale{};
-    }
+    Scale scale(ScaleUse use) const { return scale_for(use, call_); }
     IpcDeviceExecutor& x_;
     const CollCall& call_;
   };

@@ -11,6 +11,7 @@ import contextlib
 import torch
 
 from kolo.torch import _ops
+from kolo.torch._params import parameter_names
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
@@ -22,21 +23,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._process_set = process_set
         self._included = process_set is None or process_set.included()
         all_params = [p for group in self.param_groups for p in group["params"]]
-        if named_parameters is not None:
-            named = list(named_parameters)
-            if any(not isinstance(item, tuple) for item in named):
-                raise ValueError("kolo.torch: named_parameters must be (name, parameter) tuples, as "
-                                 "model.named_parameters() gives")
-            names = [n for n, _ in named]
-            if len(set(names)) != len(names):
-                raise ValueError("kolo.torch: DistributedOptimizer: named_parameters has duplicate names")
-            self._names = {p: n for n, p in named}
-            if any(p not in self._names for p in all_params):
-                raise ValueError("kolo.torch: DistributedOptimizer: parameters of the optimizer are not in "
-                                 "named_parameters")
-        else:
-            self._names = {p: f"adasum.noname.{i}.{j}" for i, g in enumerate(self.param_groups)
-                           for j, p in enumerate(g["params"])}
+        self._names = parameter_names(self.param_groups, named_parameters, "adasum.noname")
         self._passes = backward_passes_per_step
         self._trainable = [p for p in all_params if p.requires_grad]
         self._delay = {p: backward_passes_per_step for p in self._trainable}

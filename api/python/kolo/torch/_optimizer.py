@@ -13,6 +13,7 @@ import torch
 
 from kolo.torch import _ops, _state
 from kolo.torch._adasum_optimizer import _DistributedAdasumOptimizer
+from kolo.torch._params import parameter_names
 from kolo.torch.compression import Compression
 
 
@@ -36,19 +37,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._prescale = 1.0 / gradient_predivide_factor
         self._postscale = gradient_predivide_factor
         all_params = [p for group in self.param_groups for p in group["params"]]
-        if named_parameters is not None:
-            named = list(named_parameters)
-            names = [n for n, _ in named]
-            if len(set(names)) != len(names):
-                raise ValueError("kolo.torch: DistributedOptimizer: named_parameters has duplicate names")
-            self._parameter_names = {p: n for n, p in named}
-            missing = [p for p in all_params if p not in self._parameter_names]
-            if missing:
-                raise ValueError(f"kolo.torch: DistributedOptimizer: {len(missing)} parameters of the optimizer are "
-                                 "not in named_parameters")
-        else:
-            self._parameter_names = {p: f"allreduce.noname.{i}.{j}" for i, g in enumerate(self.param_groups)
-                                     for j, p in enumerate(g["params"])}
+        self._parameter_names = parameter_names(self.param_groups, named_parameters, "allreduce.noname")
         self._passes = backward_passes_per_step
         self._delay = {p: backward_passes_per_step for p in all_params}
         self._handles = {}  # parameter -> (handle, ctx) or (None, None) when not yet enqueued

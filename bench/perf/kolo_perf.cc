@@ -289,6 +289,10 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
       if (rc != KOLO_SUCCESS) die(coll.name, rc);
     }
     if ((graph = device_capture_end(buffers)) == nullptr) std::exit(1);
+    // Every rank past its instantiation before any launches: ranks that share a GPU would
+    // otherwise have a peer's replay spin for this rank while this rank's driver is still
+    // building its graph (instantiation may wait for the device, as allocation does).
+    kolo_barrier(comm);
     if (!device_graph_launch(buffers, graph) || !device_sync(buffers)) std::exit(1);  // warm-up
   }
   // --latency: a clock read after each call (and, on device memory, a stream sync, so a
@@ -328,7 +332,9 @@ Measure measure(const Collective& coll, const Options& o, const Case& c, size_t 
     if (rc != KOLO_SUCCESS) die(coll.name, rc);
     if (o.graph) {
       void* check = device_capture_end(buffers);
-      if (check == nullptr || !device_graph_launch(buffers, check)) std::exit(1);
+      if (check == nullptr) std::exit(1);
+      kolo_barrier(comm);  // every rank instantiated first, as above
+      if (!device_graph_launch(buffers, check)) std::exit(1);
       if (!device_sync(buffers)) std::exit(1);
       device_graph_destroy(check);
     }

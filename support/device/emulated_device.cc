@@ -20,9 +20,10 @@
 //   - host functions of every stream run on one process-wide thread, in the order they
 //     become ready; a stream waits for its host function there, so one that blocks holds
 //     back the others (and calling the device runtime from one is an error);
-//   - malloc, free, host_alloc and host_free wait for all work queued on the device (its
-//     streams and the default stream), as CUDA's implicit synchronisation does; past
-//     KOLO_TIMEOUT they fail and say that a GPU would have deadlocked there;
+//   - malloc, free, host_alloc, host_free and end_capture (which instantiates the graph)
+//     wait for all work queued on the device (its streams and the default stream), as
+//     CUDA's implicit synchronisation does; past KOLO_TIMEOUT they fail and say that a
+//     GPU would have deadlocked there;
 //   - during a capture, the capturing thread may not synchronize, query events, allocate
 //     or free, nor use the legacy default stream: the call fails and the capture is
 //     invalidated (end_capture fails), as in CUDA's thread-local capture mode;
@@ -701,6 +702,12 @@ Status emu_end_capture(void* stream, void** graph) {
   if (stream == nullptr) return error(Code::kInvalidArgument, "emulated device: the default stream is not captured");
   Result<std::vector<std::function<Status()>>> items = stream_of(stream).end_capture();
   if (!items.ok()) return items.status();
+  // Instantiating waits for the device's queued work: on an H200, 8 thread-ranks whose
+  // peers launched their graphs while one still instantiated deadlocked until KOLO_TIMEOUT,
+  // and a host barrier between instantiation and launch cured it
+  // (bench/results/2026-11-28-gpu-check-h200.md).
+  Status idle = implicit_synchronization("end_capture (instantiating the graph)");
+  if (!idle.ok()) return idle;
   *graph = new Graph{items.take()};
   return Status();
 }

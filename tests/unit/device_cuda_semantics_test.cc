@@ -2,7 +2,7 @@
 // the behaviours of CUDA that kolo's device path depends on, each checked on the emulated
 // device so that a design CUDA does not support fails in CI, not first on a GPU:
 //   - one host-function thread per process, shared by every stream;
-//   - allocation and freeing synchronise the device implicitly;
+//   - allocation, freeing and instantiating a graph synchronise the device implicitly;
 //   - a full stream blocks the enqueueing thread;
 //   - what CUDA forbids during a stream capture fails and invalidates the capture;
 //   - stream memory operations (wait_value / write_value) hold and release a stream on the
@@ -97,11 +97,22 @@ Status allocation_call(const std::string& which) {
     KOLO_TRY(emu().host_alloc(&p, 4096));
     return Status();
   }
+  if (which == "end_capture") {  // instantiating a graph, captured on a stream of its own
+    void *s = nullptr, *graph = nullptr;
+    KOLO_TRY(emu().stream_create(&s));
+    KOLO_TRY(emu().stream_begin_capture(s));
+    Status ended = emu().stream_end_capture(s, &graph);
+    if (ended.ok()) (void)emu().graph_destroy(graph);
+    (void)emu().stream_destroy(s);
+    return ended;
+  }
   return error(Code::kInternal, "no call ", which);
 }
 
-TEST(DeviceCudaSemantics, AllocationAndFreeingWaitForAllQueuedWork) {
-  for (const std::string which : {"malloc", "free", "host_alloc", "host_free"}) {
+// Instantiating a captured graph too: on an H200, thread-ranks that launched their graphs
+// while a peer still instantiated its own deadlocked until KOLO_TIMEOUT.
+TEST(DeviceCudaSemantics, AllocationFreeingAndInstantiationWaitForAllQueuedWork) {
+  for (const std::string which : {"malloc", "free", "host_alloc", "host_free", "end_capture"}) {
     SCOPED_TRACE(which);
     void *d = nullptr, *h = nullptr, *s = nullptr;
     ASSERT_TRUE(emu().malloc(&d, 4096).ok());

@@ -331,6 +331,9 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
   if (!dev.stream_end_capture(stream, &graph).ok()) return "end_capture";
   (void)dev.graph_destroy(graph);
   if (early != KOLO_ERR_UNSUPPORTED) return "a capture before any device call was not refused: " + std::to_string(early);
+  // Instantiation waits for the whole device (as CUDA's does): no rank queues a call that
+  // waits for its peers until every rank has instantiated, here and after the capture below.
+  if (kolo_barrier(comm) != KOLO_SUCCESS) return std::string("barrier: ") + kolo_last_error();
   if (kolo_allreduce(a, a, small, KOLO_FLOAT32, KOLO_SUM, comm, stream) != KOLO_SUCCESS) {  // sets up
     return std::string("warm-up: ") + kolo_last_error();
   }
@@ -341,6 +344,7 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
   const kolo_result_t rc2 = kolo_allreduce(b, b, large, KOLO_FLOAT32, KOLO_SUM, comm, stream);
   const kolo_result_t rc3 = kolo_allreduce_ex(rs, rr, reg, KOLO_FLOAT32, KOLO_SUM, &two, comm, stream);
   if (!dev.stream_end_capture(stream, &graph).ok()) return "end_capture";
+  if (kolo_barrier(comm) != KOLO_SUCCESS) return std::string("barrier: ") + kolo_last_error();
   if (rc1 != KOLO_SUCCESS || rc2 != KOLO_SUCCESS || rc3 != KOLO_SUCCESS) {
     return std::string("captured calls: ") + kolo_last_error();
   }

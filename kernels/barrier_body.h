@@ -119,27 +119,29 @@ KOLO_HD_INLINE void barrier_backoff(unsigned spins) {
 }
 
 // Whether a barrier gave up earlier: the device copy of the status word.
-KOLO_HD_INLINE uint32_t barrier_status(const BarrierArgs& a) {
+KOLO_HD_INLINE uint32_t barrier_status(const volatile uint32_t* failed) {
 #if defined(__CUDA_ARCH__)
-  return *a.failed;
+  return *failed;
 #else
-  return __atomic_load_n(const_cast<uint32_t*>(a.failed), __ATOMIC_ACQUIRE);
+  return __atomic_load_n(const_cast<uint32_t*>(failed), __ATOMIC_ACQUIRE);
 #endif
 }
+KOLO_HD_INLINE uint32_t barrier_status(const BarrierArgs& a) { return barrier_status(a.failed); }
 
 // The status word is host memory the host reads with atomics; a GPU writes it through
 // the mapping (volatile, then a system fence so the host sees it before later work). The
 // device copy is ordered before the kernels after this one by the stream.
-KOLO_HD_INLINE void set_barrier_status(const BarrierArgs& a, uint32_t value) {
+KOLO_HD_INLINE void set_barrier_status(volatile uint32_t* failed, volatile uint32_t* status, uint32_t value) {
 #if defined(__CUDA_ARCH__)
-  *a.failed = value;
-  *a.status = value;
+  *failed = value;
+  *status = value;
   __threadfence_system();
 #else
-  __atomic_store_n(const_cast<uint32_t*>(a.failed), value, __ATOMIC_RELEASE);
-  __atomic_store_n(const_cast<uint32_t*>(a.status), value, __ATOMIC_RELEASE);
+  __atomic_store_n(const_cast<uint32_t*>(failed), value, __ATOMIC_RELEASE);
+  __atomic_store_n(const_cast<uint32_t*>(status), value, __ATOMIC_RELEASE);
 #endif
 }
+KOLO_HD_INLINE void set_barrier_status(const BarrierArgs& a, uint32_t value) { set_barrier_status(a.failed, a.status, value); }
 
 // Thread 0 of a one-block grid does it all: the barrier is a handful of words.
 KOLO_HD_INLINE void barrier_thread(const BarrierArgs& a, size_t thread) {

@@ -29,14 +29,17 @@ Status cuda_scale_copy(void* dst, const void* src, size_t count, DType dtype, Sc
 Status cuda_reduce_launch(const void* args, unsigned grid, unsigned block, void* stream);
 // The same for the one-host step barrier (kernels/barrier_body.h): args is a BarrierArgs.
 Status cuda_barrier_launch(const void* args, unsigned grid, unsigned block, void* stream);
+// The same for the one-kernel allreduce (kernels/flagged_body.h): args is a FlaggedArgs.
+Status cuda_flagged_launch(const void* args, unsigned grid, unsigned block, void* stream);
 
 // Load every kernel of each file on the current device now. CUDA loads a kernel at its
 // first launch by default (lazy loading), and loading may wait for the kernels running on
 // the device: a barrier kernel spinning for a peer whose next launch is the first of its
-// kind then waits out its deadline. device_preload_kernels calls the three.
+// kind then waits out its deadline. device_preload_kernels calls them all.
 Status cuda_reduce_preload();
 Status cuda_barrier_preload();
 Status cuda_codec_preload();
+Status cuda_flagged_preload();
 
 // Wire compression (kernels/compress.h): same contracts, layout and arithmetic
 // (kernels/compress_math.h) as compress, decompress, decompress_reduce and

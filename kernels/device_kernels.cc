@@ -11,6 +11,7 @@
 
 #include "kernels/compress.h"
 #include "kernels/compress_math.h"
+#include "kernels/flagged_body.h"
 #include "kernels/host_kernels.h"
 #include "kernels/reduce_body.h"
 #if defined(KOLO_KERNELS_HAVE_CUDA)
@@ -44,6 +45,28 @@ void emulated_barrier_block(const void* args, unsigned, unsigned, unsigned) {
   BarrierArgs a;
   std::memcpy(&a, args, sizeof(a));
   barrier_thread(a, 0);
+}
+
+// The one-kernel allreduce on the emulated device: the whole grid in the first block's
+// call, every thread's writes, then every thread's reads (an order a GPU may take too),
+// so that a rank waits for a peer once per call, not once per thread.
+template <DType D, ReduceOp O>
+struct EmulatedFlagged {
+  static void run(const FlaggedArgs& a, size_t nthreads) {
+    const uint32_t seq = __atomic_load_n(a.sequence, __ATOMIC_ACQUIRE) + 1;
+    if (barrier_status(a.failed) == 0) {
+      for (size_t t = 0; t < nthreads; ++t) flagged_write<D, O>(a, seq, t, nthreads);
+      for (size_t t = 0; t < nthreads; ++t) flagged_read<D, O>(a, seq, t, nthreads);
+    }
+    __atomic_store_n(a.sequence, seq, __ATOMIC_RELEASE);
+  }
+};
+
+void emulated_flagged_block(const void* args, unsigned block_index, unsigned grid, unsigned block) {
+  if (block_index != 0) return;
+  FlaggedArgs a;
+  std::memcpy(static_cast<void*>(&a), args, sizeof(a));
+  dispatch_reduce<EmulatedFlagged>(a.dtype, a.op, a, static_cast<size_t>(grid) * block);
 }
 
 ReduceScaleArgs scale_args(DType dtype, Scale scale) {
@@ -236,6 +259,7 @@ Status device_preload_kernels(const device::DeviceOps& dev) {
   KOLO_TRY(cuda_reduce_preload());
   KOLO_TRY(cuda_barrier_preload());
   KOLO_TRY(cuda_codec_preload());
+  KOLO_TRY(cuda_flagged_preload());
   loaded.insert(device.value());
 #endif
   return Status();
@@ -257,6 +281,36 @@ Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, voi
   l.cuda = cuda_barrier_launch;
 #endif
   return launch_on(dev, l, stream, "device_barrier");
+}
+
+Status device_flagged_allreduce(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Scale post, void* stream) {
+  const size_t bytes = a.count * dtype_size(a.dtype);
+  if (a.ranks < 2 || a.ranks > kMaxIpcRanks || a.me < 0 || a.me >= a.ranks || bytes > kFlaggedMaxBytes ||
+      a.sequence == nullptr || a.done == nullptr || a.abort == nullptr || a.status == nullptr || a.failed == nullptr ||
+      (a.count > 0 && (a.send == nullptr || a.recv == nullptr))) {
+    return error(Code::kInvalidArgument, "device_flagged_allreduce: rank ", a.me, " of ", a.ranks, " (2..",
+                 kMaxIpcRanks, "), ", bytes, " bytes (at most ", kFlaggedMaxBytes,
+                 "), or a null buffer or word");
+  }
+  KOLO_TRY(check_reduce_args("device_flagged_allreduce", a.recv, &a.send, 1, a.count, a.dtype, a.op, post));
+  a.prescaled = !pre.identity();
+  a.pre = scale_args(a.dtype, pre);
+  a.post = scale_args(a.dtype, post);
+  a.aligned = reinterpret_cast<uintptr_t>(a.send) % kFlaggedUnitBytes == 0 &&
+              reinterpret_cast<uintptr_t>(a.recv) % kFlaggedUnitBytes == 0;
+  // A unit per thread; the grid stays small, so that ranks sharing one GPU all fit on it
+  // beside each other (each waits for the others' kernels).
+  const size_t units = std::max<size_t>(1, flagged_units(a.count, dtype_size(a.dtype)));
+  device::Launch l;
+  l.grid = static_cast<unsigned>(std::min<size_t>(32, (units + kKernelThreads - 1) / kKernelThreads));
+  l.block = kKernelThreads;
+  l.args = &a;
+  l.args_bytes = sizeof(a);
+  l.emulated = emulated_flagged_block;
+#if defined(KOLO_KERNELS_HAVE_CUDA)
+  l.cuda = cuda_flagged_launch;
+#endif
+  return launch_on(dev, l, stream, "device_flagged_allreduce");
 }
 
 ReducePlan plan_reduce(const void* dst, const void* const* srcs, int nsrcs, size_t count,

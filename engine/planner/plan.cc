@@ -151,6 +151,18 @@ Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& c
   return cost.two_shot_us < cost.one_shot_us ? Algorithm::kTwoShot : Algorithm::kOneShot;
 }
 
+// The one-kernel allreduce (kernels/flagged_body.h): a one-shot that fits its boxes, taken
+// over the slot programs whatever their model says (they pay three launches and two waits
+// for the peers where this pays one launch), unless an algorithm was forced. Not where the ranks wait for each other on the
+// host: its kernel waits for the peers' kernels, which a GPU time-sliced between processes
+// runs only one at a time. Its data crosses as words of half data, half flag, so past its
+// box size the slot programs move the bytes faster.
+bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
+  const Algorithm forced = forced_for(spec, ctx);
+  return spec.kind == CollKind::kAllreduce && ctx.size > 1 && !spec.compressed() && !ctx.device_host_barrier &&
+         (forced == Algorithm::kAuto || forced == Algorithm::kOneShot) && spec.bytes() <= ctx.flagged_bytes;
+}
+
 bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx) {
   if (!spec.registered || spec.compressed() || spec.prescaled) return false;
   switch (spec.kind) {
@@ -200,13 +212,21 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   if (plan_runs_on_device_ipc(spec, ctx, grouped)) {
     p.executor = ExecutorKind::kDeviceIpc;
     p.algorithm = choose_device_ipc_algorithm(spec, ctx);
-    // One rank has no peer to wait for or to read: one pass (prescaled calls copy into the
-    // slot first, where the scale is applied).
-    if (device_ipc_zero_copy(spec, ctx)) p.protocol = Protocol::kZeroCopy;
-    else if (spec.compressed() && ctx.size > 1) p.protocol = Protocol::kCompressedSlots;
-    else if (ctx.size == 1 && !spec.prescaled) p.protocol = Protocol::kAlone;
-    else p.protocol = Protocol::kSlots;
-    if (p.protocol != Protocol::kAlone) {
+    if (device_ipc_flagged(spec, ctx)) {
+      p.algorithm = Algorithm::kOneShot;
+      p.protocol = Protocol::kFlagged;  // its flags order it: no barrier
+    } else if (device_ipc_zero_copy(spec, ctx)) {
+      p.protocol = Protocol::kZeroCopy;
+    } else if (spec.compressed() && ctx.size > 1) {
+      p.protocol = Protocol::kCompressedSlots;
+    } else if (ctx.size == 1 && !spec.prescaled) {
+      // One rank has no peer to wait for or to read: one pass (prescaled calls copy into
+      // the slot first, where the scale is applied).
+      p.protocol = Protocol::kAlone;
+    } else {
+      p.protocol = Protocol::kSlots;
+    }
+    if (p.protocol != Protocol::kAlone && p.protocol != Protocol::kFlagged) {
       p.barrier = ctx.device_host_barrier ? BarrierKind::kDeviceHost : BarrierKind::kDeviceKernel;
     }
     return p;
@@ -292,6 +312,7 @@ const char* protocol_name(Protocol protocol) {
     case Protocol::kFastBox: return "fast_box";
     case Protocol::kSlots: return "slots";
     case Protocol::kZeroCopy: return "zero_copy";
+    case Protocol::kFlagged: return "flagged";
     case Protocol::kCompressedSlots: return "compressed_slots";
     case Protocol::kAlone: return "alone";
     case Protocol::kStagedChunks: return "staged_chunks";

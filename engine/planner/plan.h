@@ -34,6 +34,8 @@ enum class Protocol : uint8_t {
   kSlots,            // one host: chunks through staging slots (host: the shared-memory domain;
                      // device: the IPC regions), several kernels per chunk on a device
   kZeroCopy,         // device_ipc: the peers' registered buffers read in place
+  kFlagged,          // device_ipc, small allreduce: one kernel writes the input into the
+                     // peers' boxes, data and flag in one word, and reduces as they arrive
   kCompressedSlots,  // device_ipc: contributions encoded to the wire type in the slots
   kAlone,            // device_ipc, one rank: one pass from input to output
   kStagedChunks,     // device_staged: chunks through pinned host memory, each run by the

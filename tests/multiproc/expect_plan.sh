@@ -18,6 +18,12 @@ if ! grep -qE "INFO PLAN .*$pattern" <<< "$out"; then
   echo "$out" | grep " INFO PLAN " | sed 's/^\[[0-9]*\] kolo [0-9]*:[0-9]* //' | sort | uniq -c | head -20
   exit 1
 fi
+# EXPECT_PLAN_TOO: a second pattern some plan must match as well.
+if [ -n "${EXPECT_PLAN_TOO:-}" ] && ! grep -qE "INFO PLAN .*$EXPECT_PLAN_TOO" <<< "$out"; then
+  echo "FAIL: no plan matching '$EXPECT_PLAN_TOO' ran; the plans were:"
+  echo "$out" | grep " INFO PLAN " | sed 's/^\[[0-9]*\] kolo [0-9]*:[0-9]* //' | sort | uniq -c | head -20
+  exit 1
+fi
 # EXPECT_PLAN_ABSENT: a pattern no plan may match (a path that must not have run).
 if [ -n "${EXPECT_PLAN_ABSENT:-}" ] && grep -qE "INFO PLAN .*$EXPECT_PLAN_ABSENT" <<< "$out"; then
   echo "FAIL: plans matching '$EXPECT_PLAN_ABSENT' ran:"

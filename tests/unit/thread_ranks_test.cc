@@ -416,6 +416,114 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
   return why;
 }
 
+// The one-kernel allreduce (protocol flagged, calls up to 64 KB): float32, float64, int32
+// and int8 (4, 8 and 1 elements of 8 bytes per flagged line), sum / max / prod / avg,
+// prescale 0.5 and postscale 4, counts around the line and box sizes (16384 floats fill a
+// box; 16385 go through the slots), in place and not, 8-byte aligned and not, three
+// rounds. Every result against the exact value. Then (g_flagged_mismatch) ranks whose
+// counts differ by one: KOLO_ERR_MISMATCH on every rank, from the tag in the boxes.
+bool g_flagged_mismatch = false;
+
+std::string flagged_main(const kolo_unique_id& id, int n, int me) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  kolo_comm_t comm = nullptr;
+  if (kolo_comm_init_rank(&comm, n, &id, me) != KOLO_SUCCESS) return std::string("init: ") + kolo_last_error();
+  void* stream = nullptr;
+  if (!dev.stream_create(&stream).ok()) return "stream_create";
+  const size_t cap = 16385 + 8;  // elements of 8 bytes at most
+  void* send = nullptr;
+  void* recv = nullptr;
+  if (!dev.malloc(&send, cap * 8).ok() || !dev.malloc(&recv, cap * 8).ok()) return "malloc";
+  if (kolo_barrier(comm) != KOLO_SUCCESS) return std::string("barrier: ") + kolo_last_error();
+  // Rank r's element i: small integers, so every sum, product and scaling is exact.
+  auto value = [](int r, size_t i) { return static_cast<double>((i * 7 + static_cast<size_t>(r) * 3) % 4 + 1); };
+  struct Type {
+    kolo_dtype_t dtype;
+    size_t bytes;
+  };
+  std::string why;
+  for (int round = 0; round < 3 && why.empty(); ++round) {
+    for (Type t : {Type{KOLO_FLOAT32, 4}, Type{KOLO_FLOAT64, 8}, Type{KOLO_INT32, 4}, Type{KOLO_INT8, 1}}) {
+      for (kolo_op_t op : {KOLO_SUM, KOLO_MAX, KOLO_PROD, KOLO_AVG}) {
+        const bool floating = t.dtype == KOLO_FLOAT32 || t.dtype == KOLO_FLOAT64;
+        if (op == KOLO_PROD && t.dtype == KOLO_INT8 && n > 3) continue;  // 4^5 overflows int8
+        for (size_t count : {size_t{1}, size_t{3}, size_t{1000}, 65536 / t.bytes, 65536 / t.bytes + 1}) {
+          for (size_t offset : {size_t{0}, size_t{1}}) {
+            for (bool in_place : {false, true}) {
+              const bool scaled = floating && op == KOLO_SUM && offset == 1;
+              std::vector<char> host(count * t.bytes), out(count * t.bytes);
+              auto put = [&](std::vector<char>& b, size_t i, double v) {
+                if (t.dtype == KOLO_FLOAT32) reinterpret_cast<float*>(b.data())[i] = static_cast<float>(v);
+                if (t.dtype == KOLO_FLOAT64) reinterpret_cast<double*>(b.data())[i] = v;
+                if (t.dtype == KOLO_INT32) reinterpret_cast<int32_t*>(b.data())[i] = static_cast<int32_t>(v);
+                if (t.dtype == KOLO_INT8) reinterpret_cast<int8_t*>(b.data())[i] = static_cast<int8_t>(v);
+              };
+              auto get = [&](const std::vector<char>& b, size_t i) -> double {
+                if (t.dtype == KOLO_FLOAT32) return reinterpret_cast<const float*>(b.data())[i];
+                if (t.dtype == KOLO_FLOAT64) return reinterpret_cast<const double*>(b.data())[i];
+                if (t.dtype == KOLO_INT32) return reinterpret_cast<const int32_t*>(b.data())[i];
+                return reinterpret_cast<const int8_t*>(b.data())[i];
+              };
+              for (size_t i = 0; i < count; ++i) put(host, i, value(me, i));
+              char* in = static_cast<char*>(send) + offset * t.bytes;
+              char* res = in_place ? in : static_cast<char*>(recv) + offset * t.bytes;
+              kolo_coll_options o = KOLO_COLL_OPTIONS_INIT;
+              if (scaled) {
+                o.prescale = 0.5;
+                o.postscale = 4;
+              }
+              if (!dev.memcpy_async(in, host.data(), host.size(), stream).ok()) return "h2d";
+              if (kolo_allreduce_ex(in, res, count, t.dtype, op, &o, comm, stream) != KOLO_SUCCESS) {
+                return std::string("allreduce: ") + kolo_last_error();
+              }
+              if (!dev.memcpy_async(out.data(), res, out.size(), stream).ok()) return "d2h";
+              if (!dev.stream_synchronize(stream, kolo::Deadline(60)).ok()) return "sync";
+              for (size_t i = 0; i < count && why.empty(); ++i) {
+                double want = op == KOLO_PROD ? 1 : 0;
+                for (int q = 0; q < n; ++q) {
+                  const double v = value(q, i) * (scaled ? 0.5 : 1);
+                  want = op == KOLO_MAX ? std::max(want, v) : op == KOLO_PROD ? want * v : want + v;
+                }
+                if (op == KOLO_AVG) want = floating ? want / n : std::floor(want / n);
+                if (scaled) want *= 4;
+                // An average is the sum times 1/n, rounded in the type: within one rounding.
+                const double tolerance = op == KOLO_AVG && floating ? want * 1e-6 : 0;
+                if (std::fabs(get(out, i) - want) > tolerance) {
+                  why = "flagged allreduce dtype " + std::to_string(t.dtype) + " op " + std::to_string(op) + " count " +
+                        std::to_string(count) + " offset " + std::to_string(offset) + (in_place ? " in place" : "") +
+                        " element " + std::to_string(i) + ": " + std::to_string(get(out, i)) + ", want " +
+                        std::to_string(want);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (why.empty() && g_flagged_mismatch && n > 1) {
+    const kolo_result_t rc =
+        kolo_allreduce(send, recv, me == 0 ? 100 : 101, KOLO_FLOAT32, KOLO_SUM, comm, stream);
+    (void)dev.stream_synchronize(stream, kolo::Deadline(60));
+    kolo_result_t async = KOLO_SUCCESS;
+    const auto start = std::chrono::steady_clock::now();
+    while (rc == KOLO_SUCCESS && async == KOLO_SUCCESS && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+      if (kolo_comm_get_async_error(comm, &async) != KOLO_SUCCESS) return "get_async_error";
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const kolo_result_t got = rc != KOLO_SUCCESS ? rc : async;
+    if (got != KOLO_ERR_MISMATCH) why += " mismatch reported as " + std::to_string(got);
+  } else {
+    kolo_result_t async = KOLO_ERR_INTERNAL;
+    if (kolo_comm_get_async_error(comm, &async) != KOLO_SUCCESS || async != KOLO_SUCCESS) why += " async error";
+  }
+  (void)dev.stream_destroy(stream);
+  (void)kolo_comm_destroy(comm);
+  (void)dev.free(send);
+  (void)dev.free(recv);
+  return why;
+}
+
 void run_threads(int n, const char* ipc, std::string (*main_fn)(const kolo_unique_id&, int, int) = rank_main) {
   for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) unsetenv(v);
   setenv("KOLO_DEVICE", "emulated", 1);
@@ -478,6 +586,20 @@ TEST(ThreadRanks, CapturedInACudaGraphAndReplayed) {
   for (int n : {1, 2, 3}) {
     EXPECT_EXIT(run_threads(n, "1", graph_main), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
   }
+}
+
+TEST(ThreadRanks, SmallAllreducesInOneKernel) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (int n : {2, 3, 5}) {
+    EXPECT_EXIT(run_threads(n, "1", flagged_main), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
+  }
+}
+
+TEST(ThreadRanks, SmallAllreducesOfOtherCountsAreAMismatchOnEveryRank) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  g_flagged_mismatch = true;
+  EXPECT_EXIT(run_threads(3, "1", flagged_main), ::testing::ExitedWithCode(0), "");
+  g_flagged_mismatch = false;
 }
 
 TEST(ThreadRanks, CompressedAllreduceThroughIpcKernels) {

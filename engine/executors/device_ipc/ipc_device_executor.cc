@@ -44,14 +44,23 @@ namespace {
 constexpr size_t kIpcHeaderBytes = 4096;
 constexpr size_t kIpcWordStride = 128;  // one barrier word per rank, a line of its own
 constexpr size_t kIpcChunkBytes = size_t{4} << 20;
-constexpr size_t kIpcRegionBytes = kIpcHeaderBytes + 2 * 2 * kIpcChunkBytes;
+// After the slots, the one-kernel allreduce's boxes (kernels/flagged_body.h): one per
+// sender and parity.
+constexpr size_t kIpcFlaggedOffset = kIpcHeaderBytes + 2 * 2 * kIpcChunkBytes;
+constexpr size_t kIpcFlaggedParityBytes = kMaxIpcRanks * kFlaggedBoxBytes;
+constexpr size_t kIpcRegionBytes = kIpcFlaggedOffset + 2 * kIpcFlaggedParityBytes;
+static_assert(kFlaggedBoxBytes % 16 == 0 && kIpcFlaggedParityBytes % 8 == 0);
 static_assert(kMaxIpcRanks * kIpcWordStride <= kIpcHeaderBytes);
 static_assert(sizeof(BarrierWord) <= kIpcWordStride);
 // This rank's barrier counter (BarrierArgs::counter), in its own header after the words.
 constexpr size_t kIpcCounterOffset = kMaxIpcRanks * kIpcWordStride;
 // This rank's device copy of its barrier status (BarrierArgs::failed), after the counter.
 constexpr size_t kIpcFailedOffset = kIpcCounterOffset + sizeof(uint64_t);
-static_assert(kIpcFailedOffset + sizeof(uint32_t) <= kIpcHeaderBytes);
+// This rank's count of flagged calls (FlaggedArgs::sequence) and its kernel's finished
+// blocks (FlaggedArgs::done).
+constexpr size_t kIpcSequenceOffset = kIpcFailedOffset + sizeof(uint32_t);
+constexpr size_t kIpcDoneOffset = kIpcSequenceOffset + sizeof(uint32_t);
+static_assert(kIpcDoneOffset + sizeof(uint32_t) <= kIpcHeaderBytes);
 constexpr uint64_t kDestroyTag = 0x646e652d6f6c6f6bull;  // "kolo-end": the last barrier
 constexpr uint64_t kFenceTag = 0x65636e65662d6b6cull;    // xored into a captured call's fences
 
@@ -127,7 +136,10 @@ class IpcDeviceExecutor final : public Executor {
     return ok;
   }
 
-  void describe(PlanContext& ctx) const override { ctx.device_ipc = true; }
+  void describe(PlanContext& ctx) const override {
+    ctx.device_ipc = true;
+    ctx.flagged_bytes = env_string("KOLO_DEVICE_FLAGGED") != "0" ? kFlaggedMaxBytes : 0;
+  }
   bool queues_device_work() const override { return true; }
   bool compresses(const CollSpec& spec) const override { return spec.kind == CollKind::kAllreduce; }
 
@@ -214,7 +226,9 @@ class IpcDeviceExecutor final : public Executor {
     KOLO_TRY(on_device.status());
     const device::DeviceOps& dev = device::runtime();
     const uint64_t call_tag_value = call_tag(call, *pc.plan, a.zc, a.graph);
-    const bool fence = a.graph && !pc.plan->zero_copy();  // zero-copy writes no slot
+    // Zero-copy writes no slot; the flagged protocol has boxes of its own, and its flags
+    // number the calls from device memory, captured or not.
+    const bool fence = a.graph && !pc.plan->zero_copy() && pc.plan->protocol != Protocol::kFlagged;
     const uint64_t chunks_before = chunks_;
     Status s;
     if (!a.graph) s = dev.stream_wait_event(call.stream, order_);  // after the previous call
@@ -224,6 +238,7 @@ class IpcDeviceExecutor final : public Executor {
     if (s.ok()) {
       switch (pc.plan->protocol) {  // the planner's choice (plan.cc)
         case Protocol::kZeroCopy: s = enqueue_zero_copy(call, a.zc); break;
+        case Protocol::kFlagged: s = enqueue_flagged(call); break;
         case Protocol::kCompressedSlots: s = enqueue_compressed(call, pc.plan->algorithm); break;
         case Protocol::kAlone: s = enqueue_alone(call); break;
         case Protocol::kSlots: s = enqueue(call, pc.plan->algorithm); break;
@@ -413,6 +428,34 @@ class IpcDeviceExecutor final : public Executor {
       }
     }
     return Status();
+  }
+
+  // A small allreduce in one kernel (kernels/flagged_body.h): this rank's input into its
+  // box in every peer's region, the peers' boxes in its own reduced as their flags arrive.
+  Status enqueue_flagged(const CollCall& call) {
+    const int n = regions_->size(), me = regions_->index();
+    FlaggedArgs a;
+    a.send = call.send;
+    a.recv = call.recv;
+    a.count = call.spec.count;
+    a.dtype = call.spec.dtype;
+    a.op = call.spec.op;
+    for (int p = 0; p < n; ++p) {
+      a.out[p] = reinterpret_cast<uint64_t*>(regions_->region(p) + kIpcFlaggedOffset + me * kFlaggedBoxBytes);
+      a.in[p] = reinterpret_cast<const uint64_t*>(regions_->region(me) + kIpcFlaggedOffset + p * kFlaggedBoxBytes);
+    }
+    a.parity_words = kIpcFlaggedParityBytes / sizeof(uint64_t);
+    a.ranks = n;
+    a.me = me;
+    a.sequence = reinterpret_cast<uint32_t*>(regions_->region(me) + kIpcSequenceOffset);
+    a.done = reinterpret_cast<uint32_t*>(regions_->region(me) + kIpcDoneOffset);
+    a.tag = tag_;
+    a.timeout_ns = static_cast<uint64_t>(env_timeout_seconds() * 1e9);
+    a.abort = &control_->abort;
+    a.status = &control_->status;
+    a.failed = failed_word();
+    return device_flagged_allreduce(device::runtime(), a, call.spec.prescaled ? call.prescale : Scale{},
+                                    call.postscale, call.stream);
   }
 
   // The windows of a zero-copy call's buffers on this rank (the communicator found them

@@ -18,8 +18,8 @@ done
 # libkolo itself, for kolo.torch (KOLO_LIBRARY; the Python package comes with the tree),
 # and kolo's libnccl.so.2 where it was built (kolorun --nccl finds it in nccl-dropin/; it
 # finds libkolo.so.0 through env.sh's LD_LIBRARY_PATH).
-cp -L "$build/libkolo.so" "$dir/libkolo.so"; strip --strip-debug "$dir/libkolo.so"
-cp "$dir/libkolo.so" "$dir/lib/libkolo.so.0"
+cp -L "$build/libkolo.so" "$dir/lib/libkolo.so.0"; strip --strip-debug "$dir/lib/libkolo.so.0"
+ln -s lib/libkolo.so.0 "$dir/libkolo.so"  # one copy: the bundle travels under a size limit
 if [ -e "$build/nccl-dropin/libnccl.so.2" ]; then
   mkdir -p "$dir/nccl-dropin"; cp -L "$build/nccl-dropin/libnccl.so.2" "$dir/nccl-dropin/libnccl.so.2"
 fi

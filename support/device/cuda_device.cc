@@ -32,6 +32,9 @@ namespace {
 struct Driver {
   bool present = false;  // libcuda loads, cuInit succeeds and there is a GPU
   CUresult (*get_attribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;
+  // Several attributes in one call (every device call classifies its buffers: one driver
+  // call per buffer instead of two; null where the driver lacks it).
+  CUresult (*get_attributes)(unsigned, CUpointer_attribute*, void**, CUdeviceptr) = nullptr;
   // Stream memory operations (null where the driver lacks them: the kernels stand in).
   CUresult (*wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
   CUresult (*write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
@@ -64,6 +67,7 @@ const Driver& driver() {
     if (count(&devices) != CUDA_SUCCESS || devices <= 0) return out;
     out.present = true;
     out.get_attribute = attr;
+    out.get_attributes = reinterpret_cast<decltype(out.get_attributes)>(dlsym(lib, "cuPointerGetAttributes"));
     out.wait_value32 = driver_symbol<decltype(out.wait_value32)>(lib, "cuStreamWaitValue32_v2", "cuStreamWaitValue32");
     out.ctx_get_current = reinterpret_cast<CUresult (*)(CUcontext*)>(dlsym(lib, "cuCtxGetCurrent"));
     out.write_value32 = driver_symbol<decltype(out.write_value32)>(lib, "cuStreamWriteValue32_v2", "cuStreamWriteValue32");
@@ -156,7 +160,17 @@ PointerInfo cuda_pointer_info(const void* ptr) {
   if (ptr == nullptr || d.get_attribute == nullptr) return info;
   const auto address = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
   unsigned int type = 0;
-  if (d.get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS) return info;
+  int ordinal = -1;
+  if (d.get_attributes != nullptr) {
+    // Memory the driver does not know (plain host memory) gives success with type 0.
+    CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void* values[2] = {&type, &ordinal};
+    if (d.get_attributes(2, which, values, address) != CUDA_SUCCESS) return info;
+  } else if (d.get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS ||
+             (type != CU_MEMORYTYPE_HOST &&
+              d.get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != CUDA_SUCCESS)) {
+    return info;
+  }
   switch (type) {
     case CU_MEMORYTYPE_HOST:
       info.kind = MemoryKind::kPinnedHost;
@@ -168,8 +182,7 @@ PointerInfo cuda_pointer_info(const void* ptr) {
     default:
       return info;
   }
-  int ordinal = -1;
-  if (d.get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) == CUDA_SUCCESS) info.device = ordinal;
+  info.device = ordinal;
   return info;
 }
 

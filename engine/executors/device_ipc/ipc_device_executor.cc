@@ -231,7 +231,9 @@ class IpcDeviceExecutor final : public Executor {
     const bool fence = a.graph && !pc.plan->zero_copy() && pc.plan->protocol != Protocol::kFlagged;
     const uint64_t chunks_before = chunks_;
     Status s;
-    if (!a.graph) s = dev.stream_wait_event(call.stream, order_);  // after the previous call
+    // After the previous call: its stream orders it already where it is the same (one
+    // runtime call less per call: thread-ranks of one process queue theirs one at a time).
+    if (!a.graph && call.stream != last_stream_) s = dev.stream_wait_event(call.stream, order_);
     tag_ = call_tag_value ^ kFenceTag;
     if (s.ok() && fence) s = barrier(call.stream);
     tag_ = call_tag_value;
@@ -250,6 +252,7 @@ class IpcDeviceExecutor final : public Executor {
     tag_ = call_tag_value ^ kFenceTag;
     if (s.ok() && fence) s = barrier(call.stream);
     if (s.ok() && !a.graph) s = dev.event_record(order_, call.stream);
+    if (s.ok() && !a.graph) last_stream_ = call.stream;
     if (a.graph) chunks_ = chunks_before;
     if (!s.ok()) {
       diverged_ = true;
@@ -634,6 +637,7 @@ class IpcDeviceExecutor final : public Executor {
   bool diverged_ = false;  // a call failed halfway: barrier numbers may differ from peers'
   bool unavailable_ = false;  // the regions could not be mapped on some rank: calls are staged
   void* order_ = nullptr;       // recorded after each call: the next one waits for it
+  void* last_stream_ = nullptr;  // the stream of the last call outside a capture
   int device_ = -1;
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
   uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)

@@ -112,6 +112,25 @@ across_hosts() {
   "$hosts" --prefix kgc down >/dev/null 2>&1
 }
 
+# 2 processes under MPS (where the control daemon starts here): kernels of both run side
+# by side, so kolo picks the kernel barrier and the one-kernel allreduce by itself.
+mps_step() {
+  if [ "$device" != cuda ] || ! command -v nvidia-cuda-mps-control >/dev/null; then
+    skip "kolo-perf allreduce -G, 2 processes under MPS" "no MPS control daemon here"; return
+  fi
+  local pipes logs
+  pipes=$(mktemp -d) logs=$(mktemp -d)
+  if ! CUDA_MPS_PIPE_DIRECTORY=$pipes CUDA_MPS_LOG_DIRECTORY=$logs nvidia-cuda-mps-control -d; then
+    skip "kolo-perf allreduce -G, 2 processes under MPS" "the MPS daemon did not start"; return
+  fi
+  sleep 1
+  step 60 "kolo-perf allreduce -G, 2 processes under MPS" \
+    env CUDA_MPS_PIPE_DIRECTORY="$pipes" KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=EXEC \
+    "$kolorun" -np 2 "$perf" allreduce -G -b 8 -e 256M -f 4 -c 1
+  echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipes nvidia-cuda-mps-control
+  rm -rf "$pipes" "$logs"
+}
+
 {
   echo "# GPU check, $(date +%F), commit $commit"
   echo; echo '```'
@@ -137,6 +156,13 @@ across_hosts() {
   step 60 "a rank killed with device calls queued: the survivors' streams released (device_kill_test.sh)" \
     bash tests/multiproc/device_kill_test.sh "$worker"
   across_hosts
+  step 45 "kolo-perf allreduce -G -t 2: small sizes (one kernel, protocol flagged)" \
+    "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 200 -c 1
+  step 45 "the same with KOLO_DEVICE_FLAGGED=0 (copy, barrier and reduce kernels), for comparison" \
+    env KOLO_DEVICE_FLAGGED=0 "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 200 -c 1
+  step 45 "kolo-perf allreduce -G -t 3 -d all -o all: every dtype and op, small sizes" \
+    "$kolorun" -np 1 "$perf" allreduce -G -t 3 -d all -o all -b 4 -e 64K -f 16 -n 3 -w 1 -c 1
+  mps_step
   for t in 2 4 8; do
     step 45 "kolo-perf allreduce --graph -t $t: small sizes, captured in a CUDA graph" \
       "$kolorun" -np 1 "$perf" allreduce --graph -t $t -b 8 -e 64K -f 8 -n 50 -c 1

@@ -1,13 +1,13 @@
 // CUDA codec kernels: the device twins of kernels/compress.cc. The math is
 // kernels/compress_math.h; nothing numeric is defined here.
 //
-// fp16/bf16: work is cut into units of 16 wire bytes (8 values), one unit per thread per
-// grid-stride step: one 16-byte load or store of codes and two 16-byte loads or stores of
-// fp32. fp8: a warp takes 512 values per step, each lane 4 consecutive values of each
-// 128 (codec_fp8), so that every load and store of a warp is contiguous; a block of 128
-// (256) values is one (two) such quarters, whose amax the warp finds with shuffles. When
-// any pointer is not 16-byte aligned, or around the end of the buffer, the same code
-// loads and stores element by element instead.
+// Work is cut into units of 16 wire bytes (8 fp16/bf16 values, 16 fp8 values), one unit
+// per thread per grid-stride step: one 16-byte load or store of codes and two or four
+// 16-byte loads or stores of fp32. An fp8 block of 128 (256) values is 8 (16) units held by
+// 8 (16) consecutive lanes of one warp, which find the block's amax with shuffles. fp8
+// decoding alone lays a warp's values out otherwise (codec_fp8). When any pointer is not
+// 16-byte aligned, or for the units around the end of the buffer, the same code loads and
+// stores element by element instead.
 //
 // One kernel per (wire dtype, op): 20 in all, to keep nvcc time small for two archs. The
 // block size and the vector flag are run-time values, uniform across the grid.
@@ -41,17 +41,18 @@ struct CodecArgs {
   bool vec;   // every pointer 16-byte aligned
 };
 
-// fp8 (one byte per code): a warp takes 512 values at a time, and lane l holds values
-// 4l..4l+3 of each quarter of them (q = 0..3, 128 values each). Every access of a warp is
-// then one contiguous run: 128 bytes of codes, 512 bytes of fp32 per quarter (where 16
-// codes per lane made each fp32 store a stride-64 scatter: decode ran at 47 % of copy on
-// an H200). A quarter is one block of 128 values, half a block of 256: the amax is a
-// shuffle over the warp (and the two quarters of a 256-block).
+// fp8 decoding (decompress, decompress_reduce: codes in, fp32 out): a warp takes 512
+// values at a time, and lane l holds values 4l..4l+3 of each quarter of them (q = 0..3,
+// 128 values each). Every access of a warp is then one contiguous run: 128 bytes of codes,
+// 512 bytes of fp32 per quarter, where 16 codes per lane made each fp32 store a stride-64
+// scatter (decode at 47 % of copy on an H200, 69 % this way). Encoding keeps 16 codes per
+// lane (codec_units): its block amax needs fewer shuffles there, and this layout measured
+// slower for it (compress 60 % of copy against 76 %).
 template <DType W, CodecOp Op>
 __device__ __forceinline__ void codec_fp8(const CodecArgs& a) {
   using Tr = WireTraits<W>;
   using OpTr = CodecOpTraits<Op>;
-  static_assert(sizeof(typename Tr::Code) == 1 && Tr::kBlocked, "fp8 codes only");
+  static_assert(sizeof(typename Tr::Code) == 1 && Tr::kBlocked && !OpTr::kWritesWire, "fp8 decoding only");
   constexpr int kQuarter = 128, kSpan = 4 * kQuarter;
   const size_t nspans = (a.count + kSpan - 1) / kSpan;
   const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -108,45 +109,7 @@ __device__ __forceinline__ void codec_fp8(const CodecArgs& a) {
     float v[16];
 #pragma unroll
     for (int e = 0; e < 16; ++e) v[e] = codec_value<Op>(f[e], dec[e], a.m);
-    if constexpr (OpTr::kWritesWire) {
-      uint32_t amax[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        amax[q] = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint32_t x = at(q, j) < a.count ? abs_bits(v[4 * q + j]) : 0u;
-          amax[q] = x > amax[q] ? x : amax[q];
-        }
-        for (int off = 16; off > 0; off /= 2) {
-          const uint32_t other = __shfl_xor_sync(0xffffffffu, amax[q], off);
-          amax[q] = other > amax[q] ? other : amax[q];
-        }
-      }
-      if (a.block == 2 * kQuarter) {
-#pragma unroll
-        for (int q = 0; q < 4; q += 2) amax[q] = amax[q + 1] = amax[q] > amax[q + 1] ? amax[q] : amax[q + 1];
-      }
-      uint8_t* wout = static_cast<uint8_t*>(a.wout);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const BlockScale bs = block_scale<Tr>(amax[q]);
-        const size_t first = base + q * kQuarter;
-        if (lane == 0 && first < a.count && (first & (a.block - 1)) == 0) a.scales_out[first >> a.block_shift] = bs.scale;
-        uint8_t c[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) c[j] = encode_blocked<Tr>(v[4 * q + j], bs.inv);
-        if (vec) {
-          reinterpret_cast<uint32_t*>(wout + first)[lane] =
-              c[0] | (uint32_t{c[1]} << 8) | (uint32_t{c[2]} << 16) | (uint32_t{c[3]} << 24);
-        } else {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (at(q, j) < a.count) wout[at(q, j)] = c[j];
-          }
-        }
-      }
-    } else {
+    {  // fp32 out
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         if (vec) {
@@ -163,7 +126,7 @@ __device__ __forceinline__ void codec_fp8(const CodecArgs& a) {
   }
 }
 
-// fp16 and bf16: 8 consecutive values (16 bytes of codes) per lane.
+// fp16 and bf16, and fp8 encoding: 16 bytes of codes (8 or 16 consecutive values) per lane.
 template <DType W, CodecOp Op>
 __device__ __forceinline__ void codec_units(const CodecArgs& a) {
   using Tr = WireTraits<W>;
@@ -285,7 +248,7 @@ __device__ __forceinline__ void codec_units(const CodecArgs& a) {
 
 template <DType W, CodecOp Op>
 __global__ void __launch_bounds__(kThreads) codec_kernel(CodecArgs a) {
-  if constexpr (sizeof(typename WireTraits<W>::Code) == 1) {
+  if constexpr (sizeof(typename WireTraits<W>::Code) == 1 && !CodecOpTraits<Op>::kWritesWire) {
     codec_fp8<W, Op>(a);
   } else {
     codec_units<W, Op>(a);

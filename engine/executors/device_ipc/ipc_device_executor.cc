@@ -233,6 +233,8 @@ class IpcDeviceExecutor final : public Executor {
     Status s;
     // After the previous call: its stream orders it already where it is the same (one
     // runtime call less per call: thread-ranks of one process queue theirs one at a time).
+    // A stream destroyed with work queued keeps its resources until that work is done, so
+    // a new stream cannot take its handle while the previous call may still run.
     if (!a.graph && call.stream != last_stream_) s = dev.stream_wait_event(call.stream, order_);
     tag_ = call_tag_value ^ kFenceTag;
     if (s.ok() && fence) s = barrier(call.stream);

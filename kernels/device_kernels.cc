@@ -283,24 +283,43 @@ Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, voi
   return launch_on(dev, l, stream, "device_barrier");
 }
 
-Status device_flagged_allreduce(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Scale post, void* stream) {
-  const size_t bytes = a.count * dtype_size(a.dtype);
-  if (a.ranks < 2 || a.ranks > kMaxIpcRanks || a.me < 0 || a.me >= a.ranks || bytes > kFlaggedMaxBytes ||
-      a.sequence == nullptr || a.done == nullptr || a.abort == nullptr || a.status == nullptr || a.failed == nullptr ||
-      (a.count > 0 && (a.send == nullptr || a.recv == nullptr))) {
-    return error(Code::kInvalidArgument, "device_flagged_allreduce: rank ", a.me, " of ", a.ranks, " (2..",
-                 kMaxIpcRanks, "), ", bytes, " bytes (at most ", kFlaggedMaxBytes,
+Status device_flagged(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Scale post, void* stream) {
+  const size_t block = a.count * dtype_size(a.dtype);
+  const bool rooted = a.kind == FlaggedKind::kReduce || a.kind == FlaggedKind::kBroadcast;
+  // Only the root's send of a broadcast, and the root's recv of a reduce, are read.
+  const bool reads_send = a.kind != FlaggedKind::kBroadcast || a.me == a.root;
+  const bool writes_recv = a.kind != FlaggedKind::kReduce || a.me == a.root;
+  if (a.ranks < 2 || a.ranks > kMaxIpcRanks || a.me < 0 || a.me >= a.ranks || block > kFlaggedMaxBytes ||
+      (rooted && (a.root < 0 || a.root >= a.ranks)) || a.sequence == nullptr || a.done == nullptr ||
+      a.abort == nullptr || a.status == nullptr || a.failed == nullptr ||
+      (a.count > 0 && ((reads_send && a.send == nullptr) || (writes_recv && a.recv == nullptr)))) {
+    return error(Code::kInvalidArgument, "device_flagged: rank ", a.me, " of ", a.ranks, " (2..", kMaxIpcRanks,
+                 "), root ", a.root, ", ", block, " bytes per block (at most ", kFlaggedMaxBytes,
                  "), or a null buffer or word");
   }
-  KOLO_TRY(check_reduce_args("device_flagged_allreduce", a.recv, &a.send, 1, a.count, a.dtype, a.op, post));
-  a.prescaled = !pre.identity();
-  a.pre = scale_args(a.dtype, pre);
-  a.post = scale_args(a.dtype, post);
-  a.aligned = reinterpret_cast<uintptr_t>(a.send) % kFlaggedUnitBytes == 0 &&
-              reinterpret_cast<uintptr_t>(a.recv) % kFlaggedUnitBytes == 0;
+  const bool reduces = flagged_reduces(a);
+  if (reduces) {
+    // (dtype, op and scale; a rank that only sends has no recv: its send stands in)
+    KOLO_TRY(check_reduce_args("device_flagged", writes_recv ? a.recv : a.send, &a.send, 1, a.count, a.dtype, a.op,
+                               post));
+    a.prescaled = !pre.identity();
+    a.pre = scale_args(a.dtype, pre);
+    a.post = scale_args(a.dtype, post);
+  } else {  // copies move bytes
+    a.count = block;
+    a.dtype = DType::kUint8;
+    a.op = ReduceOp::kSum;
+    a.prescaled = false;
+  }
+  // Blocks start at multiples of the block size in the collectives that have several.
+  const bool blocks = a.kind == FlaggedKind::kAllgather || a.kind == FlaggedKind::kReduceScatter ||
+                      a.kind == FlaggedKind::kAlltoall;
+  a.aligned = (!reads_send || reinterpret_cast<uintptr_t>(a.send) % kFlaggedUnitBytes == 0) &&
+              (!writes_recv || reinterpret_cast<uintptr_t>(a.recv) % kFlaggedUnitBytes == 0) &&
+              (!blocks || block % kFlaggedUnitBytes == 0);
   // A unit per thread; the grid stays small, so that ranks sharing one GPU all fit on it
   // beside each other (each waits for the others' kernels).
-  const size_t units = std::max<size_t>(1, flagged_units(a.count, dtype_size(a.dtype)));
+  const size_t units = std::max<size_t>(1, flagged_units(block, 1));
   device::Launch l;
   l.grid = static_cast<unsigned>(std::min<size_t>(32, (units + kKernelThreads - 1) / kKernelThreads));
   l.block = kKernelThreads;
@@ -310,7 +329,7 @@ Status device_flagged_allreduce(const device::DeviceOps& dev, FlaggedArgs a, Sca
 #if defined(KOLO_KERNELS_HAVE_CUDA)
   l.cuda = cuda_flagged_launch;
 #endif
-  return launch_on(dev, l, stream, "device_flagged_allreduce");
+  return launch_on(dev, l, stream, "device_flagged");
 }
 
 ReducePlan plan_reduce(const void* dst, const void* const* srcs, int nsrcs, size_t count,

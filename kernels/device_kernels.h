@@ -73,10 +73,10 @@ Status device_recompress_sum(const device::DeviceOps& dev, void* wire_out, const
 // rank's number to every peer and waits for theirs, until args.timeout_ns or abort.
 Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, void* stream);
 
-// The one-kernel allreduce (kernels/flagged_body.h) on the stream: args names the call,
-// the boxes and the words; pre (applied to each contribution, where not the identity) and
-// post (to the result) are filled in here.
-Status device_flagged_allreduce(const device::DeviceOps& dev, FlaggedArgs args, Scale pre, Scale post, void* stream);
+// A one-kernel collective (kernels/flagged_body.h) on the stream: args names the call, the
+// boxes and the words; pre (applied to each contribution, where not the identity) and post
+// (to the result) are filled in here for reductions, and copies turned into bytes.
+Status device_flagged(const device::DeviceOps& dev, FlaggedArgs args, Scale pre, Scale post, void* stream);
 
 // Loads every kernel on the current device (cuda: see cuda_kernels.h; once per device and
 // process), so that no launch has to load one while a barrier kernel spins. The

@@ -1,29 +1,32 @@
-// The one-kernel allreduce of the device_ipc executor (Protocol::kFlagged), written once
-// for both devices: cuda/flagged_kernels.cu wraps it in a __global__ function,
-// device_kernels.cc runs it on the emulated device's stream worker.
+// The one-kernel collectives of the device_ipc executor (Protocol::kFlagged), written once
+// for both devices: cuda/flagged_kernels.cu wraps them in a __global__ function,
+// device_kernels.cc runs them on the emulated device's stream worker.
 //
-// A small allreduce as separate kernels costs a copy into the slot, a barrier kernel and
-// a reduce kernel: three launches and two waits for the peers. Here each rank's kernel
-// reads its input from the user's buffer and writes it straight into a box of its own in
-// every peer's IPC region, each 4 bytes of data beside a 4-byte flag in one 8-byte word
-// (NCCL's LL protocol does the same): a reader that sees the flag sees the data, with no
-// fence and no barrier. Then it polls its own region's boxes until every peer's words
-// carry this call's flag, reduces in rank order, and writes the result. One launch, no
-// wait but for the data itself.
+// A small collective over the slots costs a copy into the slot, a barrier kernel and a
+// reduce or copy kernel: three launches and two waits for the peers. Here each rank's
+// kernel reads its input from the user's buffer and writes it straight into a box of its
+// own in each receiving peer's IPC region, each 4 bytes of data beside a 4-byte flag in
+// one 8-byte word (NCCL's LL protocol does the same): a reader that sees the flag sees the
+// data, with no fence and no barrier. Then it polls its own region's boxes until every
+// sender's words carry this call's flag and reduces them in rank order (allreduce, reduce
+// at the root, reduce_scatter) or copies them into place (broadcast, allgather, alltoall).
+// One launch, no wait but for the data itself.
 //
 // The flag is the call's number: every rank counts its flagged calls in its own device
 // memory (`sequence`, advanced by the kernel, so a CUDA graph replays with new numbers),
 // and every rank makes the same calls, so the numbers agree. Call v uses the boxes of
-// parity v % 2: a rank writes parity v % 2 again at call v + 2, which it starts only after
-// every peer has written its data of call v + 1, which each did after it had finished
-// reading call v. A box starts with a header line holding the call's digest (the tag),
-// which a reader compares first: ranks making different calls fail with a mismatch on
-// every rank instead of reading each other's data wrongly.
+// parity v % 2. Every rank writes a header line, the call's digest (the tag), into its box
+// at every peer, and every rank waits for every peer's header, sender or not: ranks making
+// different calls fail with a mismatch on every rank instead of reading each other's data
+// wrongly, and no rank starts call v + 2 (which writes parity v % 2 again) before every
+// peer has started call v + 1, that is, finished reading call v.
 //
-// The reduction is the slot path's, bit for bit: each contribution prescaled and rounded
-// to the storage type, combined in the compute type in rank order, postscaled, rounded
-// once (reduce_body.h's reduce_element). Every wait ends at the deadline or on abort,
-// leaving the reason in the barrier's status words (barrier_body.h).
+// A reduction is the slot path's, bit for bit: each contribution prescaled and rounded to
+// the storage type, combined in the compute type in rank order, postscaled, rounded once
+// (reduce_body.h's reduce_element). Copies move bytes (the launcher gives them as uint8).
+// A thread handles unit u of every block it sends and receives, so an in-place call reads
+// what it overwrites before it does. Every wait ends at the deadline or on abort, leaving
+// the reason in the barrier's status words (barrier_body.h).
 #pragma once
 
 #include <cstddef>
@@ -34,20 +37,26 @@
 
 namespace kolo {
 
-// The largest allreduce this protocol runs, in bytes of data. A box holds it as words of
-// 4 data bytes and a flag: twice that, and one 16-byte header line.
+// The most data one rank sends one peer in this protocol (a block of reduce_scatter and
+// alltoall, the whole input otherwise). A box holds it as words of 4 data bytes and a flag:
+// twice that, and one 16-byte header line.
 constexpr size_t kFlaggedMaxBytes = size_t{64} << 10;
 constexpr size_t kFlaggedBoxBytes = 2 * kFlaggedMaxBytes + 16;
 constexpr size_t kFlaggedUnitBytes = 8;  // data bytes per 16-byte line
 
+// Who sends what to whom, and what a receiver does with it.
+enum class FlaggedKind : uint8_t { kAllreduce, kReduce, kBroadcast, kAllgather, kReduceScatter, kAlltoall };
+
 struct FlaggedArgs {
+  FlaggedKind kind = FlaggedKind::kAllreduce;
+  int root = 0;  // reduce, broadcast
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;
+  size_t count = 0;  // elements per block (copies: bytes, as uint8)
   DType dtype = DType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   bool prescaled = false;  // contributions scaled by `pre` (and rounded) before they go out
-  bool aligned = false;    // send and recv 8-byte aligned: whole units in one load or store
+  bool aligned = false;    // send, recv and every block 8-byte aligned: whole units at once
   ReduceScaleArgs pre, post;
   uint64_t* out[kMaxIpcRanks] = {};       // this rank's box (parity 0) in each rank's region
   const uint64_t* in[kMaxIpcRanks] = {};  // each rank's box (parity 0) in this rank's region
@@ -123,21 +132,40 @@ union FlaggedUnit {
   S elem[kFlaggedUnitBytes / sizeof(S)];
 };
 
-// This rank's contribution to unit u: its input's elements there, prescaled and rounded
-// where the call says so; zeros past the end.
+// Who sends to whom: a rooted reduce gathers at the root, a broadcast scatters from it.
+KOLO_HD_INLINE bool flagged_sends(const FlaggedArgs& a, int from, int to) {
+  if (from == to) return false;
+  if (a.kind == FlaggedKind::kReduce) return to == a.root;
+  if (a.kind == FlaggedKind::kBroadcast) return from == a.root;
+  return true;
+}
+
+KOLO_HD_INLINE bool flagged_reduces(const FlaggedArgs& a) {
+  return a.kind == FlaggedKind::kAllreduce || a.kind == FlaggedKind::kReduce || a.kind == FlaggedKind::kReduceScatter;
+}
+
+// Where rank `to`'s block starts in a sender's input: reduce_scatter and alltoall send
+// each peer its own block, the others the whole input.
+KOLO_HD_INLINE size_t flagged_block(const FlaggedArgs& a, int to, size_t element_bytes) {
+  const bool per_peer = a.kind == FlaggedKind::kReduceScatter || a.kind == FlaggedKind::kAlltoall;
+  return per_peer ? static_cast<size_t>(to) * a.count * element_bytes : 0;
+}
+
+// Unit u (8 bytes) of the block starting `offset` bytes into `base`, as elements: zeros
+// past the end, prescaled and rounded where the call says so.
 template <DType D>
-KOLO_HD_INLINE uint64_t own_unit(const FlaggedArgs& a, size_t u) {
+KOLO_HD_INLINE uint64_t load_unit(const FlaggedArgs& a, const void* base, size_t offset, size_t u) {
   using Tr = DTypeTraits<D>;
   using S = typename Tr::Storage;
   constexpr size_t kPer = kFlaggedUnitBytes / sizeof(S);
-  const S* send = static_cast<const S*>(a.send);
+  const S* block = reinterpret_cast<const S*>(static_cast<const char*>(base) + offset);
   FlaggedUnit<S> v;
   v.bits = 0;
   const size_t first = u * kPer;
   if (a.aligned && first + kPer <= a.count) {
-    v.bits = *reinterpret_cast<const uint64_t*>(send + first);
+    v.bits = *reinterpret_cast<const uint64_t*>(block + first);
   } else {
-    for (size_t e = 0; e < kPer && first + e < a.count; ++e) v.elem[e] = send[first + e];
+    for (size_t e = 0; e < kPer && first + e < a.count; ++e) v.elem[e] = block[first + e];
   }
   if (a.prescaled) {
     const BodyScaler<typename Tr::Compute> sc(a.pre);
@@ -147,36 +175,57 @@ KOLO_HD_INLINE uint64_t own_unit(const FlaggedArgs& a, size_t u) {
   return v.bits;
 }
 
-// Thread `thread` of `nthreads`: the header, then this thread's units, into every peer's
-// box of this call's parity.
+// Unit u of the block starting `offset` bytes into recv: the elements inside the block.
+template <DType D>
+KOLO_HD_INLINE void store_unit(const FlaggedArgs& a, size_t offset, size_t u, uint64_t bits) {
+  using S = typename DTypeTraits<D>::Storage;
+  constexpr size_t kPer = kFlaggedUnitBytes / sizeof(S);
+  S* block = reinterpret_cast<S*>(static_cast<char*>(a.recv) + offset);
+  FlaggedUnit<S> v;
+  v.bits = bits;
+  const size_t first = u * kPer;
+  if (a.aligned && first + kPer <= a.count) {
+    *reinterpret_cast<uint64_t*>(block + first) = v.bits;
+  } else {
+    for (size_t e = 0; e < kPer && first + e < a.count; ++e) block[first + e] = v.elem[e];
+  }
+}
+
+// Thread `thread` of `nthreads`: the header into every peer's box, then this thread's
+// units of each block this rank sends, into the receiving peers' boxes of this call's
+// parity.
 template <DType D, ReduceOp O>
 KOLO_HD_INLINE void flagged_write(const FlaggedArgs& a, uint32_t seq, size_t thread, size_t nthreads) {
+  constexpr size_t kBytes = sizeof(typename DTypeTraits<D>::Storage);
   const size_t parity = (seq & 1u) * a.parity_words;
   if (thread == 0) {
     for (int p = 0; p < a.ranks; ++p) {
       if (p != a.me) store_line(a.out[p] + parity, a.tag, seq);
     }
   }
-  const size_t units = flagged_units(a.count, sizeof(typename DTypeTraits<D>::Storage));
+  const size_t units = flagged_units(a.count, kBytes);
   for (size_t u = thread; u < units; u += nthreads) {
-    const uint64_t bits = own_unit<D>(a, u);
     for (int p = 0; p < a.ranks; ++p) {
-      if (p != a.me) store_line(a.out[p] + parity + 2 + 2 * u, bits, seq);
+      if (flagged_sends(a, a.me, p)) {
+        store_line(a.out[p] + parity + 2 + 2 * u, load_unit<D>(a, a.send, flagged_block(a, p, kBytes), u), seq);
+      }
     }
   }
 }
 
 // Thread `thread` of `nthreads`: every peer's header checked, then this thread's units
-// reduced in rank order into recv. Returns early once any wait gave up.
+// reduced in rank order into recv, or copied into their places. Returns early once any
+// wait gave up.
 template <DType D, ReduceOp O>
 KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thread, size_t nthreads) {
   using Tr = DTypeTraits<D>;
   using S = typename Tr::Storage;
   using C = typename Tr::Compute;
   constexpr size_t kPer = kFlaggedUnitBytes / sizeof(S);
+  constexpr size_t kBytes = sizeof(S);
   const size_t parity = (seq & 1u) * a.parity_words;
   const uint64_t start = clock_ns();
-  const size_t units = flagged_units(a.count, sizeof(typename DTypeTraits<D>::Storage));
+  const size_t units = flagged_units(a.count, kBytes);
   if (thread >= units) return;
   for (int p = 0; p < a.ranks; ++p) {
     uint64_t tag = 0;
@@ -187,35 +236,46 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
       return;
     }
   }
-  const typename OpFn<O, C>::type op;
-  const BodyScaler<C> post(a.post);
-  S* recv = static_cast<S*>(a.recv);
-  // Rank r's contribution to unit u: this rank's own, or the words in r's box.
-  auto contribution = [&](int r, size_t u, FlaggedUnit<S>* v) {
-    if (r != a.me) return wait_line(a, a.in[r] + parity + 2 + 2 * u, seq, r, start, &v->bits);
-    v->bits = own_unit<D>(a, u);
+  // Rank r's unit u: this rank's own block, or the words in r's box.
+  const size_t mine = flagged_block(a, a.me, kBytes);
+  auto unit_of = [&](int r, size_t u, uint64_t* bits) {
+    if (r != a.me) return wait_line(a, a.in[r] + parity + 2 + 2 * u, seq, r, start, bits);
+    *bits = load_unit<D>(a, a.send, mine, u);
     return true;
   };
+  if (!flagged_reduces(a)) {
+    // broadcast: the root's input; allgather, alltoall: block r of the result from rank r.
+    for (size_t u = thread; u < units; u += nthreads) {
+      for (int r = 0; r < a.ranks; ++r) {
+        const bool wanted = r == a.me ? a.kind != FlaggedKind::kBroadcast || a.me == a.root : flagged_sends(a, r, a.me);
+        if (!wanted) continue;
+        const size_t to = a.kind == FlaggedKind::kBroadcast ? 0 : static_cast<size_t>(r) * a.count * kBytes;
+        uint64_t bits;
+        if (r == a.me && static_cast<const char*>(a.send) + mine == static_cast<const char*>(a.recv) + to) continue;
+        if (!unit_of(r, u, &bits)) return;
+        store_unit<D>(a, to, u, bits);
+      }
+    }
+    return;
+  }
+  if (a.kind == FlaggedKind::kReduce && a.me != a.root) return;  // sent; nothing to receive
+  const typename OpFn<O, C>::type op;
+  const BodyScaler<C> post(a.post);
   for (size_t u = thread; u < units; u += nthreads) {
     FlaggedUnit<S> v;
-    if (!contribution(0, u, &v)) return;
+    if (!unit_of(0, u, &v.bits)) return;
     C acc[kPer];
     KOLO_UNROLL
     for (size_t e = 0; e < kPer; ++e) acc[e] = Tr::load(v.elem[e]);
     for (int r = 1; r < a.ranks; ++r) {
-      if (!contribution(r, u, &v)) return;
+      if (!unit_of(r, u, &v.bits)) return;
       KOLO_UNROLL
       for (size_t e = 0; e < kPer; ++e) acc[e] = op(acc[e], Tr::load(v.elem[e]));
     }
     FlaggedUnit<S> out;
     KOLO_UNROLL
     for (size_t e = 0; e < kPer; ++e) out.elem[e] = Tr::store(post(acc[e]));
-    const size_t first = u * kPer;
-    if (a.aligned && first + kPer <= a.count) {
-      *reinterpret_cast<uint64_t*>(recv + first) = out.bits;
-    } else {
-      for (size_t e = 0; e < kPer && first + e < a.count; ++e) recv[first + e] = out.elem[e];
-    }
+    store_unit<D>(a, 0, u, out.bits);
   }
 }
 

@@ -99,8 +99,9 @@ const std::vector<EnvVar>& env_table() {
            "1 = device collectives of ranks on one host run as kernels over each other's memory (CUDA IPC); 0 = "
            "staged through pinned host memory"),
       flag("KOLO_DEVICE_FLAGGED", "1",
-           "1 = a small device allreduce of ranks on one host (up to 64 KB) runs as one kernel that writes into the "
-           "peers' memory with a flag beside the data; 0 = copy, barrier and reduce kernels through the slots"),
+           "1 = small device collectives of ranks on one host (allreduce, reduce, broadcast, allgather, "
+           "reduce_scatter, alltoall; up to 64 KB per peer) run as one kernel that writes into the peers' memory "
+           "with a flag beside the data; 0 = copy, barrier and reduce kernels through the slots"),
       one_of("KOLO_DEVICE_BARRIER", "auto", "auto,kernel,host",
              "how ranks of one host wait for each other between the steps of a device collective: kernel (a GPU "
              "thread spins on the peers' flags), host (the stream waits on the device for a word that a kolo thread "

@@ -151,15 +151,25 @@ Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& c
   return cost.two_shot_us < cost.one_shot_us ? Algorithm::kTwoShot : Algorithm::kOneShot;
 }
 
-// The one-kernel allreduce (kernels/flagged_body.h): a one-shot that fits its boxes, taken
-// over the slot programs whatever their model says (they pay three launches and two waits
-// for the peers where this pays one launch), unless an algorithm was forced. Not where the ranks wait for each other on the
-// host: its kernel waits for the peers' kernels, which a GPU time-sliced between processes
+// The one-kernel collectives (kernels/flagged_body.h): where each rank's data for one peer
+// fits a box, taken over the slot programs whatever their model says (they pay three
+// launches and two waits for the peers where this pays one launch), unless an algorithm
+// was forced or the call is compressed. Not where the ranks wait for each other on the
+// host: the kernel waits for the peers' kernels, which a GPU time-sliced between processes
 // runs only one at a time. Its data crosses as words of half data, half flag, so past its
 // box size the slot programs move the bytes faster.
 bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
+  switch (spec.kind) {
+    case CollKind::kAllreduce:
+    case CollKind::kReduce:
+    case CollKind::kBroadcast:
+    case CollKind::kAllgather:
+    case CollKind::kReduceScatter:
+    case CollKind::kAlltoall: break;
+    default: return false;
+  }
   const Algorithm forced = forced_for(spec, ctx);
-  return spec.kind == CollKind::kAllreduce && ctx.size > 1 && !spec.compressed() && !ctx.device_host_barrier &&
+  return ctx.size > 1 && !spec.compressed() && !ctx.device_host_barrier &&
          (forced == Algorithm::kAuto || forced == Algorithm::kOneShot) && spec.bytes() <= ctx.flagged_bytes;
 }
 

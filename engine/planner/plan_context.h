@@ -59,8 +59,8 @@ struct PlanContext {
   // processes time-slicing one GPU, or KOLO_DEVICE_BARRIER=host) instead of in a kernel.
   DeviceSetup device_setup = DeviceSetup::kNotYet;
   bool device_host_barrier = false;
-  // device_ipc's one-kernel allreduce carries calls of up to this many bytes (0: none;
-  // KOLO_DEVICE_FLAGGED=0).
+  // device_ipc's one-kernel collectives carry up to this many bytes from one rank to one
+  // peer (0: none; KOLO_DEVICE_FLAGGED=0).
   size_t flagged_bytes = 0;
 };
 

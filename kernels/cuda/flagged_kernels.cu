@@ -1,4 +1,4 @@
-// CUDA wrapper of the one-kernel allreduce (kernels/flagged_body.h), which the emulated
+// CUDA wrapper of the one-kernel collectives (kernels/flagged_body.h), which the emulated
 // device runs as it is. The wrapper adds what needs a block: the call's number, read once
 // per block from the rank's counter, and the counter advanced by the last block to finish
 // (every block has read it by then; the next launch on the stream starts after this one).
@@ -49,7 +49,7 @@ Status cuda_flagged_preload() {
       cudaFuncAttributes attributes;
       const cudaError_t err = cudaFuncGetAttributes(&attributes, dispatch_reduce<KernelOf>(dtype, op));
       if (err != cudaSuccess) {
-        return error(Code::kSystem, "loading the flagged allreduce kernel (", dtype_name(dtype), " ", op_name(op),
+        return error(Code::kSystem, "loading the flagged kernel (", dtype_name(dtype), " ", op_name(op),
                      "): ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
       }
     }
@@ -64,7 +64,7 @@ Status cuda_flagged_launch(const void* args, unsigned grid, unsigned block, void
   const cudaError_t err = cudaLaunchKernel(dispatch_reduce<KernelOf>(a.dtype, a.op), dim3(grid), dim3(block), params, 0,
                                            static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
-    return error(Code::kSystem, "flagged allreduce kernel launch (", dtype_name(a.dtype), " ", op_name(a.op), ", grid ",
+    return error(Code::kSystem, "flagged kernel launch (", dtype_name(a.dtype), " ", op_name(a.op), ", grid ",
                  grid, " x ", block, ") failed: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
   }
   return Status::ok_status();

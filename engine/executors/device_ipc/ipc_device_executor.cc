@@ -435,16 +435,29 @@ class IpcDeviceExecutor final : public Executor {
     return Status();
   }
 
-  // A small allreduce in one kernel (kernels/flagged_body.h): this rank's input into its
-  // box in every peer's region, the peers' boxes in its own reduced as their flags arrive.
+  // A small collective in one kernel (kernels/flagged_body.h): this rank's input into its
+  // box in every receiving peer's region, the senders' boxes in its own reduced or copied
+  // as their flags arrive.
   Status enqueue_flagged(const CollCall& call) {
+    const CollSpec& s = call.spec;
     const int n = regions_->size(), me = regions_->index();
     FlaggedArgs a;
+    switch (s.kind) {
+      case CollKind::kAllreduce: a.kind = FlaggedKind::kAllreduce; break;
+      case CollKind::kReduce: a.kind = FlaggedKind::kReduce; break;
+      case CollKind::kBroadcast: a.kind = FlaggedKind::kBroadcast; break;
+      case CollKind::kAllgather: a.kind = FlaggedKind::kAllgather; break;
+      case CollKind::kReduceScatter: a.kind = FlaggedKind::kReduceScatter; break;
+      case CollKind::kAlltoall: a.kind = FlaggedKind::kAlltoall; break;
+      default:
+        return error(Code::kInternal, "rank ", env_.rank, ": ", coll_name(s.kind), " has no one-kernel form");
+    }
+    a.root = s.root;
     a.send = call.send;
     a.recv = call.recv;
-    a.count = call.spec.count;
-    a.dtype = call.spec.dtype;
-    a.op = call.spec.op;
+    a.count = s.count;
+    a.dtype = s.dtype;
+    a.op = s.op;
     for (int p = 0; p < n; ++p) {
       a.out[p] = reinterpret_cast<uint64_t*>(regions_->region(p) + kIpcFlaggedOffset + me * kFlaggedBoxBytes);
       a.in[p] = reinterpret_cast<const uint64_t*>(regions_->region(me) + kIpcFlaggedOffset + p * kFlaggedBoxBytes);
@@ -459,8 +472,7 @@ class IpcDeviceExecutor final : public Executor {
     a.abort = &control_->abort;
     a.status = &control_->status;
     a.failed = failed_word();
-    return device_flagged_allreduce(device::runtime(), a, call.spec.prescaled ? call.prescale : Scale{},
-                                    call.postscale, call.stream);
+    return device_flagged(device::runtime(), a, s.prescaled ? call.prescale : Scale{}, call.postscale, call.stream);
   }
 
   // The windows of a zero-copy call's buffers on this rank (the communicator found them

@@ -420,9 +420,12 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
 // and int8 (4, 8 and 1 elements of 8 bytes per flagged line), sum / max / prod / avg,
 // prescale 0.5 and postscale 4, counts around the line and box sizes (16384 floats fill a
 // box; 16385 go through the slots), in place and not, 8-byte aligned and not, three
-// rounds. Every result against the exact value. Then (g_flagged_mismatch) ranks whose
-// counts differ by one: KOLO_ERR_MISMATCH on every rank, from the tag in the boxes.
-bool g_flagged_mismatch = false;
+// rounds. Every result against the exact value. Then (g_flagged_mismatch) ranks that make
+// different calls: allreduces whose counts differ by one, or broadcasts from different
+// roots (where a rank receives from the root alone, but checks every peer's header):
+// KOLO_ERR_MISMATCH on every rank, from the tags in the boxes.
+enum class FlaggedMismatch { kNone, kCounts, kRoots };
+FlaggedMismatch g_flagged_mismatch = FlaggedMismatch::kNone;
 
 std::string flagged_main(const kolo_unique_id& id, int n, int me) {
   const kolo::device::DeviceOps& dev = kolo::device::runtime();
@@ -501,9 +504,11 @@ std::string flagged_main(const kolo_unique_id& id, int n, int me) {
       }
     }
   }
-  if (why.empty() && g_flagged_mismatch && n > 1) {
+  if (why.empty() && g_flagged_mismatch != FlaggedMismatch::kNone && n > 1) {
     const kolo_result_t rc =
-        kolo_allreduce(send, recv, me == 0 ? 100 : 101, KOLO_FLOAT32, KOLO_SUM, comm, stream);
+        g_flagged_mismatch == FlaggedMismatch::kCounts
+            ? kolo_allreduce(send, recv, me == 0 ? 100 : 101, KOLO_FLOAT32, KOLO_SUM, comm, stream)
+            : kolo_broadcast(send, recv, 100, KOLO_FLOAT32, me == 0 ? 1 : 0, comm, stream);
     (void)dev.stream_synchronize(stream, kolo::Deadline(60));
     kolo_result_t async = KOLO_SUCCESS;
     const auto start = std::chrono::steady_clock::now();
@@ -595,11 +600,13 @@ TEST(ThreadRanks, SmallAllreducesInOneKernel) {
   }
 }
 
-TEST(ThreadRanks, SmallAllreducesOfOtherCountsAreAMismatchOnEveryRank) {
+TEST(ThreadRanks, SmallCollectivesThatDifferAreAMismatchOnEveryRank) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  g_flagged_mismatch = true;
-  EXPECT_EXIT(run_threads(3, "1", flagged_main), ::testing::ExitedWithCode(0), "");
-  g_flagged_mismatch = false;
+  for (FlaggedMismatch m : {FlaggedMismatch::kCounts, FlaggedMismatch::kRoots}) {
+    g_flagged_mismatch = m;
+    EXPECT_EXIT(run_threads(3, "1", flagged_main), ::testing::ExitedWithCode(0), "") << static_cast<int>(m);
+  }
+  g_flagged_mismatch = FlaggedMismatch::kNone;
 }
 
 TEST(ThreadRanks, CompressedAllreduceThroughIpcKernels) {

@@ -13,7 +13,8 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
   DeviceIpcCost cost;
   if (n < 2) return cost;
   const PlannerParams& params = model.params();
-  double alpha_us = 0, gbs = 0, local_gbs = params.shm_copy_gbs, ring_gbs = 0;
+  // k: a plain kernel (copy, reduce) behind the previous one on the stream.
+  double alpha_us = 0, gbs = 0, local_gbs = params.shm_copy_gbs, ring_gbs = 0, k = 0;
   if (model.device()) {
     // A rank's reads from all peers share its GPU's links, and ranks that drive the same
     // GPU share them too (their "peer" reads are that GPU's memory).
@@ -32,7 +33,8 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
       alpha_us = std::max(alpha_us, link.alpha_us);
     }
     gbs /= sharing;
-    alpha_us += params.gpu_step_us;
+    alpha_us += params.gpu_wait_us;  // a barrier is a kernel that waits for the peers
+    k = params.gpu_step_us;
     local_gbs = params.gpu_reduce_gbs / sharing;
     ring_gbs = 1e30;
     for (int r = 0; r < n; ++r) {
@@ -48,12 +50,17 @@ DeviceIpcCost predict_device_ipc_allreduce(size_t bytes, const CostModel& model)
     gbs = ring_gbs = params.shm_copy_gbs;
   }
   const double b = static_cast<double>(bytes), per_us = gbs * 1e3;  // bytes per us
-  cost.one_shot_us = alpha_us + (n - 1) * b / per_us;
-  cost.two_shot_us = 2 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
-  cost.copy_in_us = b / (local_gbs * 1e3);
-  cost.zero_copy_us = 3 * alpha_us + 2.0 * (n - 1) * b / (n * per_us);
+  // Kernels: one-shot a reduce; two-shot a reduce and a copy of each share; zero-copy a
+  // reduce and a copy of each peer's share; the ring a reduce or copy per step and the copy
+  // out; the copy into the slot one; the one-kernel form none besides its own.
+  cost.one_shot_us = alpha_us + k + (n - 1) * b / per_us;
+  cost.two_shot_us = 2 * alpha_us + (n + 1) * k + 2.0 * (n - 1) * b / (n * per_us);
+  cost.copy_in_us = k + b / (local_gbs * 1e3);
+  cost.zero_copy_us = 3 * alpha_us + n * k + 2.0 * (n - 1) * b / (n * per_us);
+  cost.flagged_us = alpha_us + 2.0 * (n - 1) * b / per_us;
   // The ring also waits once for the copy-in and copies its result out of the slot.
-  cost.ring_us = (2.0 * n - 1) * alpha_us + 2.0 * (n - 1) * b / (n * ring_gbs * 1e3) + b / (local_gbs * 1e3);
+  cost.ring_us = (2.0 * n - 1) * alpha_us + (2.0 * n - 1) * k + 2.0 * (n - 1) * b / (n * ring_gbs * 1e3) +
+                 b / (local_gbs * 1e3);
   return cost;
 }
 

@@ -45,6 +45,12 @@ const PlannerParams& planner_params() {
     p.gpu_step_us = 1.0;
     p.gpu_launch_us = 8.4;    // NCCL ring base latency, Simple protocol (tuning.cc)
     p.gpu_reduce_gbs = 1000;  // HBM3 ~3 TB/s moved = 3 bytes per output byte of a reduce
+    // The one-kernel allreduce replayed from a CUDA graph, 2 thread-ranks on one H200
+    // (2026-11-28): 3.7-4.9 us from 8 B to 32 KB, flat (bench/results/2026-11-28-gpu-check-h200.md):
+    // a launch, the wait for the peer and the kernel's tail; the links' latency comes on
+    // top. The slot path there (copy, barrier, reduce, and a fence barrier before and after
+    // in a graph) measured 15-17 us, which this and gpu_step_us per plain kernel give as 13.
+    p.gpu_wait_us = 3.7;
     return p;
   }();
   return params;

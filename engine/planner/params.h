@@ -56,6 +56,8 @@ struct PlannerParams {
   double gpu_step_us = 0;      // per step of a schedule (kernel/proxy hand-off)
   double gpu_launch_us = 0;    // once per collective
   double gpu_reduce_gbs = 0;   // HBM-bound reduce, bytes of output per second
+  double gpu_wait_us = 0;      // a kernel that waits for its peers (device_ipc's barrier, its
+                               // one-kernel collectives) with nothing to move
 };
 
 // The table in params.cc.

@@ -153,9 +153,11 @@ TEST(PlannerModel, DeviceIpcOneShotOrTwoShotFromTheDeviceLinks) {
     while (b < (size_t{1} << 34) && choose(m, b, wire) == Algorithm::kOneShot) b *= 2;
     return b;
   };
+  // With a barrier a kernel that waits for its peers (3.7 us, params.cc: calibrated on one
+  // H200) and two-shot's n + 1 kernels, the crossover on 8 x H100 is near 1 MB.
   const size_t nvlink = crossover(eight);
-  EXPECT_GE(nvlink, size_t{64} << 10);
-  EXPECT_LE(nvlink, size_t{512} << 10);
+  EXPECT_GE(nvlink, size_t{256} << 10);
+  EXPECT_LE(nvlink, size_t{2} << 20);
   Machine pcie("pcie_8gpu.json", 1, 8, true);
   EXPECT_LT(crossover(pcie), nvlink);
   // Compressed to fp16, the same count crosses half the bytes: it turns two-shot later.

@@ -11,6 +11,7 @@
 
 #include "engine/local/fast_box.h"
 #include "engine/local/local_program.h"
+#include "engine/planner/device_ipc_model.h"
 #include "engine/planner/plan.h"
 #include "engine/planner/local_model.h"
 #include "engine/planner/selector.h"
@@ -18,6 +19,7 @@
 #include "png_plot.h"
 #include "support/env.h"
 #include "support/host_rates.h"
+#include "kernels/flagged_body.h"
 #include "topology/discover.h"
 
 namespace {
@@ -244,6 +246,15 @@ int main(int argc, char** argv) {
   const HostRates& rates = host_rates();
   const PlannerParams local_params = scaled_for_host(rates.copy_gbs, rates.cache_bytes);
   local_ctx.local_params = &local_params;
+  // Device memory on one host: the device_ipc executor runs it, as it declares and sets up
+  // in a communicator (Executor::describe, set_up): peers mapped, kernels waiting for each
+  // other on the device, the one-kernel forms up to their box size.
+  const bool device_ipc = device && o.hosts == 1 && p > 1;
+  if (device_ipc) {
+    local_ctx.device_ipc = true;
+    local_ctx.device_setup = DeviceSetup::kMapped;
+    local_ctx.flagged_bytes = kFlaggedMaxBytes;
+  }
 
   if (!o.dump.empty()) {
     Result<Algorithm> algo = parse_algorithm_name(o.dump);
@@ -289,6 +300,7 @@ int main(int argc, char** argv) {
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
     CollSpec spec = spec_for(kind.value(), bytes, p);
     std::vector<Candidate> all = predict_all(spec, ctx, model);
+    spec.device = device_ipc;
     const Plan chosen = plan(spec, local_ctx);
     const std::string what = str_cat(executor_name(chosen.executor), " ", algorithm_name(chosen.algorithm),
                                      chosen.protocol == Protocol::kSteps ? "" : str_cat("/", protocol_name(chosen.protocol)));
@@ -320,6 +332,14 @@ int main(int argc, char** argv) {
       // event simulation agrees with the closed-form shm_* formulas above.
       Result<double> us = simulate_us(record_local_programs(spec, p, chosen.algorithm, slot_bytes, kLocalSlots), model);
       if (us.ok()) add("shm_chosen_simulated", us.value());
+    }
+    if (device_ipc && kind.value() == CollKind::kAllreduce) {
+      // device_ipc's forms (engine/planner/device_ipc_model.h), the slot ones with their
+      // copy into the slot; the one-kernel form up to its box size.
+      const DeviceIpcCost d = predict_device_ipc_allreduce(bytes, model);
+      if (bytes <= kFlaggedMaxBytes) add("ipc_flagged", d.flagged_us);
+      add("ipc_one_shot", d.one_shot_us + d.copy_in_us);
+      add("ipc_two_shot", d.two_shot_us + d.copy_in_us);
     }
     for (const Candidate& c : all) add(algorithm_name(c.algorithm), c.us);
     std::printf("\n");

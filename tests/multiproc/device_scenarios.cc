@@ -284,8 +284,9 @@ void device_big_group(kolo_comm_t comm) {
   (void)dev.stream_destroy(stream);
 }
 
-// The last rank dies while the others have device allreduces queued on a stream: every
-// survivor's stream is released within KOLO_TIMEOUT and the error is reported.
+// The last rank dies while the others have device allreduces queued on a stream, large
+// and small ones in turn (with kernel waits, the small ones are the one-kernel form):
+// every survivor's stream is released within KOLO_TIMEOUT and the error is reported.
 int device_kill(kolo_comm_t comm) {
   const kolo::device::DeviceOps& dev = kolo::device::runtime();
   const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
@@ -301,7 +302,8 @@ int device_kill(kolo_comm_t comm) {
   }
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < 50; ++r) {
-    if (kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, comm, stream) != KOLO_SUCCESS) break;  // failed already
+    const size_t count = r % 2 == 0 ? n : 100;
+    if (kolo_allreduce(d, d, count, KOLO_FLOAT32, KOLO_SUM, comm, stream) != KOLO_SUCCESS) break;  // failed already
   }
   kolo::Status synced = dev.stream_synchronize(stream, kolo::Deadline(120));
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

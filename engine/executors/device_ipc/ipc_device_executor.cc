@@ -1,15 +1,13 @@
 // The device_ipc executor: one-host device collectives as kernels over the peers' memory,
-// no host in between. Every rank maps every peer's IPC region (transport/ipc/ipc_regions.h):
-//   header   one 128-byte word per rank, written only by that rank (the step barrier,
-//            kernels/barrier_body.h);
-//   slot 0, slot 1   each an `in` half and an `out` half of kIpcChunkBytes.
-// The slot programs (chunks through the slots, one barrier per step) are written once in
+// no host in between. Every rank maps every peer's IPC region (transport/ipc/ipc_regions.h;
+// its layout: ipc_programs.h). The slot programs (chunks through the slots, one barrier per step) are written once in
 // engine/local/device_slot_programs.h, over ops that enqueue kernels here (KernelOps) and
 // over ops that record them for the verifier (local_program.cc): they are proved for 1-5
 // ranks. Barrier numbers follow the call order, so calls of one communicator are kept in
 // call order across streams (an event).
-// Buffers registered on every rank (Protocol::kZeroCopy) are read in place instead: no slot,
-// no chunks, one barrier more at the end (enqueue_zero_copy).
+// The Plan's protocol picks the program: the slot programs here, or those of
+// ipc_programs.h: compressed slots, one kernel (flagged), registered buffers read in place
+// (zero-copy).
 // Every barrier carries the call's digest (call_tag); ranks that are not making the same
 // call, or not with the same registered buffers, fail on every rank instead of reading
 // each other's memory wrongly.
@@ -30,6 +28,7 @@
 
 #include "engine/executors/executor.h"
 #include "engine/executors/device_ipc/ipc_host_barrier.h"
+#include "engine/executors/device_ipc/ipc_programs.h"
 #include "engine/local/device_slot_programs.h"
 #include "engine/local/local_ops.h"
 #include "kernels/device_kernels.h"
@@ -41,26 +40,6 @@
 namespace kolo {
 namespace {
 
-constexpr size_t kIpcHeaderBytes = 4096;
-constexpr size_t kIpcWordStride = 128;  // one barrier word per rank, a line of its own
-constexpr size_t kIpcChunkBytes = size_t{4} << 20;
-// After the slots, the one-kernel allreduce's boxes (kernels/flagged_body.h): one per
-// sender and parity.
-constexpr size_t kIpcFlaggedOffset = kIpcHeaderBytes + 2 * 2 * kIpcChunkBytes;
-constexpr size_t kIpcFlaggedParityBytes = kMaxIpcRanks * kFlaggedBoxBytes;
-constexpr size_t kIpcRegionBytes = kIpcFlaggedOffset + 2 * kIpcFlaggedParityBytes;
-static_assert(kFlaggedBoxBytes % 16 == 0 && kIpcFlaggedParityBytes % 8 == 0);
-static_assert(kMaxIpcRanks * kIpcWordStride <= kIpcHeaderBytes);
-static_assert(sizeof(BarrierWord) <= kIpcWordStride);
-// This rank's barrier counter (BarrierArgs::counter), in its own header after the words.
-constexpr size_t kIpcCounterOffset = kMaxIpcRanks * kIpcWordStride;
-// This rank's device copy of its barrier status (BarrierArgs::failed), after the counter.
-constexpr size_t kIpcFailedOffset = kIpcCounterOffset + sizeof(uint64_t);
-// This rank's count of flagged calls (FlaggedArgs::sequence) and its kernel's finished
-// blocks (FlaggedArgs::done).
-constexpr size_t kIpcSequenceOffset = kIpcFailedOffset + sizeof(uint32_t);
-constexpr size_t kIpcDoneOffset = kIpcSequenceOffset + sizeof(uint32_t);
-static_assert(kIpcDoneOffset + sizeof(uint32_t) <= kIpcHeaderBytes);
 constexpr uint64_t kDestroyTag = 0x646e652d6f6c6f6bull;  // "kolo-end": the last barrier
 constexpr uint64_t kFenceTag = 0x65636e65662d6b6cull;    // xored into a captured call's fences
 
@@ -241,9 +220,9 @@ class IpcDeviceExecutor final : public Executor {
     tag_ = call_tag_value;
     if (s.ok()) {
       switch (pc.plan->protocol) {  // the planner's choice (plan.cc)
-        case Protocol::kZeroCopy: s = enqueue_zero_copy(call, a.zc); break;
-        case Protocol::kFlagged: s = enqueue_flagged(call); break;
-        case Protocol::kCompressedSlots: s = enqueue_compressed(call, pc.plan->algorithm); break;
+        case Protocol::kZeroCopy: s = enqueue_zero_copy(ipc_run(), call, a.zc, *env_.windows); break;
+        case Protocol::kFlagged: s = enqueue_flagged(ipc_run(), call); break;
+        case Protocol::kCompressedSlots: s = enqueue_compressed(ipc_run(), call, pc.plan->algorithm, chunks_); break;
         case Protocol::kAlone: s = enqueue_alone(call); break;
         case Protocol::kSlots: s = enqueue(call, pc.plan->algorithm); break;
         default:
@@ -341,8 +320,8 @@ class IpcDeviceExecutor final : public Executor {
         return device_reduce_into(call.recv, one, 1, s.count, s.dtype, s.op, call.postscale, call.stream);
       }
       case CollKind::kAllgatherv:
-        return copy(static_cast<char*>(call.recv) + s.displs[0] * es, call.send, s.counts[0] * es, call.stream);
-      default: return copy(call.recv, call.send, s.count * es, call.stream);  // broadcast, allgather, alltoall
+        return ipc_copy(static_cast<char*>(call.recv) + s.displs[0] * es, call.send, s.counts[0] * es, call.stream);
+      default: return ipc_copy(call.recv, call.send, s.count * es, call.stream);  // broadcast, allgather, alltoall
     }
   }
 
@@ -357,7 +336,7 @@ class IpcDeviceExecutor final : public Executor {
     char* slot(int r, uint64_t chunk) const {
       return x_.regions_->region(r) + kIpcHeaderBytes + (chunk & 1) * 2 * kIpcChunkBytes;
     }
-    Status copy(void* dst, const void* src, size_t bytes) { return IpcDeviceExecutor::copy(dst, src, bytes, call_.stream); }
+    Status copy(void* dst, const void* src, size_t bytes) { return ipc_copy(dst, src, bytes, call_.stream); }
     Status scale_copy(void* dst, const void* src, size_t count, DType dtype, ScaleUse use) {
       return device_scale_copy(dst, src, count, dtype, scale(use), call_.stream);
     }
@@ -375,104 +354,6 @@ class IpcDeviceExecutor final : public Executor {
   Status enqueue(const CollCall& call, Algorithm algorithm) {
     KernelOps ops(*this, call);
     return DeviceSlotPrograms<KernelOps>(ops, chunks_).run(call, algorithm);
-  }
-
-  // Allreduce of FLOAT32 with contributions compressed on the way (CollSpec::wire): each
-  // rank encodes its input once into its slot (prescale fused), and the readers decode
-  // and add the ranks' contributions in fp32, in rank order, so every rank gets the same
-  // bits (kernels/compress.h: decompress_sum, recompress_sum).
-  //   one-shot  every rank reads every slot: recv = postscale * sum decode(in(r)); one
-  //             rounding per contribution.
-  //   two-shot  the chunk is cut into n shares, each encoded as a wire buffer of its own;
-  //             rank p sums share p of every slot and encodes the result (postscale fused)
-  //             into its `out`; every rank, p too, decodes every share from the `out`s:
-  //             one rounding per contribution plus one of the result.
-  Status enqueue_compressed(const CollCall& call, Algorithm algorithm) {
-    const CollSpec& s = call.spec;
-    const device::DeviceOps& dev = device::runtime();
-    const int n = regions_->size(), me = regions_->index();
-    const WireFormat fmt = wire_format(s.wire);
-    const bool two_shot = algorithm == Algorithm::kTwoShot;
-    const float* send = static_cast<const float*>(call.send);
-    float* recv = static_cast<float*>(call.recv);
-    constexpr size_t kAlign = 16;  // values: shares start 64-byte aligned in fp32, 16 in codes
-    const size_t per_chunk = kIpcChunkBytes / sizeof(float);
-    for (size_t first = 0; first < s.count; first += per_chunk) {
-      const size_t c = std::min(per_chunk, s.count - first);
-      const int slot = static_cast<int>(chunks_++ & 1);
-      auto in = [&](int r) { return regions_->region(r) + kIpcHeaderBytes + slot * 2 * kIpcChunkBytes; };
-      auto out = [&](int r) { return in(r) + kIpcChunkBytes; };
-      if (!two_shot) {
-        KOLO_TRY(device_compress(dev, in(me), send + first, c, fmt, call.prescale, call.stream));
-        KOLO_TRY(barrier(call.stream));
-        const void* ins[kMaxIpcRanks];
-        for (int r = 0; r < n; ++r) ins[r] = in(r);
-        KOLO_TRY(device_decompress_sum(dev, recv + first, ins, n, c, fmt, call.postscale, call.stream));
-        continue;
-      }
-      const size_t share = (c + n - 1) / n;
-      const size_t per = (share + kAlign - 1) / kAlign * kAlign;
-      const size_t stride = (wire_bytes(fmt, per) + kAlign - 1) / kAlign * kAlign;
-      if (static_cast<size_t>(n) * stride > kIpcChunkBytes) {
-        return error(Code::kInternal, "rank ", env_.rank, ": compressed shares of ", c, " values overflow a slot");
-      }
-      auto lo = [&](int p) { return std::min(c, static_cast<size_t>(p) * per); };
-      auto hi = [&](int p) { return std::min(c, static_cast<size_t>(p + 1) * per); };
-      for (int p = 0; p < n; ++p) {
-        KOLO_TRY(device_compress(dev, in(me) + p * stride, send + first + lo(p), hi(p) - lo(p), fmt, call.prescale,
-                                 call.stream));
-      }
-      KOLO_TRY(barrier(call.stream));
-      const void* mine[kMaxIpcRanks];
-      for (int r = 0; r < n; ++r) mine[r] = in(r) + me * stride;
-      KOLO_TRY(device_recompress_sum(dev, out(me), mine, n, hi(me) - lo(me), fmt, call.postscale, call.stream));
-      KOLO_TRY(barrier(call.stream));
-      for (int p = 0; p < n; ++p) {
-        const void* result[1] = {out(p)};
-        KOLO_TRY(device_decompress_sum(dev, recv + first + lo(p), result, 1, hi(p) - lo(p), fmt, Scale{}, call.stream));
-      }
-    }
-    return Status();
-  }
-
-  // A small collective in one kernel (kernels/flagged_body.h): this rank's input into its
-  // box in every receiving peer's region, the senders' boxes in its own reduced or copied
-  // as their flags arrive.
-  Status enqueue_flagged(const CollCall& call) {
-    const CollSpec& s = call.spec;
-    const int n = regions_->size(), me = regions_->index();
-    FlaggedArgs a;
-    switch (s.kind) {
-      case CollKind::kAllreduce: a.kind = FlaggedKind::kAllreduce; break;
-      case CollKind::kReduce: a.kind = FlaggedKind::kReduce; break;
-      case CollKind::kBroadcast: a.kind = FlaggedKind::kBroadcast; break;
-      case CollKind::kAllgather: a.kind = FlaggedKind::kAllgather; break;
-      case CollKind::kReduceScatter: a.kind = FlaggedKind::kReduceScatter; break;
-      case CollKind::kAlltoall: a.kind = FlaggedKind::kAlltoall; break;
-      default:
-        return error(Code::kInternal, "rank ", env_.rank, ": ", coll_name(s.kind), " has no one-kernel form");
-    }
-    a.root = s.root;
-    a.send = call.send;
-    a.recv = call.recv;
-    a.count = s.count;
-    a.dtype = s.dtype;
-    a.op = s.op;
-    for (int p = 0; p < n; ++p) {
-      a.out[p] = reinterpret_cast<uint64_t*>(regions_->region(p) + kIpcFlaggedOffset + me * kFlaggedBoxBytes);
-      a.in[p] = reinterpret_cast<const uint64_t*>(regions_->region(me) + kIpcFlaggedOffset + p * kFlaggedBoxBytes);
-    }
-    a.parity_words = kIpcFlaggedParityBytes / sizeof(uint64_t);
-    a.ranks = n;
-    a.me = me;
-    a.sequence = reinterpret_cast<uint32_t*>(regions_->region(me) + kIpcSequenceOffset);
-    a.done = reinterpret_cast<uint32_t*>(regions_->region(me) + kIpcDoneOffset);
-    a.tag = tag_;
-    a.timeout_ns = static_cast<uint64_t>(env_timeout_seconds() * 1e9);
-    a.abort = &control_->abort;
-    a.status = &control_->status;
-    a.failed = failed_word();
-    return device_flagged(device::runtime(), a, s.prescaled ? call.prescale : Scale{}, call.postscale, call.stream);
   }
 
   // The windows of a zero-copy call's buffers on this rank (the communicator found them
@@ -497,78 +378,10 @@ class IpcDeviceExecutor final : public Executor {
     return d.value();
   }
 
-  // Buffers registered on every rank, read in place: S(r) is rank r's input, R(r) its
-  // output, as this process addresses them.
-  //   barrier   every rank's input is ready, and no peer still reads its output;
-  //   read      the peers' buffers straight into this rank's output (allreduce: reduce
-  //             this rank's share into its output, barrier, copy every other share from
-  //             its owner's output; broadcast and allgather(v): the owner's output, where
-  //             the owner put its part before the first barrier: in-place forms put an
-  //             allgather's input at another offset on every rank, outputs are symmetric);
-  //   barrier   no peer reads this rank's buffers any more: the caller may reuse them.
-  // In place is safe: a rank writes only what no peer reads in the same step (its own
-  // share, or blocks that peers read before the barrier that precedes the write).
-  Status enqueue_zero_copy(const CollCall& call, const ZeroCopy& zc) {
-    const CollSpec& s = call.spec;
-    const int n = regions_->size(), me = regions_->index();
-    const size_t es = dtype_size(s.dtype), bytes = s.bytes();
-    auto S = [&](int r) { return env_.windows->address(zc.send.window, r) + zc.send.offset; };
-    auto R = [&](int r) { return env_.windows->address(zc.recv.window, r) + zc.recv.offset; };
-    char* recv = static_cast<char*>(call.recv);
-    const void* ins[kMaxIpcRanks];
-    // The collectives whose peers read this rank's output: its own part goes there first.
-    if (s.kind == CollKind::kBroadcast && me == s.root) KOLO_TRY(copy(recv, call.send, bytes, call.stream));
-    if (s.kind == CollKind::kAllgather) KOLO_TRY(copy(recv + me * bytes, call.send, bytes, call.stream));
-    if (s.kind == CollKind::kAllgatherv) {
-      KOLO_TRY(copy(recv + s.displs[me] * es, call.send, s.counts[me] * es, call.stream));
-    }
-    KOLO_TRY(barrier(call.stream));
-    switch (s.kind) {
-      case CollKind::kAllreduce: {
-        auto lo = [&](int p) { return s.count * p / n * es; };
-        for (int r = 0; r < n; ++r) ins[r] = S(r) + lo(me);
-        KOLO_TRY(device_reduce_into(recv + lo(me), ins, n, (lo(me + 1) - lo(me)) / es, s.dtype, s.op, call.postscale,
-                                    call.stream));
-        KOLO_TRY(barrier(call.stream));
-        for (int p = 0; p < n; ++p) {
-          if (p != me) KOLO_TRY(copy(recv + lo(p), R(p) + lo(p), lo(p + 1) - lo(p), call.stream));
-        }
-        break;
-      }
-      case CollKind::kReduce:
-        for (int r = 0; r < n; ++r) ins[r] = S(r);
-        if (me == s.root) KOLO_TRY(device_reduce_into(recv, ins, n, s.count, s.dtype, s.op, call.postscale, call.stream));
-        break;
-      case CollKind::kBroadcast:
-        if (me != s.root) KOLO_TRY(copy(recv, R(s.root), bytes, call.stream));
-        break;
-      case CollKind::kAllgather:
-        for (int p = 0; p < n; ++p) {
-          if (p != me) KOLO_TRY(copy(recv + p * bytes, R(p) + p * bytes, bytes, call.stream));
-        }
-        break;
-      case CollKind::kAllgatherv:
-        for (int p = 0; p < n; ++p) {
-          const size_t at = s.displs[p] * es;
-          if (p != me) KOLO_TRY(copy(recv + at, R(p) + at, s.counts[p] * es, call.stream));
-        }
-        break;
-      case CollKind::kReduceScatter:
-        for (int r = 0; r < n; ++r) ins[r] = S(r) + me * bytes;
-        KOLO_TRY(device_reduce_into(recv, ins, n, s.count, s.dtype, s.op, call.postscale, call.stream));
-        break;
-      default:
-        return error(Code::kInternal, "rank ", env_.rank, ": a zero-copy ", coll_name(s.kind), " reached device_ipc");
-    }
-    return barrier(call.stream);
-  }
-
-  // A copy kernel, not memcpy_async: run() holds a ScopedKernelGuard, so after a barrier
-  // that gave up (a mismatch, a dead peer, an abort) it touches nothing, and nothing reads
-  // a peer's buffer that the peer may free once it has failed.
-  static Status copy(void* dst, const void* src, size_t bytes, void* stream) {
-    if (dst == src || bytes == 0) return Status();
-    return device_scale_copy(dst, src, bytes, DType::kUint8, Scale{}, stream);
+  // What the programs of ipc_programs.h need, for the call being enqueued.
+  IpcRun ipc_run() {
+    return IpcRun{*regions_, env_.rank, tag_, [this](void* stream) { return barrier(stream); }, &control_->abort,
+                  &control_->status, failed_word()};
   }
 
   Status barrier(void* stream) {

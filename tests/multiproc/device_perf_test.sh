@@ -34,6 +34,14 @@ for coll in allreduce reduce_scatter; do
   echo "== $coll -np 1 -t 3 -G"
   ok "$("$kolorun" -np 1 "$perf" "$coll" -G -t 3 -b 8 -e 16M -f 16 -n 2 -w 1 -c 1)"
 done
+# 8 thread-ranks, device_ipc's most: small sizes run as one kernel each (protocol flagged),
+# every dtype and op of allreduce, and every other collective it has.
+echo "== allreduce -np 1 -t 8 -G -d all -o all, small sizes"
+ok "$("$kolorun" -np 1 "$perf" allreduce -G -t 8 -d all -o all -b 4 -e 64K -f 16 -n 2 -w 1 -c 1)"
+for coll in broadcast reduce allgather reduce_scatter alltoall; do
+  echo "== $coll -np 1 -t 8 -G, small sizes"
+  ok "$("$kolorun" -np 1 "$perf" "$coll" -G -t 8 -b 8 -e 512K -f 8 -n 2 -w 1 -c 1 -r 7)"
+done
 # Compressed allreduce (--wire) as processes, 2 and 5 ranks, both algorithms (small sizes
 # one-shot, large two-shot), sum and avg: every element within the documented bound.
 for np in 2 5; do

@@ -144,11 +144,14 @@ KOLO_HD_INLINE bool flagged_reduces(const FlaggedArgs& a) {
   return a.kind == FlaggedKind::kAllreduce || a.kind == FlaggedKind::kReduce || a.kind == FlaggedKind::kReduceScatter;
 }
 
-// Where rank `to`'s block starts in a sender's input: reduce_scatter and alltoall send
-// each peer its own block, the others the whole input.
+// Whether each peer gets a block of its own (reduce_scatter, alltoall) or the whole input.
+KOLO_HD_INLINE bool flagged_per_peer(const FlaggedArgs& a) {
+  return a.kind == FlaggedKind::kReduceScatter || a.kind == FlaggedKind::kAlltoall;
+}
+
+// Where rank `to`'s block starts in a sender's input.
 KOLO_HD_INLINE size_t flagged_block(const FlaggedArgs& a, int to, size_t element_bytes) {
-  const bool per_peer = a.kind == FlaggedKind::kReduceScatter || a.kind == FlaggedKind::kAlltoall;
-  return per_peer ? static_cast<size_t>(to) * a.count * element_bytes : 0;
+  return flagged_per_peer(a) ? static_cast<size_t>(to) * a.count * element_bytes : 0;
 }
 
 // Unit u (8 bytes) of the block starting `offset` bytes into `base`, as elements: zeros
@@ -203,11 +206,16 @@ KOLO_HD_INLINE void flagged_write(const FlaggedArgs& a, uint32_t seq, size_t thr
       if (p != a.me) store_line(a.out[p] + parity, a.tag, seq);
     }
   }
+  if (a.kind == FlaggedKind::kBroadcast && a.me != a.root) return;  // receives only (send may be null)
   const size_t units = flagged_units(a.count, kBytes);
+  const bool per_peer = flagged_per_peer(a);
   for (size_t u = thread; u < units; u += nthreads) {
+    // The same unit for every peer, loaded (and prescaled) once, unless each has a block.
+    const uint64_t same = per_peer ? 0 : load_unit<D>(a, a.send, 0, u);
     for (int p = 0; p < a.ranks; ++p) {
       if (flagged_sends(a, a.me, p)) {
-        store_line(a.out[p] + parity + 2 + 2 * u, load_unit<D>(a, a.send, flagged_block(a, p, kBytes), u), seq);
+        const uint64_t bits = per_peer ? load_unit<D>(a, a.send, flagged_block(a, p, kBytes), u) : same;
+        store_line(a.out[p] + parity + 2 + 2 * u, bits, seq);
       }
     }
   }

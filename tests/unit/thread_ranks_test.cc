@@ -423,7 +423,8 @@ std::string graph_main(const kolo_unique_id& id, int n, int me) {
 // rounds. Every result against the exact value. Then (g_flagged_mismatch) ranks that make
 // different calls: allreduces whose counts differ by one, or broadcasts from different
 // roots (where a rank receives from the root alone, but checks every peer's header):
-// KOLO_ERR_MISMATCH on every rank, from the tags in the boxes.
+// KOLO_ERR_MISMATCH on every rank, from the tags in the boxes. Otherwise a broadcast whose
+// non-roots pass a null send buffer.
 enum class FlaggedMismatch { kNone, kCounts, kRoots };
 FlaggedMismatch g_flagged_mismatch = FlaggedMismatch::kNone;
 
@@ -503,6 +504,20 @@ std::string flagged_main(const kolo_unique_id& id, int n, int me) {
         }
       }
     }
+  }
+  // A broadcast whose non-roots pass no send buffer (it matters at the root only), in one
+  // kernel too.
+  if (why.empty() && g_flagged_mismatch == FlaggedMismatch::kNone) {
+    const int root = n - 1;
+    std::vector<float> host(1000), out(1000, -1);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i * 3 + 1);
+    if (me == root && !dev.memcpy_async(send, host.data(), host.size() * 4, stream).ok()) return "h2d";
+    if (kolo_broadcast(me == root ? send : nullptr, recv, host.size(), KOLO_FLOAT32, root, comm, stream) != KOLO_SUCCESS) {
+      return std::string("broadcast: ") + kolo_last_error();
+    }
+    if (!dev.memcpy_async(out.data(), recv, out.size() * 4, stream).ok()) return "d2h";
+    if (!dev.stream_synchronize(stream, kolo::Deadline(60)).ok()) return "sync";
+    if (out != host) why = "broadcast with no send buffer on the non-roots: wrong result";
   }
   if (why.empty() && g_flagged_mismatch != FlaggedMismatch::kNone && n > 1) {
     const kolo_result_t rc =

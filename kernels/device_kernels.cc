@@ -101,7 +101,6 @@ Status launch_reduce(const device::DeviceOps& dev, const char* caller, void* dst
                      Scale scale, void* stream, unsigned max_blocks) {
   KOLO_TRY(check_reduce_args(caller, dst, srcs, nsrcs, count, dtype, op, scale));
   if (max_blocks == 0) return error(Code::kInvalidArgument, caller, ": max_blocks is 0");
-  const bool is_cuda = dev.kind.gpu;
   if (!dev.kind.runs_kernels) {
     return error(Code::kUnsupported, caller, ": no device runtime (backend '", dev.name,
                  "'); set KOLO_DEVICE=emulated for a CPU device, or use the host kernels");

@@ -27,18 +27,6 @@
 
 namespace kolo {
 
-// The factor a step of `call` applies: how an ops policy that runs steps resolves ScaleUse.
-inline Scale scale_for(ScaleUse use, const CollCall& call) {
-  switch (use) {
-    case ScaleUse::kNone: return Scale{};
-    case ScaleUse::kPre: return call.prescale;
-    case ScaleUse::kPost: return call.postscale;
-    case ScaleUse::kBoth:
-      return Scale{call.prescale.factor * call.postscale.factor, call.prescale.divisor * call.postscale.divisor};
-  }
-  return Scale{};
-}
-
 // Monotonic per-rank counters (SharedDomain counters 0..2).
 enum LocalCounter : int {
   kPosted = 0,    // chunks whose input this rank has copied into its slot

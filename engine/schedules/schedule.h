@@ -39,6 +39,20 @@ enum class StepKind : uint8_t {
 // Which of the call's scale factors a reduce or copy applies.
 enum class ScaleUse : uint8_t { kNone, kPre, kPost, kBoth };
 
+// The factor a step applies, for any call that carries a prescale and a postscale (a
+// CollCall, the schedule executor's binding of one): how every executor resolves ScaleUse.
+template <class Call>
+Scale scale_for(ScaleUse use, const Call& call) {
+  switch (use) {
+    case ScaleUse::kNone: return Scale{};
+    case ScaleUse::kPre: return call.prescale;
+    case ScaleUse::kPost: return call.postscale;
+    case ScaleUse::kBoth:
+      return Scale{call.prescale.factor * call.postscale.factor, call.prescale.divisor * call.postscale.divisor};
+  }
+  return Scale{};
+}
+
 struct Step {
   StepKind kind = StepKind::kCopy;
   int call = 0;       // which call of a concatenated schedule this step belongs to

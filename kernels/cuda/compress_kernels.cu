@@ -41,6 +41,14 @@ struct CodecArgs {
   bool vec;   // every pointer 16-byte aligned
 };
 
+// Four floats of a 16-byte load, into consecutive values.
+__device__ __forceinline__ void unpack4(float* f, float4 x) {
+  f[0] = x.x;
+  f[1] = x.y;
+  f[2] = x.z;
+  f[3] = x.w;
+}
+
 // fp8 decoding (decompress, decompress_reduce: codes in, fp32 out): a warp takes 512
 // values at a time, and lane l holds values 4l..4l+3 of each quarter of them (q = 0..3,
 // 128 values each). Every access of a warp is then one contiguous run: 128 bytes of codes,
@@ -95,11 +103,7 @@ __device__ __forceinline__ void codec_fp8(const CodecArgs& a) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         if (vec) {
-          const float4 x = reinterpret_cast<const float4*>(a.fin + base + q * kQuarter)[lane];
-          f[4 * q] = x.x;
-          f[4 * q + 1] = x.y;
-          f[4 * q + 2] = x.z;
-          f[4 * q + 3] = x.w;
+          unpack4(f + 4 * q, reinterpret_cast<const float4*>(a.fin + base + q * kQuarter)[lane]);
         } else {
 #pragma unroll
           for (int j = 0; j < 4; ++j) f[4 * q + j] = at(q, j) < a.count ? a.fin[at(q, j)] : 0.0f;
@@ -183,11 +187,7 @@ __device__ __forceinline__ void codec_units(const CodecArgs& a) {
       if (vec) {
 #pragma unroll
         for (int q = 0; q < kUnit / 4; ++q) {
-          const float4 x = reinterpret_cast<const float4*>(a.fin + e0)[q];
-          f[4 * q] = x.x;
-          f[4 * q + 1] = x.y;
-          f[4 * q + 2] = x.z;
-          f[4 * q + 3] = x.w;
+          unpack4(f + 4 * q, reinterpret_cast<const float4*>(a.fin + e0)[q]);
         }
       } else {
 #pragma unroll

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_kernels.h"
+#include "kernels/cuda/preload.cuh"
 #include "kernels/device_kernels.h"
 #include "kernels/flagged_body.h"
 
@@ -42,20 +43,7 @@ struct KernelOf {
 
 }  // namespace
 
-Status cuda_flagged_preload() {
-  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
-      const DType dtype = static_cast<DType>(d);
-      cudaFuncAttributes attributes;
-      const cudaError_t err = cudaFuncGetAttributes(&attributes, dispatch_reduce<KernelOf>(dtype, op));
-      if (err != cudaSuccess) {
-        return error(Code::kSystem, "loading the flagged kernel (", dtype_name(dtype), " ", op_name(op),
-                     "): ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
-      }
-    }
-  }
-  return Status::ok_status();
-}
+Status cuda_flagged_preload() { return preload_every_dtype_and_op<KernelOf>("flagged"); }
 
 // The launch's own result (not cudaGetLastError, which would take other libraries' errors).
 Status cuda_flagged_launch(const void* args, unsigned grid, unsigned block, void* stream) {

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_kernels.h"
+#include "kernels/cuda/preload.cuh"
 #include "kernels/device_kernels.h"
 #include "kernels/reduce_body.h"
 
@@ -47,20 +48,7 @@ struct KernelOf {
 
 }  // namespace
 
-Status cuda_reduce_preload() {
-  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
-      const DType dtype = static_cast<DType>(d);
-      cudaFuncAttributes attributes;
-      const cudaError_t err = cudaFuncGetAttributes(&attributes, dispatch_reduce<KernelOf>(dtype, op));
-      if (err != cudaSuccess) {
-        return error(Code::kSystem, "loading the reduce kernel (", dtype_name(dtype), " ", op_name(op), "): ",
-                     cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
-      }
-    }
-  }
-  return Status::ok_status();
-}
+Status cuda_reduce_preload() { return preload_every_dtype_and_op<KernelOf>("reduce"); }
 
 Status cuda_reduce_launch(const void* args, unsigned grid, unsigned block, void* stream) {
   const ReduceArgs& a = *static_cast<const ReduceArgs*>(args);

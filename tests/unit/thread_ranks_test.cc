@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -544,7 +545,7 @@ std::string flagged_main(const kolo_unique_id& id, int n, int me) {
   return why;
 }
 
-void run_threads(int n, const char* ipc, std::string (*main_fn)(const kolo_unique_id&, int, int) = rank_main) {
+void run_threads(int n, const char* ipc, std::string (*main_fn)(const kolo_unique_id&, int, int)) {
   for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) unsetenv(v);
   setenv("KOLO_DEVICE", "emulated", 1);
   setenv("KOLO_DEVICE_IPC", ipc, 1);
@@ -563,72 +564,52 @@ void run_threads(int n, const char* ipc, std::string (*main_fn)(const kolo_uniqu
   std::exit(bad == 0 ? 0 : 1);
 }
 
-// Each in a fresh process: the device runtime is chosen once per process.
-TEST(ThreadRanks, DeviceCollectivesThroughIpcKernels) {
+// Every count of thread ranks running main_fn, each in a fresh process (the device runtime
+// is chosen once per process): every rank must return no complaint.
+using RankMain = std::string (*)(const kolo_unique_id&, int, int);
+void expect_ranks_pass(std::initializer_list<int> counts, const char* ipc, RankMain main_fn = rank_main) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  for (int n : {2, 3}) EXPECT_EXIT(run_threads(n, "1"), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
+  for (int n : counts) EXPECT_EXIT(run_threads(n, ipc, main_fn), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
 }
+
+TEST(ThreadRanks, DeviceCollectivesThroughIpcKernels) { expect_ranks_pass({2, 3}, "1"); }
 
 // KOLO_DEVICE_BARRIER=host with ranks that are threads of one process. A process runs the
 // host functions of all its streams on one thread, so barriers as host functions deadlocked
 // here (one rank's wait held another's post back): they are a word the stream waits for
 // on the device and a thread of each rank's executor that writes it.
 TEST(ThreadRanks, HostBarriersWorkForThreadsOfOneProcess) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
   setenv("KOLO_DEVICE_BARRIER", "host", 1);
-  for (int n : {2, 3}) EXPECT_EXIT(run_threads(n, "1"), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
+  expect_ranks_pass({2, 3}, "1");
   unsetenv("KOLO_DEVICE_BARRIER");
 }
 
-TEST(ThreadRanks, DeviceCollectivesStaged) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(run_threads(3, "0"), ::testing::ExitedWithCode(0), "");
-}
+TEST(ThreadRanks, DeviceCollectivesStaged) { expect_ranks_pass({3}, "0"); }
 
-TEST(ThreadRanks, RegisteredBuffersReadInPlace) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  for (int n : {1, 2, 3}) {
-    EXPECT_EXIT(run_threads(n, "1", registered_main), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
-  }
-}
+TEST(ThreadRanks, RegisteredBuffersReadInPlace) { expect_ranks_pass({1, 2, 3}, "1", registered_main); }
 
 TEST(ThreadRanks, RegisteredBuffersAtOtherOffsetsAreAMismatchOnEveryRank) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (Mismatch m : {Mismatch::kOffsets, Mismatch::kOneRankUnregistered}) {
+    SCOPED_TRACE(static_cast<int>(m));
     g_mismatch = m;
-    EXPECT_EXIT(run_threads(3, "1", registered_main), ::testing::ExitedWithCode(0), "") << static_cast<int>(m);
+    expect_ranks_pass({3}, "1", registered_main);
   }
   g_mismatch = Mismatch::kNone;
 }
 
-TEST(ThreadRanks, CapturedInACudaGraphAndReplayed) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  for (int n : {1, 2, 3}) {
-    EXPECT_EXIT(run_threads(n, "1", graph_main), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
-  }
-}
+TEST(ThreadRanks, CapturedInACudaGraphAndReplayed) { expect_ranks_pass({1, 2, 3}, "1", graph_main); }
 
-TEST(ThreadRanks, SmallAllreducesInOneKernel) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  for (int n : {2, 3, 5}) {
-    EXPECT_EXIT(run_threads(n, "1", flagged_main), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
-  }
-}
+TEST(ThreadRanks, SmallAllreducesInOneKernel) { expect_ranks_pass({2, 3, 5}, "1", flagged_main); }
 
 TEST(ThreadRanks, SmallCollectivesThatDifferAreAMismatchOnEveryRank) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (FlaggedMismatch m : {FlaggedMismatch::kCounts, FlaggedMismatch::kRoots}) {
+    SCOPED_TRACE(static_cast<int>(m));
     g_flagged_mismatch = m;
-    EXPECT_EXIT(run_threads(3, "1", flagged_main), ::testing::ExitedWithCode(0), "") << static_cast<int>(m);
+    expect_ranks_pass({3}, "1", flagged_main);
   }
   g_flagged_mismatch = FlaggedMismatch::kNone;
 }
 
-TEST(ThreadRanks, CompressedAllreduceThroughIpcKernels) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  for (int n : {1, 2, 3, 5}) {
-    EXPECT_EXIT(run_threads(n, "1", compressed_main), ::testing::ExitedWithCode(0), "") << n << " thread ranks";
-  }
-}
+TEST(ThreadRanks, CompressedAllreduceThroughIpcKernels) { expect_ranks_pass({1, 2, 3, 5}, "1", compressed_main); }
 
 }  // namespace

@@ -14,17 +14,6 @@ namespace {
 enum class State : uint8_t { kWaiting, kInFlight, kDone };
 constexpr int kSpinsBeforeSleep = 200;
 
-Scale scale_for(ScaleUse use, const CallBinding& call) {
-  switch (use) {
-    case ScaleUse::kNone: return Scale{};
-    case ScaleUse::kPre: return call.prescale;
-    case ScaleUse::kPost: return call.postscale;
-    case ScaleUse::kBoth:
-      return Scale{call.prescale.factor * call.postscale.factor, call.prescale.divisor * call.postscale.divisor};
-  }
-  return Scale{};
-}
-
 class Run {
  public:
   Run(const Schedule& s, Fabric& f, const std::vector<CallBinding>& calls, char* scratch, const Deadline& d)

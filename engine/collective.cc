@@ -44,6 +44,8 @@ const char* algorithm_name(Algorithm algorithm) {
     case Algorithm::kHierarchical: return "hierarchical";
     case Algorithm::kOneShot: return "one_shot";
     case Algorithm::kTwoShot: return "two_shot";
+    case Algorithm::kDissemination: return "dissemination";
+    case Algorithm::kPointToPoint: return "p2p";
   }
   return "?";
 }

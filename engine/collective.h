@@ -22,8 +22,11 @@ const char* coll_name(CollKind kind);
 enum class Algorithm : int {
   kAuto = 0, kRing = 1, kDirect = 2, kTree = 3, kHalvingDoubling = 4, kHierarchical = 5,
   kOneShot = 6, kTwoShot = 7,
+  // Schedules only, never chosen by the planner nor forced by a user: the barrier's
+  // rounds and a send/recv pair.
+  kDissemination = 8, kPointToPoint = 9,
 };
-constexpr int kAlgorithmCount = 8;
+constexpr int kAlgorithmCount = 8;  // kAuto..kTwoShot: the ones KOLO_ALGO may name
 const char* algorithm_name(Algorithm algorithm);
 
 struct CollSpec {

@@ -146,7 +146,7 @@ std::vector<Schedule> record_local_programs(const CollSpec& spec, int ranks, Alg
   for (int r = 0; r < ranks; ++r) {
     const CollSpec mine = spec_for_rank(spec, r);
     Schedule& s = out[r];
-    s.algorithm = algorithm_name(reduces ? algorithm : Algorithm::kOneShot);
+    s.algorithms = {reduces ? algorithm : Algorithm::kOneShot};
     s.slots = slots;
     s.slot_bytes = slot_bytes;
     const CollCall call = recorded_call(spec, mine, r);
@@ -163,7 +163,7 @@ std::vector<Schedule> record_device_programs(const CollSpec& spec, int ranks, Al
   for (int r = 0; r < ranks; ++r) {
     const CollSpec mine = spec_for_rank(spec, r);
     Schedule& s = out[r];
-    s.algorithm = algorithm_name(spec.kind == CollKind::kAllreduce ? algorithm : Algorithm::kOneShot);
+    s.algorithms = {spec.kind == CollKind::kAllreduce ? algorithm : Algorithm::kOneShot};
     s.slots = 2;
     s.slot_bytes = slot_bytes;
     const CollCall call = recorded_call(spec, mine, r);

@@ -89,10 +89,10 @@ class Simulation {
         if (remaining_[r][i] != -1) {
           const Step& st = s_[r].steps[i];
           if (st.kind == StepKind::kWait) {
-            return error(Code::kInternal, "simulate: ", s_[r].algorithm, " rank ", r, " step ", i, " waits for rank ",
+            return error(Code::kInternal, "simulate: ", schedule_algorithm_name(s_[r]), " rank ", r, " step ", i, " waits for rank ",
                          st.peer, "'s counter ", st.counter, " >= ", st.value, ", which never gets there: deadlock");
           }
-          return error(Code::kInternal, "simulate: ", s_[r].algorithm, " rank ", r, " step ", i,
+          return error(Code::kInternal, "simulate: ", schedule_algorithm_name(s_[r]), " rank ", r, " step ", i,
                        " never runs (peer ", st.peer, " tag ", st.tag, "): deadlock or unmatched message");
         }
         end = std::max(end, ready_[r][i]);  // holds the completion time once done

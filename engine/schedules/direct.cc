@@ -75,7 +75,7 @@ int exchange_and_reduce(ScheduleBuilder& b, const PlanContext& ctx, Slice own, i
 // all of theirs into scratch slots and reduces the p contributions, in rank order, into
 // its output. (p-1)n bytes leave each rank, but there is only one message latency.
 Schedule direct_allreduce(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("direct", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kDirect, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t bytes = spec.bytes();
   const auto [source, ready] = contribution_source(b, bytes, spec.in_place, spec.prescaled);
@@ -86,7 +86,7 @@ Schedule direct_allreduce(const CollSpec& spec, const PlanContext& ctx) {
 
 Schedule one_shot_allreduce(const CollSpec& spec, const PlanContext& ctx) {
   Schedule sched = direct_allreduce(spec, ctx);
-  sched.algorithm = "one_shot";
+  sched.algorithms = {Algorithm::kOneShot};
   return sched;
 }
 
@@ -96,7 +96,7 @@ Schedule one_shot_allreduce(const CollSpec& spec, const PlanContext& ctx) {
 // reduced part r to every peer and receive part q from rank q. Each rank sends 2(p-1)/p
 // of the data, in two rounds.
 Schedule two_shot_allreduce(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("two_shot", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kTwoShot, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t elem = dtype_size(spec.dtype);
   const auto [source, ready] = contribution_source(b, spec.bytes(), spec.in_place, spec.prescaled);
@@ -121,7 +121,7 @@ Schedule two_shot_allreduce(const CollSpec& spec, const PlanContext& ctx) {
 // Reduce-scatter in one round: block q of our input goes straight to rank q; we receive
 // block r from every peer and reduce the p copies of it, in rank order, into our output.
 Schedule direct_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("direct", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kDirect, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t block = spec.bytes();
   Slice all{kBufInput, 0, block * ctx.size};  // our p blocks
@@ -140,7 +140,7 @@ Schedule direct_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
 // receives them into scratch slots and reduces the p contributions, in rank order, into
 // its output.
 Schedule direct_reduce(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("direct", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kDirect, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t bytes = spec.bytes();
   Slice own{kBufInput, 0, bytes};
@@ -175,7 +175,7 @@ Schedule direct_reduce(const CollSpec& spec, const PlanContext& ctx) {
 // Allgather (and allgatherv) in one round: copy our block to its place in the output, send
 // it to every peer, and receive every peer's block straight into its place.
 Schedule direct_allgather(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("direct", spec, ctx, OneRank::kGeneral);
+  ScheduleDraft b(Algorithm::kDirect, spec, ctx, OneRank::kGeneral);
   const size_t elem = dtype_size(spec.dtype);
   const bool v = spec.kind == CollKind::kAllgatherv;
   auto count_of = [&](int q) { return v ? spec.counts[q] : spec.count; };
@@ -193,7 +193,7 @@ Schedule direct_allgather(const CollSpec& spec, const PlanContext& ctx) {
 // Broadcast in one round: the root copies its input to its output and sends the input to
 // every other rank, which receives it into its output.
 Schedule direct_broadcast(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("direct", spec, ctx, OneRank::kGeneral);
+  ScheduleDraft b(Algorithm::kDirect, spec, ctx, OneRank::kGeneral);
   const size_t bytes = spec.bytes();
   if (ctx.rank == spec.root) {
     b.copy({kBufOutput, 0, bytes}, {kBufInput, 0, bytes}, ScaleUse::kNone);
@@ -209,7 +209,7 @@ Schedule direct_broadcast(const CollSpec& spec, const PlanContext& ctx) {
 // Alltoall in one round: block q of our input goes to rank q, and the block rank q sends
 // us lands in block q of our output; our own block is copied across.
 Schedule direct_alltoall(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("direct", spec, ctx, OneRank::kGeneral);
+  ScheduleDraft b(Algorithm::kDirect, spec, ctx, OneRank::kGeneral);
   const size_t block = spec.bytes();
   int source = kBufInput;
   size_t base = 0;
@@ -233,7 +233,7 @@ Schedule direct_alltoall(const CollSpec& spec, const PlanContext& ctx) {
 // receive. After ceil(log2 p) rounds every rank has heard, directly or through others,
 // from every rank, so none leaves before all have arrived.
 Schedule dissemination_barrier(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("dissemination", DType::kUint8, ReduceOp::kSum);  // the messages are empty
+  ScheduleDraft b(Algorithm::kDissemination, DType::kUint8, ReduceOp::kSum);  // the messages are empty
   int prev = -1;
   uint32_t round = 0;
   for (int distance = 1; distance < ctx.size; distance *= 2, ++round) {
@@ -248,7 +248,7 @@ Schedule dissemination_barrier(const CollSpec& spec, const PlanContext& ctx) {
 // A send or a receive: one message between the two ranks, tag 0 (the communicator tells
 // consecutive calls apart).
 Schedule point_to_point(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("p2p", spec, ctx, OneRank::kGeneral);
+  ScheduleDraft b(Algorithm::kPointToPoint, spec, ctx, OneRank::kGeneral);
   if (spec.kind == CollKind::kSend) {
     b.send(spec.peer, 0, {kBufInput, 0, spec.bytes()});
   } else {

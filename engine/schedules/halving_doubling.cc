@@ -123,7 +123,7 @@ std::vector<size_t> bounds_by_ranks(const Fold& f, size_t per_rank, int p) {
 // Allreduce: fold the extra ranks in, reduce-scatter by halving over p' near-equal groups
 // of the data, allgather by doubling, hand the extra ranks the result.
 Schedule halving_doubling_allreduce(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("halving_doubling", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kHalvingDoubling, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t bytes = spec.bytes();
   const Fold f(ctx.rank, ctx.size);
@@ -155,7 +155,7 @@ Schedule halving_doubling_allreduce(const CollSpec& spec, const PlanContext& ctx
 // and its extra rank's). Fold the extra ranks in, halve in scratch until we hold our
 // group summed over all ranks, copy our block to the output and send the extra its block.
 Schedule halving_doubling_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("halving_doubling", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kHalvingDoubling, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t block = spec.bytes();
   const Fold f(ctx.rank, ctx.size);
@@ -191,7 +191,7 @@ Schedule halving_doubling_reduce_scatter(const CollSpec& spec, const PlanContext
 // their partners, doubling gathers everything among the p' virtual ranks, and the
 // partners send the extras the whole output.
 Schedule halving_doubling_allgather(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("halving_doubling", spec, ctx, OneRank::kGeneral);
+  ScheduleDraft b(Algorithm::kHalvingDoubling, spec, ctx, OneRank::kGeneral);
   const size_t block = spec.bytes();
   const Slice own_in{kBufInput, 0, block};
   int copied = b.copy({kBufOutput, ctx.rank * block, block}, own_in, ScaleUse::kNone);

@@ -16,10 +16,10 @@ Schedule hierarchical_allreduce(const CollSpec& spec, const PlanContext& ctx) {
   // (one rank included).
   if (hosts.size() < 2 || hosts[0].size() < 2) {
     Schedule flat = ring_allreduce(spec, ctx);
-    flat.algorithm = "hierarchical";
+    flat.algorithms = {Algorithm::kHierarchical};
     return flat;
   }
-  ScheduleDraft b("hierarchical", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kHierarchical, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t elem = dtype_size(spec.dtype);
   const size_t bytes = spec.bytes();

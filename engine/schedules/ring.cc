@@ -42,7 +42,7 @@ std::pair<Locator, int> scratch_sources(ScheduleBuilder& b, const CollSpec& spec
 // over all ranks (post-scaled). Phase 2, allgather: in step s it forwards block r-s and
 // receives block r-s-1, so after p-1 more steps every rank has every block.
 Schedule ring_allreduce(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("ring", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kRing, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t elem = dtype_size(spec.dtype);
   const size_t bytes = spec.bytes();
@@ -82,7 +82,7 @@ Schedule ring_allreduce(const CollSpec& spec, const PlanContext& ctx) {
 // from the left and adds its contribution; the last step finishes its own block, which is
 // written, post-scaled, to the output.
 Schedule ring_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("ring", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kRing, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t elem = dtype_size(spec.dtype);
   const size_t block_bytes = spec.bytes();
@@ -104,7 +104,7 @@ Schedule ring_reduce_scatter(const CollSpec& spec, const PlanContext& ctx) {
 // finished block straight to the root, one message per rank. The root receives about
 // 2n(p-1)/p bytes, where a direct reduce would bring it (p-1)n.
 Schedule ring_reduce(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("ring", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kRing, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t elem = dtype_size(spec.dtype);
   const size_t bytes = spec.bytes();
@@ -141,7 +141,7 @@ Schedule ring_reduce(const CollSpec& spec, const PlanContext& ctx) {
 // rank order[r-s] to the right and receives that of order[r-s-1] from the left, straight
 // into its place; after p-1 steps every rank has every block.
 Schedule ring_allgather(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("ring", spec, ctx, OneRank::kGeneral);
+  ScheduleDraft b(Algorithm::kRing, spec, ctx, OneRank::kGeneral);
   const size_t elem = dtype_size(spec.dtype);
   Blocks by_rank = spec.kind == CollKind::kAllgatherv ? Blocks{spec.displs, spec.counts} : uniform(spec.count, ctx.size);
   const size_t own_bytes = by_rank.count[ctx.rank] * elem;
@@ -162,7 +162,7 @@ Schedule ring_allgather(const CollSpec& spec, const PlanContext& ctx) {
 // right. Pieces of chunk_bytes keep every link busy once the chain fills: the time is
 // about n/bw plus p-2 piece times, not (p-1) n/bw.
 Schedule ring_broadcast(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("ring", spec, ctx, OneRank::kGeneral);
+  ScheduleDraft b(Algorithm::kRing, spec, ctx, OneRank::kGeneral);
   const size_t elem = dtype_size(spec.dtype);
   const int p = ctx.size;
   const std::vector<int> order = ring_orders(ctx)[0];

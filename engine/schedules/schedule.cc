@@ -1,5 +1,6 @@
 #include "engine/schedules/schedule.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace kolo {
@@ -7,7 +8,7 @@ namespace kolo {
 void append_schedule(Schedule& head, const Schedule& tail) {
   const int step_base = static_cast<int>(head.steps.size());
   for (Step step : tail.steps) {
-    step.call += head.calls;
+    step.call += head.calls();
     for (int& dep : step.deps) dep += step_base;
     auto shift = [&](Slice& slice) {
       if (slice.buffer == kBufScratch) slice.offset += head.scratch_bytes;
@@ -17,9 +18,19 @@ void append_schedule(Schedule& head, const Schedule& tail) {
     head.steps.push_back(std::move(step));
   }
   head.scratch_bytes += tail.scratch_bytes;
-  head.calls += tail.calls;
-  if (head.algorithm.empty()) head.algorithm = tail.algorithm;
-  else if (head.algorithm != tail.algorithm) head.algorithm += "+" + tail.algorithm;
+  head.algorithms.insert(head.algorithms.end(), tail.algorithms.begin(), tail.algorithms.end());
+}
+
+std::string schedule_algorithm_name(const Schedule& schedule) {
+  std::string name;
+  for (size_t i = 0; i < schedule.algorithms.size(); ++i) {
+    const Algorithm a = schedule.algorithms[i];
+    if (std::find(schedule.algorithms.begin(), schedule.algorithms.begin() + i, a) !=
+        schedule.algorithms.begin() + i) continue;
+    if (!name.empty()) name += '+';
+    name += algorithm_name(a);
+  }
+  return name;
 }
 
 static const char* buffer_name(int buffer) {
@@ -28,7 +39,7 @@ static const char* buffer_name(int buffer) {
 
 std::string schedule_to_string(const Schedule& schedule) {
   std::ostringstream out;
-  out << "schedule " << schedule.algorithm << ", " << schedule.steps.size() << " steps, scratch "
+  out << "schedule " << schedule_algorithm_name(schedule) << ", " << schedule.steps.size() << " steps, scratch "
       << schedule.scratch_bytes << " B\n";
   auto slice = [&](const Slice& s) {
     out << buffer_name(s.buffer) << "[" << s.offset << "+" << s.bytes << "]";
@@ -69,8 +80,8 @@ std::string schedule_to_json(const Schedule& schedule) {
     out << "{\"buffer\": \"" << buffer_name(s.buffer) << "\", \"offset\": " << s.offset << ", \"bytes\": " << s.bytes << "}";
   };
   // Algorithm names are plain identifiers ("ring", "ring+direct"): no escaping needed.
-  out << "{\"algorithm\": \"" << schedule.algorithm << "\", \"scratch_bytes\": " << schedule.scratch_bytes
-      << ", \"calls\": " << schedule.calls << ", \"steps\": [";
+  out << "{\"algorithm\": \"" << schedule_algorithm_name(schedule) << "\", \"scratch_bytes\": " << schedule.scratch_bytes
+      << ", \"calls\": " << schedule.calls() << ", \"steps\": [";
   for (size_t i = 0; i < schedule.steps.size(); ++i) {
     const Step& st = schedule.steps[i];
     out << (i ? ",\n  " : "\n  ") << "{\"kind\": \"" << kKinds[static_cast<int>(st.kind)] << "\", \"call\": " << st.call;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/collective.h"
 #include "kernels/dtype.h"
 
 namespace kolo {
@@ -70,10 +71,11 @@ struct Step {
 };
 
 struct Schedule {
-  std::string algorithm;
+  // One per call concatenated into this schedule (a group runs as one schedule).
+  std::vector<Algorithm> algorithms{Algorithm::kAuto};
   std::vector<Step> steps;
   size_t scratch_bytes = 0;
-  int calls = 1;  // how many calls were concatenated into this schedule
+  int calls() const { return static_cast<int>(algorithms.size()); }
   // One-host programs: the staging slots (kBufStaging) per rank and their size.
   uint32_t slots = 0;
   size_t slot_bytes = 0;
@@ -82,6 +84,9 @@ struct Schedule {
 // Appends `tail` to `head`: its calls, scratch offsets and dependencies are shifted past
 // head's. Used to run a group of calls together; tags stay per call.
 void append_schedule(Schedule& head, const Schedule& tail);
+
+// The calls' algorithm names, each once, joined by '+' ("ring", "ring+direct").
+std::string schedule_algorithm_name(const Schedule& schedule);
 
 // Human-readable listing, one step per line (for KOLO_DEBUG=TRACE and tests).
 std::string schedule_to_string(const Schedule& schedule);

@@ -96,7 +96,7 @@ struct OwnedSchedule {
 // rank, the schedule is already complete (finished()) and the generator returns take().
 class ScheduleDraft : private schedule_detail::OwnedSchedule, public ScheduleBuilder {
  public:
-  ScheduleDraft(const char* algorithm, const CollSpec& spec, const PlanContext& ctx, OneRank one_rank)
+  ScheduleDraft(Algorithm algorithm, const CollSpec& spec, const PlanContext& ctx, OneRank one_rank)
       : ScheduleDraft(algorithm, spec.dtype, spec.op) {
     if (ctx.size != 1 || one_rank != OneRank::kCopy) return;
     // A copy combines nothing, so it records kSum rather than the call's op.
@@ -106,8 +106,8 @@ class ScheduleDraft : private schedule_detail::OwnedSchedule, public ScheduleBui
     finished_ = true;
   }
   // For schedules whose messages carry no data of a call (the barrier).
-  ScheduleDraft(const char* algorithm, DType dtype, ReduceOp op) : ScheduleBuilder(schedule, dtype, op) {
-    schedule.algorithm = algorithm;
+  ScheduleDraft(Algorithm algorithm, DType dtype, ReduceOp op) : ScheduleBuilder(schedule, dtype, op) {
+    schedule.algorithms = {algorithm};
   }
   ScheduleDraft(const ScheduleDraft&) = delete;
   ScheduleDraft& operator=(const ScheduleDraft&) = delete;

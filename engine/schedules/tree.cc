@@ -128,7 +128,7 @@ struct TreeRun {
 // no rank has more than two children over both trees, so each rank sends and receives
 // about 2n, as in the ring, with about 2 log2(p) latencies instead of the ring's 2(p-1).
 Schedule tree_allreduce(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("tree", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kTree, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t elem = dtype_size(spec.dtype);
   const size_t bytes = spec.bytes();
@@ -155,7 +155,7 @@ Schedule tree_allreduce(const CollSpec& spec, const PlanContext& ctx) {
 // children's partial sums to its contribution and sends the result to its parent; the
 // root's sum (post-scaled) is the result. log2(p) latencies; no way down.
 Schedule tree_reduce(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("tree", spec, ctx, OneRank::kCopy);
+  ScheduleDraft b(Algorithm::kTree, spec, ctx, OneRank::kCopy);
   if (b.finished()) return b.take();
   const size_t elem = dtype_size(spec.dtype);
   const size_t bytes = spec.bytes();
@@ -187,7 +187,7 @@ Schedule tree_reduce(const CollSpec& spec, const PlanContext& ctx) {
 // from its parent into its output and sends to its children, so a piece reaches every
 // rank after log2(p) hops and the pieces behind it follow through the pipeline.
 Schedule tree_broadcast(const CollSpec& spec, const PlanContext& ctx) {
-  ScheduleDraft b("tree", spec, ctx, OneRank::kGeneral);
+  ScheduleDraft b(Algorithm::kTree, spec, ctx, OneRank::kGeneral);
   const size_t elem = dtype_size(spec.dtype);
   const bool is_root = ctx.rank == spec.root;
   if (is_root) b.copy({kBufOutput, 0, spec.bytes()}, {kBufInput, 0, spec.bytes()}, ScaleUse::kNone);

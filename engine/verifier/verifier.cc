@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <array>
-#include <tuple>
 #include <unordered_map>
 
+#include "engine/verifier/verifier_messages.h"
 #include "engine/verifier/verifier_shared.h"
 #include "engine/verifier/verifier_values.h"
 
@@ -17,10 +17,6 @@ namespace {
 
 using verifier::kUnwritten;
 using verifier::Layout;
-
-uint64_t message_key(int from, int to, uint32_t tag) {
-  return (static_cast<uint64_t>(from) << 48) | (static_cast<uint64_t>(to) << 32) | tag;
-}
 
 // A slice resolved to cells: region of the rank's memory and element range.
 struct Cells {
@@ -57,19 +53,19 @@ class Verifier final : public verifier::SharedHost {
   template <typename... Args>
   Status fail(int rank, size_t step, const Args&... args) const {
     const Step& st = s_[rank].steps[step];
-    return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), " (", s_[rank].algorithm, "), p=", p_,
+    return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), " (", schedule_algorithm_name(s_[rank]), "), p=", p_,
                  ", count ", spec_.count, ", rank ", rank, ", step ", step, " (", verifier::step_label(st), "): ", args...);
   }
   // verifier::SharedHost
   Status execute(int rank, size_t step) override { return execute_local(rank, step); }
   Status fail_step(int rank, size_t step, const std::string& why) const override { return fail(rank, step, why); }
   Status fail_program(const std::string& why) const override {
-    return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), " (", s_.empty() ? "" : s_[0].algorithm, "), p=",
+    return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), " (", s_.empty() ? "" : schedule_algorithm_name(s_[0]), "), p=",
                  p_, ", count ", spec_.count, ": ", why);
   }
   template <typename... Args>
   Status fail_rank(int rank, const Args&... args) const {
-    return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), " (", s_[rank].algorithm, "), p=", p_,
+    return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), " (", schedule_algorithm_name(s_[rank]), "), p=", p_,
                  ", count ", spec_.count, ", rank ", rank, ": ", args...);
   }
   static std::string slice_str(const Slice& s) {
@@ -137,43 +133,9 @@ class Verifier final : public verifier::SharedHost {
     return Status();
   }
 
-  // Pairs every recv with its send by (from, to, tag); duplicate keys would make matching
-  // ambiguous. The pairs are the cross-rank edges of the happens-before relation.
+  // The cross-rank edges of the happens-before relation (verifier_messages.h).
   Status match() {
-    // Sorting beats hashing here: millions of transfers at p = 1024.
-    struct Transfer {
-      uint64_t key;
-      int rank, step;
-      bool operator<(const Transfer& o) const { return std::tie(key, rank, step) < std::tie(o.key, o.rank, o.step); }
-    };
-    std::vector<Transfer> sends, recvs;
-    sender_.assign(p_, {});
-    receiver_.assign(p_, {});
-    base_.assign(p_ + 1, 0);
-    for (int r = 0; r < p_; ++r) {
-      sender_[r].assign(s_[r].steps.size(), {-1, -1});
-      receiver_[r].assign(s_[r].steps.size(), {-1, -1});
-      base_[r + 1] = base_[r] + s_[r].steps.size();
-      for (size_t i = 0; i < s_[r].steps.size(); ++i) {
-        const Step& st = s_[r].steps[i];
-        if (st.kind == StepKind::kSend) sends.push_back({message_key(r, st.peer, st.tag), r, static_cast<int>(i)});
-        if (st.kind == StepKind::kRecv) recvs.push_back({message_key(st.peer, r, st.tag), r, static_cast<int>(i)});
-      }
-    }
-    for (auto* list : {&sends, &recvs}) {
-      std::sort(list->begin(), list->end());
-      for (size_t k = 1; k < list->size(); ++k) {
-        const Transfer &x = (*list)[k - 1], &y = (*list)[k];
-        if (x.key == y.key) return fail(y.rank, y.step, "has the same (peer, tag) as step ", x.step);
-      }
-    }
-    for (size_t k = 0, j = 0; k < recvs.size(); ++k) {
-      while (j < sends.size() && sends[j].key < recvs[k].key) ++j;
-      if (j == sends.size() || sends[j].key != recvs[k].key) continue;
-      sender_[recvs[k].rank][recvs[k].step] = {sends[j].rank, sends[j].step};
-      receiver_[sends[j].rank][sends[j].step] = {recvs[k].rank, recvs[k].step};
-    }
-    return Status();
+    return verifier::match_messages(s_, messages_, [&](int r, size_t i, const std::string& why) { return fail(r, i, why); });
   }
 
   // Whether step a of rank r happens before step b of the same rank through other ranks:
@@ -466,7 +428,7 @@ class Verifier final : public verifier::SharedHost {
       stuck += str_cat(" [", s_[r].steps.size() - done[r], " steps left]");
     }
     if (stuck_ranks > 0) {
-      return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), " (", s_[0].algorithm, "), p=", p_,
+      return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), " (", schedule_algorithm_name(s_[0]), "), p=", p_,
                    ", count ", spec_.count, ": deadlock, ", stuck_ranks, " rank(s) cannot progress: ", stuck);
     }
     for (int r = 0; r < p_; ++r) {
@@ -479,61 +441,14 @@ class Verifier final : public verifier::SharedHost {
     return Status();
   }
 
-  // Checks output element `e` of rank r against the expected value.
-  Status expect(int r, size_t e, int from_rank, uint64_t index, bool reduction) const {
-    Cells c = cells(r, Slice{kBufOutput, 0, layouts_[r].bytes[kBufOutput]});
-    const int32_t id = mem_[r][c.region][c.first + e];
-    bool ok = id >= 0 && values_.at(id).index == index;
-    if (ok && reduction) {
-      ok = values_.covers_all(id, p_) && values_.at(id).post == 1 && (!spec_.prescaled || values_.at(id).pre);
-    } else if (ok) {
-      ok = values_.is_single(id, from_rank) && !values_.at(id).pre && values_.at(id).post == 0;
-    }
-    if (ok) return Status();
-    std::string want = reduction ? str_cat("element ", index, " of all ", p_, " ranks", spec_.prescaled ? ", pre-scaled" : "",
-                                           ", post-scaled once")
-                                 : str_cat("element ", index, " of rank ", from_rank);
-    return fail_rank(r, "output element ", e, " holds ", values_.describe(id), ", expected ", want);
-  }
-
   Status check_results() const {
-    const size_t n = spec_.count;
-    for (int r = 0; r < p_; ++r) {
-      switch (spec_.kind) {
-        case CollKind::kAllreduce:
-          for (size_t e = 0; e < n; ++e) KOLO_TRY(expect(r, e, -1, e, true));
-          break;
-        case CollKind::kReduce:
-          if (r == spec_.root) {
-            for (size_t e = 0; e < n; ++e) KOLO_TRY(expect(r, e, -1, e, true));
-          }
-          break;
-        case CollKind::kReduceScatter:
-          for (size_t e = 0; e < n; ++e) KOLO_TRY(expect(r, e, -1, r * n + e, true));
-          break;
-        case CollKind::kAllgather:
-          for (int q = 0; q < p_; ++q) {
-            for (size_t e = 0; e < n; ++e) KOLO_TRY(expect(r, q * n + e, q, e, false));
-          }
-          break;
-        case CollKind::kAllgatherv:
-          for (int q = 0; q < p_; ++q) {
-            for (size_t e = 0; e < spec_.counts[q]; ++e) KOLO_TRY(expect(r, spec_.displs[q] + e, q, e, false));
-          }
-          break;
-        case CollKind::kBroadcast:
-          for (size_t e = 0; e < n; ++e) KOLO_TRY(expect(r, e, spec_.root, e, false));
-          break;
-        case CollKind::kAlltoall:
-          for (int q = 0; q < p_; ++q) {
-            for (size_t e = 0; e < n; ++e) KOLO_TRY(expect(r, q * n + e, q, r * n + e, false));
-          }
-          break;
-        case CollKind::kSend: case CollKind::kRecv: case CollKind::kBarrier:
-          break;
-      }
-    }
-    return Status();
+    return verifier::check_results(
+        spec_, p_, values_,
+        [&](int r, size_t e) {
+          const Cells c = cells(r, Slice{kBufOutput, 0, layouts_[r].bytes[kBufOutput]});
+          return mem_[r][c.region][c.first + e];
+        },
+        [&](int r, const std::string& why) { return fail_rank(r, why); });
   }
 
   const CollSpec& spec_;
@@ -545,10 +460,11 @@ class Verifier final : public verifier::SharedHost {
   std::vector<std::array<std::vector<int32_t>, 3>> mem_;  // per rank, per region: value ids
   std::vector<int32_t> a_;
   std::vector<std::vector<int32_t>> srcs_;
-  std::vector<std::vector<std::pair<int, int>>> sender_;    // per recv: matching (rank, step)
-  std::vector<std::vector<std::pair<int, int>>> receiver_;  // per send: matching (rank, step)
+  verifier::Messages messages_;  // sends matched to recvs
+  std::vector<std::vector<std::pair<int, int>>>& sender_ = messages_.sender;
+  std::vector<std::vector<std::pair<int, int>>>& receiver_ = messages_.receiver;
+  std::vector<size_t>& base_ = messages_.base;
   std::vector<int32_t> arena_;                              // contents of the sent messages
-  std::vector<size_t> base_;                             // first global node of each rank
   std::vector<uint32_t> visited_;
   uint32_t stamp_ = 0;
   std::vector<uint32_t> seen_;  // local_before's visited marks

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,5 +69,13 @@ const char* step_kind_name(StepKind kind);
 const char* counter_name(int counter);
 // The step's kind and what it names: "send peer 1 tag 4", "wait for rank 1's posted >= 2".
 std::string step_label(const Step& st);
+
+// After a simulation: checks every rank's output against what the collective promises.
+// output(r, e) is the value id in rank r's output element e; failures go through
+// fail_rank(r, why). verifier_results.cc.
+using OutputCell = std::function<int32_t(int rank, size_t element)>;
+using FailRank = std::function<Status(int rank, const std::string& why)>;
+Status check_results(const CollSpec& spec, int p, const ValueTable& values, const OutputCell& output,
+                     const FailRank& fail_rank);
 
 }  // namespace kolo::verifier

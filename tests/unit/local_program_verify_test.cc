@@ -29,7 +29,7 @@ constexpr int kPosted = 0, kReduced = 1, kConsumed = 2;
 struct Program {
   Schedule s;
   Program(uint32_t slots, size_t slot_bytes) {
-    s.algorithm = "hand-built";
+    s.algorithms = {Algorithm::kOneShot};  // hand-built
     s.slots = slots;
     s.slot_bytes = slot_bytes;
   }

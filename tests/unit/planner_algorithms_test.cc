@@ -88,7 +88,7 @@ TEST(PlannerAlgorithms, HierarchicalOnSeveralHosts) {
           PlanContext ctx{0, p, 16};
           ctx.host_of_rank = &host_of;
           Schedule s0 = build_schedule(spec, ctx);
-          ASSERT_EQ(s0.algorithm, "hierarchical");
+          ASSERT_EQ(s0.algorithms, std::vector<Algorithm>{Algorithm::kHierarchical});
           Status st = verify_collective(spec, ctx);
           ASSERT_TRUE(st.ok()) << describe(spec, p) << " hosts " << hosts << ": " << st.message();
         }

@@ -479,25 +479,6 @@ class IpcDeviceExecutor final : public Executor {
 
 }  // namespace
 
-bool find_registered(const CollCall& call, const IpcWindows& windows, int rank, int size, RegisteredBuffers* where) {
-  const CollSpec& s = call.spec;
-  const size_t es = dtype_size(s.dtype);
-  switch (s.kind) {
-    case CollKind::kAllreduce:
-      return windows.find(call.send, s.bytes(), &where->send) && windows.find(call.recv, s.bytes(), &where->recv);
-    case CollKind::kBroadcast: return windows.find(call.recv, s.bytes(), &where->recv);
-    case CollKind::kAllgather: return windows.find(call.recv, s.bytes() * size, &where->recv);
-    case CollKind::kAllgatherv: {
-      size_t end = 0;
-      for (int r = 0; r < size; ++r) end = std::max(end, (s.displs[r] + s.counts[r]) * es);
-      return windows.find(call.recv, end, &where->recv);
-    }
-    case CollKind::kReduce: return windows.find(call.send, s.bytes(), &where->send);
-    case CollKind::kReduceScatter: return windows.find(call.send, s.bytes() * size, &where->send);
-    default: return false;
-  }
-}
-
 // Where every rank of the communicator is on this host, the device runtime can map
 // peers' memory, and NCCL was not asked for (KOLO_DEVICE_IPC=0 turns it off).
 bool device_ipc_possible(const ExecutorEnv& env) {

@@ -2,9 +2,32 @@
 // (ipc_programs.h).
 #include "engine/executors/device_ipc/ipc_programs.h"
 
+#include <algorithm>
+
 #include "kernels/device_kernels.h"
 
 namespace kolo {
+
+// Which registered windows hold the call's buffers (executor.h): the communicator asks
+// before planning (spec.registered), the executor again when it enqueues.
+bool find_registered(const CollCall& call, const IpcWindows& windows, int rank, int size, RegisteredBuffers* where) {
+  const CollSpec& s = call.spec;
+  const size_t es = dtype_size(s.dtype);
+  switch (s.kind) {
+    case CollKind::kAllreduce:
+      return windows.find(call.send, s.bytes(), &where->send) && windows.find(call.recv, s.bytes(), &where->recv);
+    case CollKind::kBroadcast: return windows.find(call.recv, s.bytes(), &where->recv);
+    case CollKind::kAllgather: return windows.find(call.recv, s.bytes() * size, &where->recv);
+    case CollKind::kAllgatherv: {
+      size_t end = 0;
+      for (int r = 0; r < size; ++r) end = std::max(end, (s.displs[r] + s.counts[r]) * es);
+      return windows.find(call.recv, end, &where->recv);
+    }
+    case CollKind::kReduce: return windows.find(call.send, s.bytes(), &where->send);
+    case CollKind::kReduceScatter: return windows.find(call.send, s.bytes() * size, &where->send);
+    default: return false;
+  }
+}
 
 Status ipc_copy(void* dst, const void* src, size_t bytes, void* stream) {
   if (dst == src || bytes == 0) return Status();

@@ -41,7 +41,7 @@ class Run {
       if (fabric_.aborted()) return error(Code::kAborted, "communicator aborted by kolo_comm_abort");
       Status progressed = fabric_.progress();
       if (!progressed.ok()) {
-        return progressed.with_context(str_cat("rank ", fabric_.rank(), ", ", s_.algorithm, " step ", first_open, ": "));
+        return progressed.with_context(str_cat("rank ", fabric_.rank(), ", ", schedule_algorithm_name(s_), " step ", first_open, ": "));
       }
       if (changed) continue;
       if (deadline_.expired()) return step_error(first_open, error(Code::kTimeout, "timed out (KOLO_TIMEOUT)"));
@@ -129,7 +129,7 @@ class Run {
     const char* kind = step.kind == StepKind::kSend   ? "send to"
                        : step.kind == StepKind::kRecv ? "recv from"
                        : step.kind == StepKind::kReduce ? "reduce" : "copy";
-    std::string where = str_cat("rank ", fabric_.rank(), ", ", s_.algorithm, " step ", i, " (", kind);
+    std::string where = str_cat("rank ", fabric_.rank(), ", ", schedule_algorithm_name(s_), " step ", i, " (", kind);
     if (step.peer >= 0) where += str_cat(" rank ", step.peer);
     return cause.with_context(where + "): ");
   }
@@ -174,7 +174,7 @@ class ScheduleExecutor final : public Executor {
     const Schedule* program = &calls[0].plan->schedule;
     Schedule combined;
     if (n > 1) {
-      combined.calls = 0;
+      combined.algorithms.clear();
       for (size_t i = 0; i < n; ++i) append_schedule(combined, calls[i].plan->schedule);
       program = &combined;
     }

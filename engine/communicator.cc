@@ -342,6 +342,7 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
     if (call.call.spec.device) {
       mark_registered(call.call);
       KOLO_TRY(set_up_device(call.call));
+      KOLO_TRY(share_buffers(call.call));
     }
     call.plan = &plan_for(call.call.spec, false);
     KOLO_TRY(refuse_uncompressible(call, executor_of(*call.plan), plan_context_));
@@ -377,6 +378,21 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
 void Communicator::mark_registered(CollCall& call) const {
   RegisteredBuffers where;
   call.spec.registered = !windows_.empty() && find_registered(call, windows_, id_.rank, id_.size, &where);
+}
+
+// A single device call whose buffers the peers would read in place if they could: the
+// executor that can make them readable does (every rank asks for the same calls), and
+// the call is planned as registered where it did, on every rank alike.
+Status Communicator::share_buffers(CollCall& call) {
+  if (!device_ipc_worth_sharing(call.spec, plan_context_)) return Status();
+  const Deadline deadline = call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout_seconds_);
+  for (auto& executor : executors_) {
+    if (!executor) continue;
+    Result<bool> shared = executor->share_buffers(call, deadline);
+    if (!shared.ok()) return fail(shared.status());
+    if (shared.value()) call.spec.registered = true;
+  }
+  return Status();
 }
 
 Result<int> Communicator::register_memory(void* ptr, size_t bytes) {

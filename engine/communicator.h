@@ -117,6 +117,7 @@ class Communicator {
   Status fail(Status status);
   // Sets spec.registered for a device call whose buffers lie in registered windows.
   void mark_registered(CollCall& call) const;
+  Status share_buffers(CollCall& call);  // before planning a single device call
 
   std::shared_ptr<StoreSession> store_;
   CommIdentity id_;

@@ -102,6 +102,10 @@ const std::vector<EnvVar>& env_table() {
            "1 = small device collectives of ranks on one host (allreduce, reduce, broadcast, allgather, "
            "reduce_scatter, alltoall; up to 64 KB per peer) run as one kernel that writes into the peers' memory "
            "with a flag beside the data; 0 = copy, barrier and reduce kernels through the slots"),
+      flag("KOLO_DEVICE_AUTO_REGISTER", "1",
+           "1 = large device collectives of ranks on one host read the peers' buffers in place without "
+           "kolo_mem_register: each allocation is exported (CUDA IPC) the first time a call uses it and stays mapped "
+           "by the peers; 0 = only registered buffers are read in place, others go through the slots"),
       one_of("KOLO_DEVICE_BARRIER", "auto", "auto,kernel,host",
              "how ranks of one host wait for each other between the steps of a device collective: kernel (a GPU "
              "thread spins on the peers' flags), host (the stream waits on the device for a word that a kolo thread "

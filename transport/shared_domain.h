@@ -30,6 +30,10 @@ constexpr size_t kFastAreaBytes = 8 * 65 * 64;
 constexpr int kDeviceBarrierWord = kSharedWords - 1;
 constexpr size_t kDeviceBarrierAreaBytes = 64;
 
+// For the small per-call exchanges of device calls (transport/ipc/ipc_peer_buffers.h: which
+// user buffers the peers read in place): per rank, an area for a word and what it guards.
+constexpr size_t kExchangeAreaBytes = 640;
+
 // One cache line per rank: its counters and a few words, so a peer that sees a counter
 // move reads the words without another cache miss.
 struct alignas(64) SharedRankLine {
@@ -73,6 +77,7 @@ class SharedDomain {
   virtual SharedRankLine& line(int index) const = 0;
   virtual char* rank_area(int index) const = 0;  // kRankAreaBytes, 64-byte aligned
   virtual char* fast_area(int index) const = 0;  // kFastAreaBytes, 64-byte aligned
+  virtual char* exchange_area(int index) const = 0;  // kExchangeAreaBytes, 64-byte aligned
 
   // Called while a wait on member `index` is slow (once its spinning ends, then after every
   // sleep), so that the executor can notice a peer that will never publish what the wait

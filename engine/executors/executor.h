@@ -72,6 +72,12 @@ class Executor {
   // is one it would run, and writes what it learned into ctx (device_setup,
   // device_host_barrier). Returns whether ctx changed, making earlier plans stale.
   virtual Result<bool> set_up(const CollCall& call, const Deadline& deadline, PlanContext& ctx) { return false; }
+  // Before a single device call is planned, where plan() would read its buffers in place
+  // if the peers could (device_ipc_worth_sharing): makes them readable without
+  // kolo_mem_register (device_ipc: transport/ipc/ipc_peer_buffers.h) and says whether
+  // they are, alike on every rank. Collective over the host's ranks in call order; an
+  // error fails the communicator.
+  virtual Result<bool> share_buffers(const CollCall& call, const Deadline& deadline) { return false; }
   // Whether work it takes may still run after run() returns (calls on device streams):
   // the communicator drains such executors before a blocking call.
   virtual bool queues_device_work() const { return false; }
@@ -117,6 +123,13 @@ struct RegisteredBuffers {
   IpcWindows::Found send, recv;
 };
 bool find_registered(const CollCall& call, const IpcWindows& windows, int rank, int size, RegisteredBuffers* where);
+// The same buffers as pointer and extent: [0] the input, [1] the output; null where peers
+// do not read it, or the collective has no zero-copy form.
+struct PeerReadBuffers {
+  const void* ptr[2] = {nullptr, nullptr};
+  size_t bytes[2] = {0, 0};
+};
+PeerReadBuffers peer_read_buffers(const CollCall& call, int size);
 
 // What a row makes: null when the executor cannot run on the communicator env describes;
 // an error when it was asked for and cannot (KOLO_BACKEND=nccl without NCCL), which fails

@@ -173,6 +173,15 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
          (forced == Algorithm::kAuto || forced == Algorithm::kOneShot) && spec.bytes() <= ctx.flagged_bytes;
 }
 
+bool device_ipc_worth_sharing(const CollSpec& spec, const PlanContext& ctx) {
+  // Registered or not: every rank asks alike (PeerBuffers::exchange).
+  if (!ctx.share_buffers || ctx.device_setup != DeviceSetup::kMapped) return false;
+  CollSpec shared = spec;
+  shared.registered = true;
+  return plan_runs_on_device_ipc(shared, ctx, false) && !device_ipc_flagged(shared, ctx) &&
+         device_ipc_zero_copy(shared, ctx);
+}
+
 bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx) {
   if (!spec.registered || spec.compressed() || spec.prescaled) return false;
   switch (spec.kind) {

@@ -99,6 +99,11 @@ Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& c
 // Compressed allreduce over the links: two-shot, or hierarchical on hosts of equal size
 // (forced, or by compressed_model.h). Other compressed collectives: two-shot.
 Algorithm choose_compressed_algorithm(const CollSpec& spec, const PlanContext& ctx);
+// Whether a device call would be read in place if the peers could map its buffers
+// (ctx.share_buffers, once device_ipc is set up and maps), whether or not this rank
+// registered them (which the peers cannot know): the communicator then asks the executors
+// to share them before planning it.
+bool device_ipc_worth_sharing(const CollSpec& spec, const PlanContext& ctx);
 // Whether a device_ipc call reads the peers' registered buffers in place: the spec's
 // buffers are registered, it is one of the collectives that can (not alltoall, whose
 // in-place form would overwrite what a peer still reads), neither compressed nor

@@ -62,6 +62,9 @@ struct PlanContext {
   // device_ipc's one-kernel collectives carry up to this many bytes from one rank to one
   // peer (0: none; KOLO_DEVICE_FLAGGED=0).
   size_t flagged_bytes = 0;
+  // device_ipc can make user buffers readable by the peers without kolo_mem_register
+  // (KOLO_DEVICE_AUTO_REGISTER; device_ipc_worth_sharing).
+  bool share_buffers = false;
 };
 
 }  // namespace kolo

@@ -365,14 +365,16 @@ Status cuda_ipc_close(void* ptr) { return check(cudaIpcCloseMemHandle(ptr), "cud
 
 // The driver's range attributes: the cudaMalloc allocation that holds ptr, which is what
 // CUDA IPC exports and maps (an importer gets the allocation's start).
-Status cuda_allocation_range(const void* ptr, void** base, size_t* bytes) {
+Status cuda_allocation_of(const void* ptr, DeviceAllocation* allocation) {
   const Driver& d = driver();
   if (d.get_attribute == nullptr) return error(Code::kUnsupported, "cuda: no driver to ask about ", ptr);
   const auto address = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
   CUdeviceptr start = 0;
   size_t size = 0;
+  unsigned long long id = 0;  // NOLINT(runtime/int): the driver's type
   if (d.get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) != CUDA_SUCCESS ||
-      d.get_attribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address) != CUDA_SUCCESS) {
+      d.get_attribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address) != CUDA_SUCCESS ||
+      d.get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, address) != CUDA_SUCCESS) {
     return error(Code::kInvalidArgument, "cuda: ", ptr, " is not in a device allocation (cuPointerGetAttribute)");
   }
   // Managed, stream-ordered pool and cuMemCreate memory have ranges too, but CUDA IPC
@@ -383,8 +385,7 @@ Status cuda_allocation_range(const void* ptr, void** base, size_t* bytes) {
     return error(Code::kInvalidArgument, "cuda: ", ptr, " is not cudaMalloc memory (managed, pool or cuMemCreate "
                  "memory cannot be shared through CUDA IPC)");
   }
-  *base = reinterpret_cast<void*>(static_cast<uintptr_t>(start));
-  *bytes = size;
+  *allocation = DeviceAllocation{reinterpret_cast<void*>(static_cast<uintptr_t>(start)), size, id};
   return Status();
 }
 
@@ -429,7 +430,7 @@ const DeviceOps kCuda = {
     cuda_ipc_export,
     cuda_ipc_import,
     cuda_ipc_close,
-    cuda_allocation_range,
+    cuda_allocation_of,
     cuda_identity,
 };
 

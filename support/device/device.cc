@@ -61,7 +61,7 @@ const DeviceOps kNone = {
     refuse<void*, IpcHandle*>,
     [](const IpcHandle&, void**) { return no_device(); },
     refuse<void*>,
-    refuse<const void*, void**, size_t*>,
+    refuse<const void*, DeviceAllocation*>,
     [](int) -> Result<std::string> { return no_device(); },
 };
 

@@ -35,6 +35,16 @@ struct PointerInfo {
   int device = -1;
 };
 
+// The device allocation that holds a pointer (what ipc_export takes and an importer maps).
+// `id` names the allocation for as long as the process lives: one freed and another made
+// at the same address get different ids (CUDA's CU_POINTER_ATTRIBUTE_BUFFER_ID), so a
+// cache keyed by it never takes a new allocation for an old one.
+struct DeviceAllocation {
+  void* base = nullptr;
+  size_t bytes = 0;
+  uint64_t id = 0;
+};
+
 // An exported allocation; plain bytes, so it can travel through the rendezvous store.
 struct IpcHandle {
   uint8_t bytes[64] = {};
@@ -127,9 +137,10 @@ struct DeviceOps {
   Status (*ipc_export)(void* ptr, IpcHandle* handle);
   Status (*ipc_import)(const IpcHandle& handle, void** ptr);
   Status (*ipc_close)(void* ptr);
-  // The device allocation holding ptr (what ipc_export takes): its start and size. An
-  // error where ptr is not device memory of this process (an imported mapping included).
-  Status (*allocation_range)(const void* ptr, void** base, size_t* bytes);
+  // The device allocation holding ptr (what ipc_export takes): its start, size and id. An
+  // error where ptr is not device memory of this process that IPC can export (an
+  // imported mapping included).
+  Status (*allocation_of)(const void* ptr, DeviceAllocation* allocation);
   // A name of the physical device, the same in every process that uses it whatever its
   // index there (CUDA_VISIBLE_DEVICES renumbers): the PCI address on cuda.
   Result<std::string> (*identity)(int device);

@@ -67,7 +67,12 @@ struct Allocation {
   int fd = -1;          // memfd (device memory, exported or imported); -1 for pinned host
   bool mapped = true;   // munmap on free (device); pinned host is delete[]'d
   bool imported = false;
+  uint64_t id = 0;      // device allocations: never reused in the process (DeviceAllocation)
 };
+
+// The next allocation id (under memory_mutex): addresses are reused after a free (mmap
+// hands the same range out again), ids are not.
+uint64_t next_allocation_id = 1;
 
 struct IpcWire {
   uint64_t magic;
@@ -156,7 +161,8 @@ Status emu_malloc(void** ptr, size_t bytes) {
     return s;
   }
   std::lock_guard<std::mutex> lock(memory_mutex());
-  allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, MemoryKind::kDevice, current, fd, true, false};
+  allocations()[reinterpret_cast<uintptr_t>(p)] =
+      Allocation{bytes, MemoryKind::kDevice, current, fd, true, false, next_allocation_id++};
   *ptr = p;
   return Status();
 }
@@ -786,14 +792,13 @@ Status emu_ipc_close(void* ptr) {
   return release(ptr, MemoryKind::kDevice, "ipc_close");
 }
 
-Status emu_allocation_range(const void* ptr, void** base, size_t* bytes) {
+Status emu_allocation_of(const void* ptr, DeviceAllocation* allocation) {
   std::lock_guard<std::mutex> lock(memory_mutex());
   auto it = find_allocation(ptr);
   if (it == allocations().end() || it->second.kind != MemoryKind::kDevice || it->second.imported) {
     return error(Code::kInvalidArgument, "emulated device: ", ptr, " is not in a device allocation of this process");
   }
-  *base = reinterpret_cast<void*>(it->first);
-  *bytes = it->second.bytes;
+  *allocation = DeviceAllocation{reinterpret_cast<void*>(it->first), it->second.bytes, it->second.id};
   return Status();
 }
 
@@ -832,7 +837,7 @@ const DeviceOps kEmulated = {
     emu_ipc_export,
     emu_ipc_import,
     emu_ipc_close,
-    emu_allocation_range,
+    emu_allocation_of,
     // One machine: an emulated device is the same device in every process.
     [](int device) -> Result<std::string> {
       if (device < 0 || device >= kEmulatedDevices) return error(Code::kInvalidArgument, "emulated device: no device ", device);

@@ -183,6 +183,69 @@ void device_registered(kolo_comm_t comm) {
   (void)dev.stream_destroy(stream);
 }
 
+// User buffers read in place without kolo_mem_register (KOLO_DEVICE_AUTO_REGISTER): plain
+// allocations, the buffers at offsets that differ by rank and round, large calls (the
+// logged Plans say zero_copy; expect_plan.sh checks). Each round frees the allocation and
+// makes one of the same size, which the emulated device, as CUDA, may put at the same
+// address with new contents. The results must come from the new memory: a peer that took
+// the new allocation for the old one by its address would read its mapping of the freed
+// one (still holding the last round's values) and sum the wrong numbers.
+void device_shared_buffers(kolo_comm_t comm) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  const int p = kolo_comm_size(comm), me = kolo_comm_rank(comm);
+  const size_t n = size_t{3} << 18;  // floats (3 MB), a multiple of every p up to 6
+  const size_t room = 2 * n + 512;   // the allocation, the same size every round
+  void* stream = nullptr;
+  must(dev.stream_create(&stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "stream");
+  std::vector<float> host(n), out(n);
+  void* last = nullptr;
+  int reused = 0;
+  auto check = [&](const char* what, size_t count, auto want) {
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += out[i] != want(i);
+    expect(wrong == 0, std::string(what) + ": " + std::to_string(wrong) + " of " + std::to_string(count) + " wrong");
+  };
+  auto fetch = [&](const float* from, size_t count) {
+    must(dev.memcpy_async(out.data(), from, count * 4, stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "d2h");
+    must(dev.stream_synchronize(stream, kolo::Deadline(60)).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "sync");
+  };
+  for (int round = 0; round < 4; ++round) {
+    void* block = nullptr;
+    must(dev.malloc(&block, room * 4).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "malloc");
+    reused += block == last;
+    last = block;
+    float* send = static_cast<float*>(block) + 64 * me + 16 * round;
+    float* recv = send + n + 32;
+    auto value = [&](size_t i, int q) { return static_cast<float>((i * 3 + q * 7 + round * 11) % 127); };
+    for (size_t i = 0; i < n; ++i) host[i] = value(i, me);
+    must(dev.memcpy_async(send, host.data(), n * 4, stream).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "h2d");
+    auto sum = [&](size_t i) {
+      float s = 0;
+      for (int q = 0; q < p; ++q) s += value(i, q);
+      return s;
+    };
+    kolo_coll_options two_shot = KOLO_COLL_OPTIONS_INIT;
+    two_shot.algorithm = KOLO_ALGO_TWO_SHOT;
+    must(kolo_allreduce_ex(send, recv, n, KOLO_FLOAT32, KOLO_SUM, &two_shot, comm, stream), "allreduce");
+    fetch(recv, n);
+    check("allreduce, two-shot", n, sum);
+    const size_t c = n / p;
+    must(kolo_reduce_scatter(send, recv, c, KOLO_FLOAT32, KOLO_SUM, comm, stream), "reduce_scatter");
+    fetch(recv, c);
+    check("reduce_scatter", c, [&](size_t i) { return sum(me * c + i); });
+    must(kolo_broadcast(send, recv, n, KOLO_FLOAT32, p - 1, comm, stream), "broadcast");
+    fetch(recv, n);
+    check("broadcast", n, [&](size_t i) { return value(i, p - 1); });
+    must(kolo_allreduce(send, send, n, KOLO_FLOAT32, KOLO_SUM, comm, stream), "allreduce in place, planner's choice");
+    fetch(send, n);
+    check("allreduce in place", n, sum);
+    must(dev.free(block).ok() ? KOLO_SUCCESS : KOLO_ERR_SYSTEM, "free");
+  }
+  // Otherwise this run proved nothing about a reused address.
+  expect(reused > 0, "no allocation came back at a freed one's address");
+  (void)dev.stream_destroy(stream);
+}
+
 // Groups of device calls: collectives only run on device_ipc one after another (in place
 // and not); with a send and a receive in the group, all of it is staged. The calls of a
 // group are independent (as NCCL's): none reads what another writes. Both give the right

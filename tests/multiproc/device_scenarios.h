@@ -12,6 +12,7 @@ void device_compressed(kolo_comm_t comm);
 void device_registered(kolo_comm_t comm);
 void device_group(kolo_comm_t comm);
 void device_big_group(kolo_comm_t comm);
+void device_shared_buffers(kolo_comm_t comm);
 // The process exit code (the last rank kills itself).
 int device_kill(kolo_comm_t comm);
 

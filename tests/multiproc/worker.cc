@@ -498,6 +498,7 @@ int main(int argc, char** argv) {
   else if (scenario == "device_stream") device_scenarios::device_stream(comm);
   else if (scenario == "device_kill") rc = device_scenarios::device_kill(comm);
   else if (scenario == "device_big_group") device_scenarios::device_big_group(comm);
+  else if (scenario == "device_shared_buffers") device_scenarios::device_shared_buffers(comm);
   else if (scenario == "quick") scenario_collectives(comm, true);
   else if (scenario == "options") scenario_options(comm);
   else if (scenario == "split") scenario_split(comm);

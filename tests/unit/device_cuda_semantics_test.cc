@@ -6,7 +6,8 @@
 //   - a full stream blocks the enqueueing thread;
 //   - what CUDA forbids during a stream capture fails and invalidates the capture;
 //   - stream memory operations (wait_value / write_value) hold and release a stream on the
-//     device, with no host function.
+//     device, with no host function;
+//   - an allocation has an id that a later one at the same address does not share.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -140,6 +141,33 @@ TEST(DeviceCudaSemantics, AllocationFreeingAndInstantiationWaitForAllQueuedWork)
     if (which != "host_free") (void)emu().host_free(h);
     EXPECT_TRUE(emu().stream_destroy(s).ok());
   }
+}
+
+// CUDA's CU_POINTER_ATTRIBUTE_BUFFER_ID: what kolo keys the peers' mappings of user buffers
+// by (transport/ipc/ipc_peer_buffers.h). Addresses come back after a free (the emulated
+// device's mmap hands the same range out again, as CUDA's allocator does), ids never.
+TEST(DeviceCudaSemantics, AnAllocationAtAReusedAddressHasANewId) {
+  std::vector<uint64_t> ids;
+  int reused = 0;
+  void* before = nullptr;
+  for (int i = 0; i < 8; ++i) {
+    void* d = nullptr;
+    ASSERT_TRUE(emu().malloc(&d, 1 << 20).ok());
+    DeviceAllocation a;
+    ASSERT_TRUE(emu().allocation_of(static_cast<char*>(d) + 4096, &a).ok());
+    EXPECT_EQ(a.base, d);
+    EXPECT_EQ(a.bytes, size_t{1} << 20);
+    for (uint64_t id : ids) EXPECT_NE(a.id, id);
+    ids.push_back(a.id);
+    reused += d == before;
+    before = d;
+    ASSERT_TRUE(emu().free(d).ok());
+  }
+  // Otherwise this test would prove nothing about reuse.
+  EXPECT_GT(reused, 0) << "no address came back after a free";
+  DeviceAllocation none;
+  int on_stack = 0;
+  EXPECT_FALSE(emu().allocation_of(&on_stack, &none).ok());
 }
 
 TEST(DeviceCudaSemantics, AnAllocationBehindAStreamThatNeverFinishesIsADeadlockReportedAtTheTimeout) {

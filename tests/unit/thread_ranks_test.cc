@@ -584,6 +584,19 @@ TEST(ThreadRanks, HostBarriersWorkForThreadsOfOneProcess) {
   unsetenv("KOLO_DEVICE_BARRIER");
 }
 
+// Ranks that are threads of one process read each other's plain (unregistered) buffers in
+// place at their own addresses (transport/ipc/ipc_peer_buffers.h): the 12 MB allreduces
+// of rank_main are planned zero-copy, and give the same results.
+TEST(ThreadRanks, LargeCallsReadPlainBuffersInPlace) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("KOLO_DEBUG", "INFO", 1);
+  setenv("KOLO_DEBUG_SUBSYS", "PLAN", 1);
+  EXPECT_EXIT(run_threads(3, "1", rank_main), ::testing::ExitedWithCode(0),
+              "allreduce of 12582912 B on 3 ranks: device_ipc [a-z_]+, protocol zero_copy");
+  unsetenv("KOLO_DEBUG");
+  unsetenv("KOLO_DEBUG_SUBSYS");
+}
+
 TEST(ThreadRanks, DeviceCollectivesStaged) { expect_ranks_pass({3}, "0"); }
 
 TEST(ThreadRanks, RegisteredBuffersReadInPlace) { expect_ranks_pass({1, 2, 3}, "1", registered_main); }

@@ -130,10 +130,11 @@ Result<std::unique_ptr<IpcRegions>> IpcRegions::create(const IpcSite& site, size
 Result<std::unique_ptr<IpcRegions>> IpcRegions::share(const IpcSite& site, void* ptr, size_t bytes,
                                                       const Deadline& deadline, const device::DeviceOps& dev) {
   KOLO_TRY(check_site(site, bytes));
-  void* base = ptr;
-  size_t allocation = bytes;
+  device::DeviceAllocation held{ptr, bytes, 0};
   // Alone on the host, nothing is exported: any device memory will do.
-  Status usable = site.size == 1 ? Status() : dev.allocation_range(ptr, &base, &allocation);
+  Status usable = site.size == 1 ? Status() : dev.allocation_of(ptr, &held);
+  void* base = held.base;
+  const size_t allocation = held.bytes;
   const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(base));
   if (usable.ok() && offset + bytes > allocation) {
     usable = error(Code::kInvalidArgument, "IPC regions: ", bytes, " bytes at ", ptr,

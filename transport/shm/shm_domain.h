@@ -73,6 +73,7 @@ class Domain final : public SharedDomain {
   SharedRankLine& line(int index) const override { return control(index).line; }
   char* rank_area(int index) const override { return control(index).area; }
   char* fast_area(int index) const override { return control(index).fast; }
+  char* exchange_area(int index) const override { return control(index).exchange; }
   ChannelControl& channel(int from, int to) const {
     return *reinterpret_cast<ChannelControl*>(channel_base(from, to));
   }

@@ -36,6 +36,7 @@ struct alignas(64) RankControl {
   std::atomic<uint64_t> probe_address{0};         // where peers find kProbeValue in this process
   alignas(64) char area[kRankAreaBytes];          // laid out by the executor that uses the domain
   alignas(64) char fast[kFastAreaBytes];          // likewise
+  alignas(64) char exchange[kExchangeAreaBytes];  // likewise
 };
 
 struct alignas(64) ChannelControl {

@@ -35,6 +35,7 @@
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
+#include "transport/ipc/ipc_peer_buffers.h"
 #include "transport/ipc/ipc_regions.h"
 
 namespace kolo {
@@ -59,7 +60,6 @@ class Digest {
   uint64_t h_ = 0xcbf29ce484222325ull;
 };
 
-using ZeroCopy = RegisteredBuffers;
 static_assert(kMaxIpcRanks <= kMaxWireInputs, "a compressed reduce sums every rank's wire");
 static_assert(kMaxIpcRanks <= kDeviceSlotRanks, "the slot programs take every rank of a host");
 
@@ -86,8 +86,10 @@ class IpcDeviceExecutor final : public Executor {
     if (regions_ != nullptr && !release_together()) {
       log_warn(Subsys::kExec, "rank ", env_.rank, ": device IPC memory kept at destroy: a peer may still use it");
       (void)regions_.release();  // and control_: a kernel may still read it
+      (void)peer_buffers_.release();  // the peers' buffers likewise stay mapped
       return;
     }
+    peer_buffers_.reset();  // every call that read through its mappings is done
     host_barriers_.reset();  // its thread is done with the words
     regions_.reset();
     if (order_ != nullptr) (void)dev.event_destroy(order_);
@@ -117,6 +119,7 @@ class IpcDeviceExecutor final : public Executor {
 
   void describe(PlanContext& ctx) const override {
     ctx.device_ipc = true;
+    ctx.share_buffers = env_.shared != nullptr && env_.size > 1 && env_string("KOLO_DEVICE_AUTO_REGISTER") != "0";
     ctx.flagged_bytes = env_string("KOLO_DEVICE_FLAGGED") != "0" ? kFlaggedMaxBytes : 0;
   }
   bool queues_device_work() const override { return true; }
@@ -164,7 +167,8 @@ class IpcDeviceExecutor final : public Executor {
   // What admission found out about a call, for its enqueue.
   struct Admitted {
     bool graph = false;  // the stream is being captured into a CUDA graph
-    ZeroCopy zc;         // Protocol::kZeroCopy: where its buffers are
+    InPlaceBuffers at;   // Protocol::kZeroCopy: where every rank's buffers are
+    RegisteredBuffers windows;  // and the windows that hold them (none: shared by share_buffers)
   };
 
   // Everything that may refuse a call, before anything is enqueued: the device, the set-up
@@ -188,7 +192,7 @@ class IpcDeviceExecutor final : public Executor {
                    "which a CUDA graph cannot replay (run one process per GPU, or the ranks as threads of one "
                    "process, to capture)");
     }
-    if (pc.plan->zero_copy()) KOLO_TRY(locate(call, &a->zc));
+    if (pc.plan->zero_copy()) KOLO_TRY(locate(call, a));
     return Status();
   }
 
@@ -204,7 +208,7 @@ class IpcDeviceExecutor final : public Executor {
     device::ScopedDevice on_device(call.device);
     KOLO_TRY(on_device.status());
     const device::DeviceOps& dev = device::runtime();
-    const uint64_t call_tag_value = call_tag(call, *pc.plan, a.zc, a.graph);
+    const uint64_t call_tag_value = call_tag(call, *pc.plan, a.windows, a.graph);
     // Zero-copy writes no slot; the flagged protocol has boxes of its own, and its flags
     // number the calls from device memory, captured or not.
     const bool fence = a.graph && !pc.plan->zero_copy() && pc.plan->protocol != Protocol::kFlagged;
@@ -220,7 +224,7 @@ class IpcDeviceExecutor final : public Executor {
     tag_ = call_tag_value;
     if (s.ok()) {
       switch (pc.plan->protocol) {  // the planner's choice (plan.cc)
-        case Protocol::kZeroCopy: s = enqueue_zero_copy(ipc_run(), call, a.zc, *env_.windows); break;
+        case Protocol::kZeroCopy: s = enqueue_zero_copy(ipc_run(), call, a.at); break;
         case Protocol::kFlagged: s = enqueue_flagged(ipc_run(), call); break;
         case Protocol::kCompressedSlots: s = enqueue_compressed(ipc_run(), call, pc.plan->algorithm, chunks_); break;
         case Protocol::kAlone: s = enqueue_alone(call); break;
@@ -295,6 +299,7 @@ class IpcDeviceExecutor final : public Executor {
       return Status();
     }
     regions_ = regions.take();
+    if (env_.shared != nullptr && env_.size > 1) peer_buffers_ = std::make_unique<PeerBuffers>(*env_.shared);
     if (host_barrier_) {
       host_barriers_ = std::make_unique<HostBarriers>(
           *env_.shared, HostBarrierWords{&control_->status, &control_->abort, failed_word(), &control_->released});
@@ -356,17 +361,53 @@ class IpcDeviceExecutor final : public Executor {
     return DeviceSlotPrograms<KernelOps>(ops, chunks_).run(call, algorithm);
   }
 
-  // The windows of a zero-copy call's buffers on this rank (the communicator found them
-  // when it set spec.registered; a miss here is a bug, refused before anything ran).
-  Status locate(const CollCall& call, ZeroCopy* zc) const {
-    if (env_.windows != nullptr && find_registered(call, *env_.windows, regions_->index(), regions_->size(), zc)) {
+  // Where every rank's buffers of a zero-copy call are: in registered windows (the
+  // communicator found them when it set spec.registered), else shared for this call by
+  // share_buffers just before; a miss is a bug, refused before anything ran.
+  Status locate(const CollCall& call, Admitted* a) {
+    const int n = regions_->size();
+    if (env_.windows != nullptr && find_registered(call, *env_.windows, regions_->index(), n, &a->windows)) {
+      const IpcWindows& w = *env_.windows;
+      for (int r = 0; r < n; ++r) {
+        if (a->windows.send.window >= 0) a->at.send[r] = w.address(a->windows.send.window, r) + a->windows.send.offset;
+        if (a->windows.recv.window >= 0) a->at.recv[r] = w.address(a->windows.recv.window, r) + a->windows.recv.offset;
+      }
+      return Status();
+    }
+    if (shared_.valid && shared_.send == call.send && shared_.recv == call.recv) {
+      shared_.valid = false;  // one call's
+      a->at = shared_.at;
       return Status();
     }
     return error(Code::kUnsupported, "rank ", env_.rank, ": a zero-copy ", coll_name(call.spec.kind),
-                 " whose buffers are not in a registered window");
+                 " whose buffers are neither in a registered window nor shared");
   }
 
-  uint64_t call_tag(const CollCall& call, const Plan& plan, const ZeroCopy& zc, bool graph) const {
+  Result<bool> share_buffers(const CollCall& call, const Deadline& deadline) override {
+    shared_.valid = false;
+    if (peer_buffers_ == nullptr) return false;
+    const PeerReadBuffers b = peer_read_buffers(call, regions_->size());
+    PeerBuffers::Buffer mine[PeerBuffers::kMaxBuffers];
+    int n = 0, which[PeerBuffers::kMaxBuffers];
+    for (int k = 0; k < 2; ++k) {
+      if (b.ptr[k] != nullptr) mine[n] = {b.ptr[k], b.bytes[k]}, which[n++] = k;
+    }
+    std::vector<char*> at[PeerBuffers::kMaxBuffers];
+    Result<bool> shared = peer_buffers_->exchange(mine, n, call.spec.registered, deadline, at);
+    if (!shared.ok()) return shared.status().with_context(str_cat("rank ", env_.rank, ": "));
+    if (!shared.value()) return false;
+    shared_ = SharedCall{};
+    for (int k = 0; k < n; ++k) {
+      char** into = which[k] == 0 ? shared_.at.send : shared_.at.recv;
+      std::copy(at[k].begin(), at[k].end(), into);
+    }
+    shared_.send = call.send;
+    shared_.recv = call.recv;
+    shared_.valid = true;
+    return true;
+  }
+
+  uint64_t call_tag(const CollCall& call, const Plan& plan, const RegisteredBuffers& zc, bool graph) const {
     const CollSpec& s = call.spec;
     Digest d;
     d.add(graph);  // a replay met by an uncaptured call of the same shape is not the same call
@@ -374,6 +415,7 @@ class IpcDeviceExecutor final : public Executor {
     if (s.kind != CollKind::kAllgatherv) d.add(s.count);  // there: this rank's count (in counts)
     for (size_t c : s.counts) d.add(c);
     for (size_t c : s.displs) d.add(c);
+    // Shared buffers (no window) were agreed on by every rank in share_buffers.
     if (plan.zero_copy()) d.add(zc.send.window).add(zc.send.offset).add(zc.recv.window).add(zc.recv.offset);
     return d.value();
   }
@@ -471,6 +513,15 @@ class IpcDeviceExecutor final : public Executor {
   bool host_barrier_ = false;   // barriers wait on the host (host_barrier_wanted)
   uint64_t host_barrier_count_ = 0;  // host barriers enqueued so far: the next one's number
   std::unique_ptr<HostBarriers> host_barriers_;  // where host_barrier_
+  // User buffers read in place without registration (ctx.share_buffers), and what
+  // share_buffers found for the call about to run.
+  std::unique_ptr<PeerBuffers> peer_buffers_;
+  struct SharedCall {
+    bool valid = false;
+    const void* send = nullptr;
+    const void* recv = nullptr;
+    InPlaceBuffers at;
+  } shared_;
   std::mutex m_;
   std::condition_variable cv_;
   bool stop_ = false;

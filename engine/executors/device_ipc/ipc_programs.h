@@ -70,7 +70,12 @@ Status ipc_copy(void* dst, const void* src, size_t bytes, void* stream);
 // chunks: the slot chunks run before (slot = chunk % 2), advanced.
 Status enqueue_compressed(const IpcRun& run, const CollCall& call, Algorithm algorithm, uint64_t& chunks);
 Status enqueue_flagged(const IpcRun& run, const CollCall& call);
-Status enqueue_zero_copy(const IpcRun& run, const CollCall& call, const RegisteredBuffers& zc,
-                         const IpcWindows& windows);
+// Every rank's input and output of a zero-copy call, as this process addresses them (null
+// where the collective does not read that buffer in place).
+struct InPlaceBuffers {
+  char* send[kMaxIpcRanks] = {};
+  char* recv[kMaxIpcRanks] = {};
+};
+Status enqueue_zero_copy(const IpcRun& run, const CollCall& call, const InPlaceBuffers& at);
 
 }  // namespace kolo

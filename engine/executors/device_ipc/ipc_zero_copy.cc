@@ -8,25 +8,38 @@
 
 namespace kolo {
 
+PeerReadBuffers peer_read_buffers(const CollCall& call, int size) {
+  const CollSpec& s = call.spec;
+  const size_t es = dtype_size(s.dtype), n = static_cast<size_t>(size);
+  PeerReadBuffers b;
+  auto input = [&](size_t bytes) { b.ptr[0] = call.send, b.bytes[0] = bytes; };
+  auto output = [&](size_t bytes) { b.ptr[1] = call.recv, b.bytes[1] = bytes; };
+  switch (s.kind) {
+    case CollKind::kAllreduce: input(s.bytes()), output(s.bytes()); break;
+    case CollKind::kBroadcast: output(s.bytes()); break;
+    case CollKind::kAllgather: output(s.bytes() * n); break;
+    case CollKind::kAllgatherv: {
+      size_t end = 0;
+      for (size_t r = 0; r < n && r < s.counts.size() && r < s.displs.size(); ++r) {
+        end = std::max(end, (s.displs[r] + s.counts[r]) * es);
+      }
+      output(end);
+      break;
+    }
+    case CollKind::kReduce: input(s.bytes()); break;
+    case CollKind::kReduceScatter: input(s.bytes() * n); break;
+    default: break;
+  }
+  return b;
+}
+
 // Which registered windows hold the call's buffers (executor.h): the communicator asks
 // before planning (spec.registered), the executor again when it enqueues.
 bool find_registered(const CollCall& call, const IpcWindows& windows, int rank, int size, RegisteredBuffers* where) {
-  const CollSpec& s = call.spec;
-  const size_t es = dtype_size(s.dtype);
-  switch (s.kind) {
-    case CollKind::kAllreduce:
-      return windows.find(call.send, s.bytes(), &where->send) && windows.find(call.recv, s.bytes(), &where->recv);
-    case CollKind::kBroadcast: return windows.find(call.recv, s.bytes(), &where->recv);
-    case CollKind::kAllgather: return windows.find(call.recv, s.bytes() * size, &where->recv);
-    case CollKind::kAllgatherv: {
-      size_t end = 0;
-      for (int r = 0; r < size; ++r) end = std::max(end, (s.displs[r] + s.counts[r]) * es);
-      return windows.find(call.recv, end, &where->recv);
-    }
-    case CollKind::kReduce: return windows.find(call.send, s.bytes(), &where->send);
-    case CollKind::kReduceScatter: return windows.find(call.send, s.bytes() * size, &where->send);
-    default: return false;
-  }
+  const PeerReadBuffers b = peer_read_buffers(call, size);
+  if (b.ptr[0] == nullptr && b.ptr[1] == nullptr) return false;
+  return (b.ptr[0] == nullptr || windows.find(b.ptr[0], b.bytes[0], &where->send)) &&
+         (b.ptr[1] == nullptr || windows.find(b.ptr[1], b.bytes[1], &where->recv));
 }
 
 Status ipc_copy(void* dst, const void* src, size_t bytes, void* stream) {
@@ -34,8 +47,8 @@ Status ipc_copy(void* dst, const void* src, size_t bytes, void* stream) {
   return device_scale_copy(dst, src, bytes, DType::kUint8, Scale{}, stream);
 }
 
-// Buffers registered on every rank, read in place: S(r) is rank r's input, R(r) its
-// output, as this process addresses them.
+// Buffers read in place (registered on every rank, or shared by ipc_peer_buffers.h): S(r)
+// is rank r's input, R(r) its output, as this process addresses them.
 //   barrier   every rank's input is ready, and no peer still reads its output;
 //   read      the peers' buffers straight into this rank's output (allreduce: reduce
 //             this rank's share into its output, barrier, copy every other share from
@@ -45,12 +58,12 @@ Status ipc_copy(void* dst, const void* src, size_t bytes, void* stream) {
 //   barrier   no peer reads this rank's buffers any more: the caller may reuse them.
 // In place is safe: a rank writes only what no peer reads in the same step (its own
 // share, or blocks that peers read before the barrier that precedes the write).
-Status enqueue_zero_copy(const IpcRun& run, const CollCall& call, const RegisteredBuffers& zc, const IpcWindows& windows) {
+Status enqueue_zero_copy(const IpcRun& run, const CollCall& call, const InPlaceBuffers& at) {
   const CollSpec& s = call.spec;
   const int n = run.regions.size(), me = run.regions.index();
   const size_t es = dtype_size(s.dtype), bytes = s.bytes();
-  auto S = [&](int r) { return windows.address(zc.send.window, r) + zc.send.offset; };
-  auto R = [&](int r) { return windows.address(zc.recv.window, r) + zc.recv.offset; };
+  auto S = [&](int r) { return at.send[r]; };
+  auto R = [&](int r) { return at.recv[r]; };
   char* recv = static_cast<char*>(call.recv);
   const void* ins[kMaxIpcRanks];
   // The collectives whose peers read this rank's output: its own part goes there first.

@@ -226,6 +226,13 @@ Status IpcRegions::close() {
       log_warn(Subsys::kTransport, "IPC regions: a peer did not close its mapping (", closed.message(),
                "); the region is kept");
       keep_own_ = true;
+    } else if (announce(site_, "done", deadline).ok() && index_ == 0) {
+      // The store may live in this process (the communicator's rank 0): leave only after
+      // every peer has stopped reading it, or one still waiting for this rank's "closed"
+      // would lose its connection and keep its region.
+      for (int p = 1; p < site_.size; ++p) {
+        if (!wait_for_rank(site_, "done", p, deadline).ok()) break;
+      }
     }
   }
   if (owned_ && !keep_own_ && regions_.size() > static_cast<size_t>(index_) && regions_[index_] != nullptr) {

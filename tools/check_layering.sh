@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks every `#include "..."` of kolo's layers against the layering of DESIGN.md
+# Checks every `#include "..."` of kolo's layers against the layering of cmake/layers.txt
 # ("Layers and folders"):   api -> engine -> {transport, topology, kernels} -> support,
 # and "a generic layer never includes one of its own backends" (backends register in a
 # table, in the few files allowed below).

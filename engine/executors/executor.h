@@ -1,7 +1,8 @@
 // Executors run Plans. They are the rows of one table (executor_table.cc), indexed by the
-// Plan's ExecutorKind: the schedule executor over the fabric's links, and the one-host
-// executor over staging slots in shared memory, device staging through pinned host memory,
-// kernels over peers' device memory on one host (device_ipc), and NCCL (KOLO_BACKEND=nccl). Each communicator holds one instance per row that can run
+// Plan's ExecutorKind: the schedule executor over the fabric's links, the one-host executor
+// over staging slots in shared memory, compressed calls over the links, device staging
+// through pinned host memory, kernels over peers' device memory on one host (device_ipc),
+// and NCCL (KOLO_BACKEND=nccl). Each communicator holds one instance per row that can run
 // on it (none where it cannot: the one-host executor needs the whole communicator in one
 // shared-memory domain). The communicator never names a row; the Plan does.
 #pragma once

@@ -33,9 +33,11 @@ enum class Protocol : uint8_t {
   kFastBox,          // one host, small: each rank's contribution in one box (local/fast_box.h)
   kSlots,            // one host: chunks through staging slots (host: the shared-memory domain;
                      // device: the IPC regions), several kernels per chunk on a device
-  kZeroCopy,         // device_ipc: the peers' registered buffers read in place
-  kFlagged,          // device_ipc, small allreduce: one kernel writes the input into the
-                     // peers' boxes, data and flag in one word, and reduces as they arrive
+  kZeroCopy,         // device_ipc: the peers' buffers read in place (registered, or
+                     // shared for the call: transport/ipc/ipc_peer_buffers.h)
+  kFlagged,          // device_ipc, small collectives: one kernel writes the input into
+                     // the peers' boxes, data and flag in one word, and reduces (or
+                     // copies) as they arrive
   kCompressedSlots,  // device_ipc: contributions encoded to the wire type in the slots
   kAlone,            // device_ipc, one rank: one pass from input to output
   kStagedChunks,     // device_staged: chunks through pinned host memory, each run by the

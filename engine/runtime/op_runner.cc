@@ -151,7 +151,8 @@ Status OpRunner::allreduce(const std::vector<Request*>& members, double negotiat
     if (sig.op == ReduceOp::kAvg) call.spec.op = ReduceOp::kSum;
     calls.push_back(call);
   }
-  // A refusal (a compressed allreduce across hosts) fails these requests on every rank
+  // A refusal (a compressed call no executor compresses, such as one in a group) fails
+  // these requests on every rank
   // alike, before anything ran or was copied, and leaves the runtime working.
   if (sig.wire != DType::kCount) {
     for (CollCall call : calls) {

@@ -248,12 +248,14 @@ int main(int argc, char** argv) {
   local_ctx.local_params = &local_params;
   // Device memory on one host: the device_ipc executor runs it, as it declares and sets up
   // in a communicator (Executor::describe, set_up): peers mapped, kernels waiting for each
-  // other on the device, the one-kernel forms up to their box size.
+  // other on the device, the one-kernel forms up to their box size, and plain (cudaMalloc)
+  // buffers shared with the peers where reading them in place pays (KOLO_DEVICE_AUTO_REGISTER).
   const bool device_ipc = device && o.hosts == 1 && p > 1;
   if (device_ipc) {
     local_ctx.device_ipc = true;
     local_ctx.device_setup = DeviceSetup::kMapped;
     local_ctx.flagged_bytes = kFlaggedMaxBytes;
+    local_ctx.share_buffers = env_string("KOLO_DEVICE_AUTO_REGISTER") != "0";
   }
 
   if (!o.dump.empty()) {
@@ -301,6 +303,7 @@ int main(int argc, char** argv) {
     CollSpec spec = spec_for(kind.value(), bytes, p);
     std::vector<Candidate> all = predict_all(spec, ctx, model);
     spec.device = device_ipc;
+    spec.registered = device_ipc_worth_sharing(spec, local_ctx);  // as the communicator asks
     const Plan chosen = plan(spec, local_ctx);
     const std::string what = str_cat(executor_name(chosen.executor), " ", algorithm_name(chosen.algorithm),
                                      chosen.protocol == Protocol::kSteps ? "" : str_cat("/", protocol_name(chosen.protocol)));
@@ -340,6 +343,7 @@ int main(int argc, char** argv) {
       if (bytes <= kFlaggedMaxBytes) add("ipc_flagged", d.flagged_us);
       add("ipc_one_shot", d.one_shot_us + d.copy_in_us);
       add("ipc_two_shot", d.two_shot_us + d.copy_in_us);
+      add("ipc_zero_copy", d.zero_copy_us);
     }
     for (const Candidate& c : all) add(algorithm_name(c.algorithm), c.us);
     std::printf("\n");

@@ -170,7 +170,10 @@ kolo_result_t kolo_allgather_ex(const void* send, void* recv, size_t sendcount, 
  * undefined, nothing else is touched. Elsewhere (ranks on several hosts, GPUs without
  * peer access) registration succeeds and changes nothing. cudaMalloc'd memory (or
  * kolo_mem_alloc's) can be registered; managed, pool and cuMemCreate memory cannot. A
- * registration that one rank cannot make fails on every rank. */
+ * registration that one rank cannot make fails on every rank.
+ * Registration is optional: large calls on plain cudaMalloc buffers are read in place
+ * too, each allocation exported and mapped the first time a call uses it
+ * (KOLO_DEVICE_AUTO_REGISTER; docs/device.md). */
 kolo_result_t kolo_mem_alloc(void** ptr, size_t bytes); /* device memory, current device */
 kolo_result_t kolo_mem_free(void* ptr);
 kolo_result_t kolo_mem_register(kolo_comm_t comm, void* buffer, size_t bytes, void** handle);

@@ -4,63 +4,13 @@
 #include <mutex>
 #include <sstream>
 
+#include "engine/call_runner.h"
 #include "engine/comm_store.h"
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
 
 namespace kolo {
-namespace {
-
-constexpr uint64_t kPointToPointTagBit = uint64_t{1} << 63;
-
-// The plan cache key: everything of the spec a plan depends on (chunk size and KOLO_ALGO
-// are fixed per communicator).
-std::string spec_key(const CollSpec& spec, bool grouped) {
-  std::ostringstream key;
-  key << static_cast<int>(spec.kind) << '/' << spec.count << '/' << static_cast<int>(spec.dtype) << '/'
-      << static_cast<int>(spec.op) << '/' << spec.root << '/' << spec.peer << '/' << spec.in_place << spec.prescaled
-      << spec.postscaled << '/' << static_cast<int>(spec.algorithm) << (spec.device ? "/d" : "") << '/'
-      << static_cast<int>(spec.wire) << (spec.registered ? "/r" : "");
-  for (size_t c : spec.counts) key << ',' << c;
-  key << '/';
-  for (size_t d : spec.displs) key << ',' << d;
-  key << (grouped ? "/g" : "");
-  return key.str();
-}
-
-bool same_plan_key(const CollSpec& a, const CollSpec& b) {
-  return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
-         a.peer == b.peer && a.in_place == b.in_place && a.prescaled == b.prescaled && a.postscaled == b.postscaled &&
-         a.algorithm == b.algorithm && a.device == b.device && a.wire == b.wire && a.registered == b.registered &&
-         a.counts == b.counts &&
-         a.displs == b.displs;
-}
-
-// Compression on the wire runs where the planned executor compresses (Executor::
-// compresses: host buffers on one host and over the links; device allreduce on one host).
-// A compressed call planned anywhere else is refused before it runs; the communicator
-// stays usable. Planning is deterministic, so every rank refuses alike. One rank has no
-// wire: its allreduce is a (scaled) copy on any path.
-Status refuse_uncompressible(const PlannedCall& c, const Executor* executor, const PlanContext& ctx) {
-  const CollSpec& spec = c.call.spec;
-  const int rank = ctx.rank;
-  if (!spec.compressed() || ctx.size == 1 || (executor != nullptr && executor->compresses(spec))) return Status();
-  const std::string what = str_cat("rank ", rank, ": wire_dtype = ", dtype_name(spec.wire), ": compressed ",
-                                   coll_name(spec.kind));
-  if (!spec.device) return error(Code::kUnsupported, what, " does not run in a group of calls yet");
-  if (ctx.device_setup == DeviceSetup::kUnmappable) {
-    return error(Code::kUnsupported, what, ": compressed allreduce needs the device_ipc path, and these GPUs cannot map "
-                 "each other's memory (device collectives are staged through host memory, which does not compress "
-                 "yet)");
-  }
-  return error(Code::kUnsupported, what,
-               ": compression runs on device_ipc for device buffers (allreduce, one host, GPUs with peer access); "
-               "device buffers that must be staged (across hosts, or without peer access) and device "
-               "reduce_scatter/allgather are not compressed yet: copy them to host memory");
-}
-
-}  // namespace
 
 // The bootstrap store (a unique id's maker's, kolorun's, a parent's) gives only the address
 // of the communicator's own store (comm_store.h); everything after uses that. The closing
@@ -80,8 +30,6 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   KOLO_TRY(comm->exchange_topology(deadline));
   KOLO_TRY(comm->connect(deadline));
   KOLO_TRY(comm->calibrate_network(deadline));
-  comm->send_seq_.assign(comm->size(), 0);
-  comm->recv_seq_.assign(comm->size(), 0);
   KOLO_TRY(comm->barrier(&deadline).with_context("at the end of the communicator's init: "));
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
@@ -134,11 +82,18 @@ Status Communicator::connect(const Deadline& deadline) {
   env.size = id_.size;
   env.fabric = &connections_->fabric();
   env.shared = connections_->shared();
-  // Device staging runs the host plan of each call from its own thread, in call order.
-  env.run_host = [this](const CollCall* calls, size_t n) {
-    std::lock_guard<std::mutex> lock(run_mutex_);
-    return run_locked(calls, n);
-  };
+  // The planner and the executors (the table is filled below); device staging runs the
+  // host plan of each call through it from its own thread, in call order.
+  CallRunner::Env runner;
+  runner.rank = id_.rank;
+  runner.size = id_.size;
+  runner.plan_context = &plan_context_;
+  runner.executors = executors_;
+  runner.timeout_seconds = timeout_seconds_;
+  runner.usable = [this] { return usable(); };
+  runner.fail = [this](Status status) { return fail(std::move(status)); };
+  runner_ = std::make_unique<CallRunner>(std::move(runner));
+  env.host = runner_.get();
   env.from_rank0 = [this](const std::string& name, const std::string& value) -> Result<std::string> {
     const std::string key = str_cat(id_.prefix, "/executor/", name);
     const Deadline deadline(timeout_seconds_);
@@ -170,60 +125,6 @@ Status Communicator::connect(const Deadline& deadline) {
   return Status();
 }
 
-// AVG is a sum divided by the communicator size on the way out, for every executor.
-CollCall Communicator::lowered(const CollCall& original) const {
-  CollCall call = original;
-  if (call.spec.op == ReduceOp::kAvg) {
-    call.spec.op = ReduceOp::kSum;
-    call.postscale.divisor *= id_.size;
-  }
-  call.spec.prescaled = !call.prescale.identity();
-  call.spec.postscaled = !call.postscale.identity();
-  return call;
-}
-
-const Plan& Communicator::plan_for(const CollSpec& spec, bool grouped) {
-  if (last_plan_ != nullptr && grouped == last_grouped_ && same_plan_key(spec, last_spec_)) return *last_plan_;
-  if (plan_runs_locally(spec, plan_context_, grouped)) {
-    local_plan_ = plan(spec, plan_context_, grouped);
-    if (log_enabled(LogLevel::kInfo, Subsys::kPlan) &&
-        (local_plan_.algorithm != logged_local_ || spec.kind != logged_local_kind_ ||
-         local_plan_.protocol != logged_local_protocol_)) {
-      logged_local_ = local_plan_.algorithm;
-      logged_local_kind_ = spec.kind;
-      logged_local_protocol_ = local_plan_.protocol;
-      log_info(Subsys::kPlan, plan_summary(spec, id_.size, local_plan_));
-    }
-    last_plan_ = &local_plan_;
-  } else {
-    std::string key = spec_key(spec, grouped);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      Plan p = plan(spec, plan_context_, grouped);
-      if (log_enabled(LogLevel::kInfo, Subsys::kPlan)) log_info(Subsys::kPlan, plan_summary(spec, id_.size, p));
-      if (log_enabled(LogLevel::kTrace, Subsys::kPlan)) log_trace(Subsys::kPlan, schedule_to_string(p.schedule));
-      it = plans_.emplace(std::move(key), std::move(p)).first;
-    }
-    last_plan_ = &it->second;
-  }
-  last_spec_ = spec;
-  last_grouped_ = grouped;
-  return *last_plan_;
-}
-
-// Bounds the cache for varying sizes. Only between calls: a group holds pointers into it.
-void Communicator::bound_plan_cache() {
-  if (plans_.size() <= 4096) return;
-  plans_.clear();
-  last_plan_ = nullptr;
-}
-
-uint64_t Communicator::next_tag_base(const CollSpec& spec) {
-  if (spec.kind == CollKind::kSend) return kPointToPointTagBit | uint64_t{send_seq_[spec.peer]++} << 32;
-  if (spec.kind == CollKind::kRecv) return kPointToPointTagBit | uint64_t{recv_seq_[spec.peer]++} << 32;
-  return uint64_t{collective_seq_++} << 32;
-}
-
 Status Communicator::fail(Status status) {
   {
     std::lock_guard<std::mutex> lock(failed_mutex_);
@@ -247,19 +148,6 @@ Status Communicator::usable() {
   return Status();
 }
 
-// The Plan names the executor; the communicator only hands the calls over.
-Status Communicator::execute(const PlannedCall* calls, size_t n) {
-  const Plan& p = *calls[0].plan;
-  Executor* executor = executors_[static_cast<int>(p.executor)].get();
-  if (executor == nullptr) {
-    return fail(error(Code::kInternal, "rank ", id_.rank, ": the ", executor_name(p.executor),
-                      " executor cannot run on this communicator"));
-  }
-  Status status = executor->run(calls, n, call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout_seconds_));
-  if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
-  return status.ok() ? Status() : fail(status);
-}
-
 // A blocking (host) call first lets the device calls queued before it finish, so that
 // every rank runs its calls in the order it made them.
 Status Communicator::drain_device() {
@@ -280,7 +168,7 @@ Status Communicator::room_for_device(const CollCall* calls, size_t n) {
 Status Communicator::run(const CollCall& call) {
   KOLO_TRY(device::assert_may_block("a collective call"));
   KOLO_TRY(call.spec.device ? room_for_device(&call, 1) : drain_device());
-  std::lock_guard<std::mutex> lock(run_mutex_);
+  std::lock_guard<std::mutex> lock(runner_->lock());
   return run_locked(&call, 1);
 }
 
@@ -293,24 +181,22 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
                  "; put them in separate groups");
   }
   KOLO_TRY(host ? drain_device() : room_for_device(calls.data(), calls.size()));
-  std::lock_guard<std::mutex> lock(run_mutex_);
+  std::lock_guard<std::mutex> lock(runner_->lock());
   return run_locked(calls.data(), calls.size());
 }
 
 Status Communicator::check_runnable(const CollCall& call) {
-  std::lock_guard<std::mutex> lock(run_mutex_);
+  std::lock_guard<std::mutex> lock(runner_->lock());
   KOLO_TRY(usable());
   if (call.spec.empty()) return Status();
-  PlannedCall planned{nullptr, lowered(call), 0};
+  PlannedCall planned{nullptr, runner_->lowered(call), 0};
   if (planned.call.spec.device) {
     mark_registered(planned.call);
     KOLO_TRY(set_up_device(planned.call));
   }
-  planned.plan = &plan_for(planned.call.spec, false);
-  return refuse_uncompressible(planned, executor_of(*planned.plan), plan_context_);
+  planned.plan = &runner_->plan_for(planned.call.spec, false);
+  return runner_->check_compression(planned);
 }
-
-Executor* Communicator::executor_of(const Plan& p) const { return executors_[static_cast<int>(p.executor)].get(); }
 
 // The first device call that an executor sets up for (every rank makes the same first
 // device call): what it learns goes into the PlanContext before that call is planned, and
@@ -318,37 +204,31 @@ Executor* Communicator::executor_of(const Plan& p) const { return executors_[sta
 Status Communicator::set_up_device(const CollCall& call) {
   // Only device_ipc learns anything at set-up: without it, device calls pay nothing here.
   if (plan_context_.device_setup != DeviceSetup::kNotYet || !plan_context_.device_ipc) return Status();
-  const Deadline deadline = call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout_seconds_);
+  const Deadline deadline = call_deadline();
   for (auto& executor : executors_) {
     if (!executor) continue;
     Result<bool> changed = executor->set_up(call, deadline, plan_context_);
     if (!changed.ok()) return changed.status().code() == Code::kUnsupported ? changed.status() : fail(changed.status());
-    if (changed.value()) {
-      plans_.clear();
-      last_plan_ = nullptr;
-    }
+    if (changed.value()) runner_->drop_plans();
   }
   return Status();
 }
 
-// One call, or n as one group (n > 1). The caller holds run_mutex_.
+// One call, or n as one group (n > 1). The caller holds the runner's lock. What a device
+// call needs before it is planned (registered windows, the set-up, buffers shared), then
+// the runner plans and runs it.
 Status Communicator::run_locked(const CollCall* calls, size_t n) {
   KOLO_TRY(usable());
-  ran_plan_ = nullptr;
-  bound_plan_cache();
+  runner_->begin();
   if (n == 1) {  // the common case, without the group's vector
     if (calls[0].spec.empty()) return Status();
-    PlannedCall call{nullptr, lowered(calls[0]), 0};
+    PlannedCall call{nullptr, runner_->lowered(calls[0]), 0};
     if (call.call.spec.device) {
       mark_registered(call.call);
       KOLO_TRY(set_up_device(call.call));
       KOLO_TRY(share_buffers(call.call));
     }
-    call.plan = &plan_for(call.call.spec, false);
-    KOLO_TRY(refuse_uncompressible(call, executor_of(*call.plan), plan_context_));
-    if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
-    ran_plan_ = call.plan;
-    return execute(&call, 1);
+    return runner_->run(&call, 1, false);
   }
   for (size_t i = 0; i < n; ++i) {
     if (calls[i].spec.device && !calls[i].spec.empty()) {
@@ -361,18 +241,12 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
   group_.clear();
   for (size_t i = 0; i < n; ++i) {
     if (calls[i].spec.empty()) continue;
-    PlannedCall call{nullptr, lowered(calls[i]), 0};
+    PlannedCall call{nullptr, runner_->lowered(calls[i]), 0};
     if (call.call.spec.device) mark_registered(call.call);
-    call.plan = &plan_for(call.call.spec, grouped);
-    KOLO_TRY(refuse_uncompressible(call, executor_of(*call.plan), plan_context_));
-    // Device calls take their tags when their host plan runs (device staging calls back
-    // in), so that tags follow the order in which the ranks run host plans.
-    if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
     group_.push_back(std::move(call));
   }
   if (group_.empty()) return Status();
-  ran_plan_ = group_.back().plan;
-  return execute(group_.data(), group_.size());
+  return runner_->run(group_.data(), group_.size(), grouped);
 }
 
 void Communicator::mark_registered(CollCall& call) const {
@@ -385,7 +259,7 @@ void Communicator::mark_registered(CollCall& call) const {
 // the call is planned as registered where it did, on every rank alike.
 Status Communicator::share_buffers(CollCall& call) {
   if (!device_ipc_worth_sharing(call.spec, plan_context_)) return Status();
-  const Deadline deadline = call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout_seconds_);
+  const Deadline deadline = call_deadline();
   for (auto& executor : executors_) {
     if (!executor) continue;
     Result<bool> shared = executor->share_buffers(call, deadline);
@@ -397,7 +271,7 @@ Status Communicator::share_buffers(CollCall& call) {
 
 Result<int> Communicator::register_memory(void* ptr, size_t bytes) {
   KOLO_TRY(drain_device());
-  std::lock_guard<std::mutex> lock(run_mutex_);
+  std::lock_guard<std::mutex> lock(runner_->lock());
   KOLO_TRY(usable());
   SharedDomain* shared = connections_->shared();
   const Deadline deadline(timeout_seconds_);
@@ -415,7 +289,7 @@ Status Communicator::deregister_memory(int id) {
   for (auto& executor : executors_) {
     if (executor) KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
   }
-  std::lock_guard<std::mutex> lock(run_mutex_);
+  std::lock_guard<std::mutex> lock(runner_->lock());
   return windows_.remove(id);
 }
 
@@ -468,9 +342,9 @@ Status Communicator::barrier(const Deadline* within) {
   CollCall call;
   call.spec.kind = CollKind::kBarrier;
   call.spec.dtype = DType::kUint8;
-  call_deadline_ = within;  // the calling thread's collective: no other call runs meanwhile
+  runner_->set_call_deadline(within);  // the calling thread's collective: no other call runs meanwhile
   Status s = run(call);
-  call_deadline_ = nullptr;
+  runner_->set_call_deadline(nullptr);
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/call_runner.h"
 #include "engine/collective.h"
 #include "engine/connect.h"
 #include "engine/executors/executor.h"
@@ -65,7 +66,7 @@ class Communicator {
   // The plan the last call ran with (a group: its last call's; null before any and after
   // an empty call), for the runtime's timeline. Only meaningful on the thread that ran it,
   // until the next call.
-  const Plan* last_plan() const { return ran_plan_; }
+  const Plan* last_plan() const { return runner_ ? runner_->last_plan() : nullptr; }
   // Whether `call` can run here as planned, without running it: an error (the same on
   // every rank, plans being alike) for what the chosen executor refuses, such as a
   // compressed allreduce across hosts. For callers that must not lose the communicator
@@ -99,21 +100,18 @@ class Communicator {
   Result<std::unique_ptr<Communicator>> made_with_all(Result<std::unique_ptr<Communicator>> made,
                                                       const Deadline& deadline);
   Status connect(const Deadline& deadline);
-  // AVG as SUM and a divisor; the scale flags set: the spec as plans see it.
-  CollCall lowered(const CollCall& call) const;
   Status usable();  // the first error again once the communicator has failed
   Status exchange_hosts(const Deadline& deadline);
   Status exchange_topology(const Deadline& deadline);
   Status calibrate_network(const Deadline& deadline);
-  const Plan& plan_for(const CollSpec& spec, bool grouped);
   Status run_locked(const CollCall* calls, size_t n);
   Status drain_device();
   Status room_for_device(const CollCall* calls, size_t n);  // before a device call: make_room
-  void bound_plan_cache();
-  Status execute(const PlannedCall* calls, size_t n);
-  Executor* executor_of(const Plan& plan) const;  // null where its row cannot run here
   Status set_up_device(const CollCall& call);     // Executor::set_up, before planning
-  uint64_t next_tag_base(const CollSpec& spec);
+  // The running call's deadline: barrier(within)'s, else KOLO_TIMEOUT from now.
+  Deadline call_deadline() const {
+    return runner_->call_deadline() != nullptr ? *runner_->call_deadline() : Deadline(timeout_seconds_);
+  }
   Status fail(Status status);
   // Sets spec.registered for a device call whose buffers lie in registered windows.
   void mark_registered(CollCall& call) const;
@@ -130,24 +128,11 @@ class Communicator {
   std::vector<Executor*> queueing_;  // those that may hold queued device work (drain_device)
   PlanContext plan_context_;
   PlannerParams local_params_;  // the one-host model scaled to this host (plan_context_ points here)
-  std::mutex run_mutex_;  // one call at a time per communicator
-  const Deadline* call_deadline_ = nullptr;  // barrier(within)'s deadline for its one call
-  Status failed_;  // written under run_mutex_ and failed_mutex_, read under either
+  // The planner and the executors: plans, tags, the call lock (engine/call_runner.h).
+  std::unique_ptr<CallRunner> runner_;
+  Status failed_;  // written under the call lock and failed_mutex_, read under either
   mutable std::mutex failed_mutex_;
-  uint32_t collective_seq_ = 0;
-  std::vector<uint32_t> send_seq_, recv_seq_;  // point-to-point, per peer
   uint32_t split_seq_ = 0;
-  // The plan cache; the last lookup is remembered so that a repeated call costs a
-  // comparison, not a key (an 8-byte one-host allreduce takes about a microsecond).
-  std::map<std::string, Plan> plans_;
-  Plan local_plan_;  // the last one-host plan (not cached: it costs a comparison to make)
-  Algorithm logged_local_ = Algorithm::kAuto;  // INFO logs a one-host plan when it changes
-  CollKind logged_local_kind_ = CollKind::kBarrier;
-  Protocol logged_local_protocol_ = Protocol::kSteps;
-  CollSpec last_spec_;
-  bool last_grouped_ = false;
-  const Plan* last_plan_ = nullptr;  // the memo
-  const Plan* ran_plan_ = nullptr;
   std::vector<PlannedCall> group_;
   // From the environment, read once at creation (not on every call).
   size_t chunk_bytes_ = 1 << 20;

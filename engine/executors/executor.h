@@ -32,15 +32,26 @@ struct PlannedCall {
   uint64_t tag_base = 0;  // added to every step tag of this call (unique per call)
 };
 
+// What an executor that wraps host plans (device staging) runs them with: the planner and
+// the host executors of its communicator (engine/call_runner.h), in call order, under the
+// communicator's call lock. Host calls: one, or n as a group; plans[i], where given, is the
+// Plan calls[i] runs with (the one its device call's Plan recorded), else it is planned.
+class HostRunner {
+ public:
+  virtual Status run_host(const CollCall* calls, size_t n, const std::shared_ptr<const Plan>* plans) = 0;
+
+ protected:
+  ~HostRunner() = default;
+};
+
 // What a communicator lends its executors.
 struct ExecutorEnv {
   int rank = 0;
   int size = 1;
   Fabric* fabric = nullptr;
   SharedDomain* shared = nullptr;  // null unless every rank shares memory with this one
-  // Runs host calls (one, or n as a group) on the communicator now, in its call order;
-  // for executors that wrap a host plan (device staging).
-  std::function<Status(const CollCall* calls, size_t n)> run_host;
+  // For executors that wrap a host plan (device staging).
+  HostRunner* host = nullptr;
   // Bytes that rank 0 gives and every rank gets, through the rendezvous store under this
   // communicator's name (other ranks pass anything); for NCCL's unique id.
   std::function<Result<std::string>(const std::string& name, const std::string& value)> from_rank0;

@@ -10,6 +10,7 @@
 #include "engine/planner/compressed_model.h"
 #include "engine/planner/device_ipc_model.h"
 #include "engine/planner/selector.h"
+#include "engine/planner/staged_chunking.h"
 #include "engine/verifier/verifier.h"
 #include "support/log.h"
 
@@ -253,10 +254,16 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   if (spec.device) {
     // Everything else on device buffers: copy to pinned host memory, run the host plan of the
     // same call there, copy back, all in the caller's stream order.
+    // A single call is cut in chunks (the executor runs them one after another through the
+    // ring of pinned slots); a group is one chunk.
     CollSpec host = spec;
     host.device = false;
+    host.registered = false;
     p.executor = ExecutorKind::kDeviceStaged;
-    p.algorithm = plan(host, ctx, grouped).algorithm;
+    p.chunk_elems = grouped ? 0 : staged_chunk_elems(spec, ctx.size);
+    if (p.chunk_elems != 0) host.count = p.chunk_elems;
+    p.chunk_plan = std::make_shared<const Plan>(plan(host, ctx, grouped));
+    p.algorithm = p.chunk_plan->algorithm;
     p.protocol = Protocol::kStagedChunks;
     return p;
   }
@@ -318,6 +325,10 @@ std::string plan_label(const Plan& p) {
   if (p.protocol != Protocol::kSteps) text += str_cat(", protocol ", protocol_name(p.protocol));
   if (p.barrier != BarrierKind::kNone) text += str_cat(", barrier ", barrier_name(p.barrier));
   if (p.streamed_outputs) text += ", outputs streamed past the caches";
+  if (p.chunk_plan) {
+    text += p.chunk_elems != 0 ? str_cat("; chunks of ", p.chunk_elems, " elements, each ") : "; one chunk, ";
+    text += str_cat("run as: ", plan_label(*p.chunk_plan));
+  }
   return text;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/collective.h"
@@ -67,6 +68,11 @@ struct Plan {
   BarrierKind barrier = BarrierKind::kNone;
   // kLocal: outputs written past the caches (non-temporal stores).
   bool streamed_outputs = false;
+  // kDeviceStaged: the elements of each chunk (0: the call runs whole, as one chunk;
+  // staged_chunking.h) and the Plan the host call of a chunk runs with (a full chunk's; a
+  // shorter last chunk's host call is planned when it runs, by the same rule).
+  size_t chunk_elems = 0;
+  std::shared_ptr<const Plan> chunk_plan;
   bool zero_copy() const { return protocol == Protocol::kZeroCopy; }
 };
 

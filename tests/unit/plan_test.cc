@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/planner/plan.h"
+#include "engine/planner/staged_chunking.h"
 
 namespace kolo {
 namespace {
@@ -30,6 +31,39 @@ TEST(Plan, OneHostSingleCallsRunLocally) {
     EXPECT_EQ(p.executor, ExecutorKind::kLocal) << coll_name(kind);
     EXPECT_TRUE(p.schedule.steps.empty()) << coll_name(kind);
     EXPECT_TRUE(p.algorithm == Algorithm::kOneShot || p.algorithm == Algorithm::kTwoShot) << coll_name(kind);
+  }
+}
+
+// A staged device call's Plan records its chunking and the host Plan of a chunk, which is
+// what the host runner runs (engine/call_runner.h): the same as planning the chunk alone.
+TEST(Plan, StagedDeviceCallsRecordTheirChunksAndTheHostPlanOfAChunk) {
+  for (int ranks : {2, 3}) {
+    for (bool grouped : {false, true}) {
+      for (CollKind kind : {CollKind::kAllreduce, CollKind::kAllgather, CollKind::kBroadcast}) {
+        for (size_t count : {size_t{1000}, size_t{3} << 20}) {
+          PlanContext ctx = one_host(ranks);  // without device_ipc: device calls are staged
+          CollSpec spec = spec_of(kind, count);
+          spec.device = true;
+          const Plan p = plan(spec, ctx, grouped);
+          SCOPED_TRACE(str_cat(coll_name(kind), " of ", count, " on ", ranks, grouped ? ", grouped" : ""));
+          EXPECT_EQ(p.executor, ExecutorKind::kDeviceStaged);
+          EXPECT_EQ(p.protocol, Protocol::kStagedChunks);
+          ASSERT_NE(p.chunk_plan, nullptr);
+          EXPECT_EQ(p.chunk_elems, grouped ? 0 : staged_chunk_elems(spec, ranks));
+          EXPECT_EQ(p.chunk_elems != 0, !grouped && count > 1000);  // 12 MB: cut
+          CollSpec host = spec;
+          host.device = false;
+          if (p.chunk_elems != 0) host.count = p.chunk_elems;
+          const Plan alone = plan(host, ctx, grouped);
+          EXPECT_EQ(p.chunk_plan->executor, alone.executor);
+          EXPECT_EQ(p.chunk_plan->algorithm, alone.algorithm);
+          EXPECT_EQ(p.chunk_plan->protocol, alone.protocol);
+          EXPECT_EQ(p.chunk_plan->schedule.steps.size(), alone.schedule.steps.size());
+          EXPECT_EQ(p.algorithm, alone.algorithm);
+          EXPECT_NE(plan_label(p).find("run as: " + plan_label(alone)), std::string::npos) << plan_label(p);
+        }
+      }
+    }
   }
 }
 

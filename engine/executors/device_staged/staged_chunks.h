@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/collective.h"
+#include "engine/planner/plan.h"
 #include "engine/executors/device_staged/staged_layout.h"
 #include "support/status.h"
 
@@ -27,6 +29,9 @@ struct Copy {
 // One chunk, or one group: the host calls on its staging, the copies in and out.
 struct Chunk {
   std::vector<CollCall> host_calls;  // send/recv: set from the offsets once staged
+  // The Plan each host call runs with, where the call's Plan recorded it (null: planned
+  // when it runs, a shorter last chunk).
+  std::vector<std::shared_ptr<const Plan>> host_plans;
   std::vector<size_t> send_at, recv_at;  // offsets into the staging (kNowhere: none)
   std::vector<Copy> ins, outs;
   size_t bytes = 0;          // the staging it needs

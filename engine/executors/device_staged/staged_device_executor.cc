@@ -13,8 +13,8 @@
 // waiting for the word to reach chunk j's number, out(j) its results copied back and
 // `out_done` (a later chunk on another stream waits for it before reusing the slot).
 // The progress thread takes the chunks in order: waits for `in_done` (polling an event,
-// with KOLO_TIMEOUT), runs the chunk's host plan through the communicator
-// (ExecutorEnv::run_host), then writes the chunk's number into the word.
+// with KOLO_TIMEOUT), runs the chunk's host plan through the host runner (the planner
+// and host executors: ExecutorEnv::host), then writes the chunk's number into the word.
 //
 // Failures: inputs that never arrive, a host plan that fails, an abort: the communicator
 // fails (the next call and kolo_comm_get_async_error say why), the results of that chunk
@@ -128,6 +128,7 @@ class StagedDeviceExecutor final : public Executor {
     std::vector<CollCall> host_calls;
     for (size_t i = 0; i < n; ++i) host_calls.push_back(calls[i].call);
     KOLO_TRY(chunks_of(host_calls.data(), n, env_.size, env_.rank, &op->chunks));
+    give_plans(calls, n, op->chunks);
     const bool fits = std::all_of(op->chunks.begin(), op->chunks.end(), [&](const Chunk& c) { return c.bytes <= slot_bytes_; });
     if (!fits && large_bytes_ < largest(op->chunks)) {
       // make_room takes the large buffer for the calls it expects here: those with
@@ -164,6 +165,21 @@ class StagedDeviceExecutor final : public Executor {
     }
     cv_.notify_all();
     return s;
+  }
+
+  // The host Plans the calls' Plans recorded, to the chunks they fit: a group's chunk holds
+  // every call whole; a single call's chunks of the planned size (a shorter last one is
+  // planned when it runs). Chunks cut otherwise than planned (a call whose buffers overlap,
+  // which the API refuses) run with plans of their own.
+  static void give_plans(const PlannedCall* calls, size_t n, std::vector<Chunk>& chunks) {
+    for (Chunk& c : chunks) {
+      c.host_plans.assign(c.host_calls.size(), nullptr);
+      for (size_t k = 0; k < c.host_calls.size() && k < n; ++k) {
+        const Plan& p = *calls[k].plan;
+        const size_t planned = p.chunk_elems != 0 ? p.chunk_elems : calls[k].call.spec.count;
+        if (p.chunk_plan && c.host_calls[k].spec.count == planned) c.host_plans[k] = p.chunk_plan;
+      }
+    }
   }
 
   bool busy() const override { return busy_.load(std::memory_order_acquire); }
@@ -389,7 +405,7 @@ class StagedDeviceExecutor final : public Executor {
         s = dev.event_synchronize(c.in_done, Deadline(env_timeout_seconds()));
         if (!s.ok()) s = error(s.code(), "rank ", env_.rank, ": device inputs of a call never arrived: ", s.message());
       }
-      if (s.ok()) s = env_.run_host(c.host_calls.data(), c.host_calls.size());
+      if (s.ok()) s = env_.host->run_host(c.host_calls.data(), c.host_calls.size(), c.host_plans.data());
       if (!s.ok() && broken_.ok()) {
         broken_ = s;
         env_.fail(s);  // the peers' calls end with an error through the links

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/collective.h"
+#include "engine/planner/staged_chunking.h"
 #include "support/device/device.h"
 #include "support/status.h"
 
@@ -42,13 +43,6 @@ inline CallBytes bytes_of(const CollSpec& s, int ranks, int rank) {
   return {0, 0};
 }
 
-// The staging one chunk aims at (for a rank-major call: its strided side, all ranks'
-// pieces together).
-constexpr size_t kStagedChunkBytes = size_t{4} << 20;
-// The smallest piece of a rank-major chunk: with many ranks, kStagedChunkBytes / ranks
-// would make each of the chunk's `ranks` copies too small to pay for its own launch (a
-// few microseconds each on a GPU; 512 KB take about 20 us at PCIe speed).
-constexpr size_t kStagedMinPieceBytes = size_t{512} << 10;
 // Staging slots of pinned host memory per communicator, each holding one chunk's regions:
 // three are what the pipeline needs (copy in of chunk i+1, host collective on chunk i,
 // copy out of chunk i-1), one more lets the copies run ahead of a slow collective.
@@ -56,17 +50,6 @@ constexpr int kStagedSlots = 4;
 // Regions in a slot start on this boundary (copy engines prefer aligned addresses).
 constexpr size_t kStagedAlign = 256;
 inline size_t staged_aligned(size_t bytes) { return (bytes + kStagedAlign - 1) / kStagedAlign * kStagedAlign; }
-// Stream items (copies, events, waits) a single call may add (chunks are made larger to
-// keep within it), and those a call and the calls queued before it may hold together
-// (make_room waits for that, or for an empty queue): under what a CUDA stream holds before
-// an enqueue blocks (about 1000; the emulated device's kEmulatedStreamDepth), with room for
-// the caller's own work.
-constexpr size_t kStagedCallItems = 384;
-constexpr size_t kStagedStreamItems = 768;
-// Besides its copies, a chunk puts on the stream: `in_done`, the wait for its release,
-// `out_done`, and a wait for the slot's last user on another stream.
-constexpr size_t kStagedChunkItems = 4;
-
 // The bytes of one slot: the largest chunk chunk_elems makes on `ranks` ranks, both sides
 // (an elementwise call's send and recv; a rank-major call's `ranks` pieces and its own one).
 inline size_t staged_slot_bytes(int ranks) {
@@ -170,16 +153,6 @@ inline Status layout_of(const Part& p, int rank, Layout* out) {
   return Status();
 }
 
-inline bool rank_major(CollKind kind) {
-  return kind == CollKind::kAllgather || kind == CollKind::kReduceScatter || kind == CollKind::kAlltoall;
-}
-// The sides of a rank-major call that hold `ranks` blocks.
-inline bool strided_send(CollKind kind) { return kind == CollKind::kReduceScatter || kind == CollKind::kAlltoall; }
-inline bool strided_recv(CollKind kind) { return kind == CollKind::kAllgather || kind == CollKind::kAlltoall; }
-inline bool elementwise(CollKind kind) {
-  return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kBroadcast;
-}
-
 // Elements [first, first + c) of every block of `call` (the whole call: 0, count).
 inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int rank) {
   Part p;
@@ -203,34 +176,15 @@ inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int
   return p;
 }
 
-// The elements per chunk of a single call, or 0: run it whole. A chunk stages about
-// kStagedChunkBytes on its larger side: an elementwise call's buffer, or all `ranks` pieces
-// of a rank-major call's strided buffer (each piece at least kStagedMinPieceBytes), so it
-// fits a slot (staged_slot_bytes); more where so many chunks would put more than
-// kStagedCallItems on the stream (then a chunk may not fit a slot: it is staged in the
-// executor's large buffer). A call is cut when it stages more than one such chunk (for a
-// rank-major call with up to kStagedChunkBytes / kStagedMinPieceBytes ranks: a block of
-// more than kStagedChunkBytes / ranks), so that a call not cut fits a slot. The chunks are
-// then evened out (equal counts,
-// within one element), so that no tiny chunk comes last. Every rank computes the same from
-// the count, the dtype and the communicator size. Calls whose send and recv overlap other
-// than in place (an allgather with send == recv off its own block) run whole, as the host
-// plan gets them; so do send and recv (a send alone may match a receive in a group, which
-// is not cut) and allgatherv (a count per rank).
+// The elements per chunk of a single call, or 0: run it whole (staged_chunk_elems, the
+// planner's rule, which the call's Plan records). A call whose send and recv overlap other
+// than in place runs whole, as the host plan gets it; the API refuses such calls, so the
+// Plan's chunking is what runs.
 inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
-  const CollSpec& s = call.spec;
-  if (!elementwise(s.kind) && !rank_major(s.kind)) return 0;
-  const size_t blocks = rank_major(s.kind) ? static_cast<size_t>(ranks) : 1;
-  const size_t es = dtype_size(s.dtype);
-  const size_t piece = std::max(kStagedChunkBytes / blocks, kStagedMinPieceBytes);
-  const size_t most = std::max<size_t>(piece / es, 1);
-  if (s.count <= most) return 0;
-  const Part whole = part_of(call, 0, s.count, ranks, rank);
-  if (overlap(whole.send, whole.recv) && !s.in_place) return 0;
-  const size_t items = (strided_send(s.kind) ? blocks : 1) + (strided_recv(s.kind) ? blocks : 1) + kStagedChunkItems;
-  if (kStagedCallItems / items < 2) return 0;  // so many ranks that two chunks would be too many
-  const size_t chunks = std::min((s.count + most - 1) / most, kStagedCallItems / items);
-  return (s.count + chunks - 1) / chunks;  // even chunks: no small one at the end
+  const size_t per = staged_chunk_elems(call.spec, ranks);
+  if (per == 0) return 0;
+  const Part whole = part_of(call, 0, call.spec.count, ranks, rank);
+  return overlap(whole.send, whole.recv) && !call.spec.in_place ? 0 : per;
 }
 
 // The stream items a staged run of calls[0..n) enqueues: per chunk (each chunk of a single

@@ -1,0 +1,169 @@
+#include "engine/call_runner.h"
+
+#include <sstream>
+
+#include "support/log.h"
+
+namespace kolo {
+namespace {
+
+constexpr uint64_t kPointToPointTagBit = uint64_t{1} << 63;
+
+// The plan cache key: everything of the spec a plan depends on (chunk size and KOLO_ALGO
+// are fixed per communicator).
+std::string spec_key(const CollSpec& spec, bool grouped) {
+  std::ostringstream key;
+  key << static_cast<int>(spec.kind) << '/' << spec.count << '/' << static_cast<int>(spec.dtype) << '/'
+      << static_cast<int>(spec.op) << '/' << spec.root << '/' << spec.peer << '/' << spec.in_place << spec.prescaled
+      << spec.postscaled << '/' << static_cast<int>(spec.algorithm) << (spec.device ? "/d" : "") << '/'
+      << static_cast<int>(spec.wire) << (spec.registered ? "/r" : "");
+  for (size_t c : spec.counts) key << ',' << c;
+  key << '/';
+  for (size_t d : spec.displs) key << ',' << d;
+  key << (grouped ? "/g" : "");
+  return key.str();
+}
+
+bool same_plan_key(const CollSpec& a, const CollSpec& b) {
+  return a.kind == b.kind && a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
+         a.peer == b.peer && a.in_place == b.in_place && a.prescaled == b.prescaled && a.postscaled == b.postscaled &&
+         a.algorithm == b.algorithm && a.device == b.device && a.wire == b.wire && a.registered == b.registered &&
+         a.counts == b.counts &&
+         a.displs == b.displs;
+}
+
+}  // namespace
+
+CallRunner::CallRunner(Env env) : env_(std::move(env)) {
+  send_seq_.assign(env_.size, 0);
+  recv_seq_.assign(env_.size, 0);
+}
+
+// Compression on the wire runs where the planned executor compresses (Executor::
+// compresses: host buffers on one host and over the links; device allreduce on one host).
+// A compressed call planned anywhere else is refused before it runs; the communicator
+// stays usable. Planning is deterministic, so every rank refuses alike. One rank has no
+// wire: its allreduce is a (scaled) copy on any path.
+Status CallRunner::check_compression(const PlannedCall& c) const {
+  const Executor* executor = executor_of(*c.plan);
+  const PlanContext& ctx = *env_.plan_context;
+  const CollSpec& spec = c.call.spec;
+  const int rank = ctx.rank;
+  if (!spec.compressed() || ctx.size == 1 || (executor != nullptr && executor->compresses(spec))) return Status();
+  const std::string what = str_cat("rank ", rank, ": wire_dtype = ", dtype_name(spec.wire), ": compressed ",
+                                   coll_name(spec.kind));
+  if (!spec.device) return error(Code::kUnsupported, what, " does not run in a group of calls yet");
+  if (ctx.device_setup == DeviceSetup::kUnmappable) {
+    return error(Code::kUnsupported, what, ": compressed allreduce needs the device_ipc path, and these GPUs cannot map "
+                 "each other's memory (device collectives are staged through host memory, which does not compress "
+                 "yet)");
+  }
+  return error(Code::kUnsupported, what,
+               ": compression runs on device_ipc for device buffers (allreduce, one host, GPUs with peer access); "
+               "device buffers that must be staged (across hosts, or without peer access) and device "
+               "reduce_scatter/allgather are not compressed yet: copy them to host memory");
+}
+
+
+CollCall CallRunner::lowered(const CollCall& original) const {
+  CollCall call = original;
+  if (call.spec.op == ReduceOp::kAvg) {
+    call.spec.op = ReduceOp::kSum;
+    call.postscale.divisor *= env_.size;
+  }
+  call.spec.prescaled = !call.prescale.identity();
+  call.spec.postscaled = !call.postscale.identity();
+  return call;
+}
+
+const Plan& CallRunner::plan_for(const CollSpec& spec, bool grouped) {
+  const PlanContext& ctx = *env_.plan_context;
+  if (last_plan_ != nullptr && grouped == last_grouped_ && same_plan_key(spec, last_spec_)) return *last_plan_;
+  if (plan_runs_locally(spec, ctx, grouped)) {
+    local_plan_ = plan(spec, ctx, grouped);
+    if (log_enabled(LogLevel::kInfo, Subsys::kPlan) &&
+        (local_plan_.algorithm != logged_local_ || spec.kind != logged_local_kind_ ||
+         local_plan_.protocol != logged_local_protocol_)) {
+      logged_local_ = local_plan_.algorithm;
+      logged_local_kind_ = spec.kind;
+      logged_local_protocol_ = local_plan_.protocol;
+      log_info(Subsys::kPlan, plan_summary(spec, env_.size, local_plan_));
+    }
+    last_plan_ = &local_plan_;
+  } else {
+    std::string key = spec_key(spec, grouped);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      Plan p = plan(spec, ctx, grouped);
+      if (log_enabled(LogLevel::kInfo, Subsys::kPlan)) log_info(Subsys::kPlan, plan_summary(spec, env_.size, p));
+      if (log_enabled(LogLevel::kTrace, Subsys::kPlan)) log_trace(Subsys::kPlan, schedule_to_string(p.schedule));
+      it = plans_.emplace(std::move(key), std::move(p)).first;
+    }
+    last_plan_ = &it->second;
+  }
+  last_spec_ = spec;
+  last_grouped_ = grouped;
+  return *last_plan_;
+}
+
+void CallRunner::drop_plans() {
+  plans_.clear();
+  last_plan_ = nullptr;
+}
+
+// Bounds the cache for varying sizes. Only between calls: a group holds pointers into it.
+void CallRunner::bound_plan_cache() {
+  if (plans_.size() > 4096) drop_plans();
+}
+
+void CallRunner::begin() {
+  ran_plan_ = nullptr;
+  bound_plan_cache();
+}
+
+uint64_t CallRunner::next_tag_base(const CollSpec& spec) {
+  if (spec.kind == CollKind::kSend) return kPointToPointTagBit | uint64_t{send_seq_[spec.peer]++} << 32;
+  if (spec.kind == CollKind::kRecv) return kPointToPointTagBit | uint64_t{recv_seq_[spec.peer]++} << 32;
+  return uint64_t{collective_seq_++} << 32;
+}
+
+Status CallRunner::run(PlannedCall* calls, size_t n, bool grouped) {
+  for (size_t i = 0; i < n; ++i) {
+    PlannedCall& call = calls[i];
+    if (call.plan == nullptr) call.plan = &plan_for(call.call.spec, grouped);
+    KOLO_TRY(check_compression(call));
+    // Device calls take their tags when their host plan runs (device staging runs it
+    // through run_host), so that tags follow the order in which the ranks run host plans.
+    if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
+  }
+  ran_plan_ = calls[n - 1].plan;
+  return execute(calls, n);
+}
+
+Status CallRunner::run_host(const CollCall* calls, size_t n, const std::shared_ptr<const Plan>* plans) {
+  std::lock_guard<std::mutex> lock(lock_);
+  KOLO_TRY(env_.usable());
+  begin();
+  host_calls_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const Plan* given = plans != nullptr ? plans[i].get() : nullptr;
+    if (!calls[i].spec.empty()) host_calls_.push_back(PlannedCall{given, lowered(calls[i]), 0});
+  }
+  if (host_calls_.empty()) return Status();
+  return run(host_calls_.data(), host_calls_.size(), n > 1);
+}
+
+// The Plan names the executor; the runner only hands the calls over.
+Status CallRunner::execute(const PlannedCall* calls, size_t n) {
+  const Plan& p = *calls[0].plan;
+  Executor* executor = executor_of(p);
+  if (executor == nullptr) {
+    return env_.fail(error(Code::kInternal, "rank ", env_.rank, ": the ", executor_name(p.executor),
+                           " executor cannot run on this communicator"));
+  }
+  Status status = executor->run(calls, n, call_deadline_ != nullptr ? *call_deadline_ : Deadline(env_.timeout_seconds));
+  if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
+  return status.ok() ? Status() : env_.fail(status);
+}
+
+}  // namespace kolo

@@ -1,0 +1,93 @@
+// The planner and the executors of one communicator, for calls whose set-up is done: each
+// call is lowered (AVG as SUM and a divisor), planned (cached), refused before it runs
+// where its executor cannot compress it, given its message tags in call order (host
+// calls), and run on the executor its Plan names. The communicator runs every call through
+// it, after the device set-up and buffer sharing a device call needs; the device_staged
+// executor runs the host calls of its chunks through it from its own thread (HostRunner,
+// engine/executors/executor.h), under the same call lock, instead of calling back into the
+// communicator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/collective.h"
+#include "engine/executors/executor.h"
+#include "engine/planner/plan.h"
+#include "support/clock.h"
+#include "support/status.h"
+
+namespace kolo {
+
+class CallRunner final : public HostRunner {
+ public:
+  struct Env {
+    int rank = 0;
+    int size = 1;
+    const PlanContext* plan_context = nullptr;
+    const std::unique_ptr<Executor>* executors = nullptr;  // kExecutorCount rows, null where one cannot run
+    double timeout_seconds = 300;
+    // The communicator's failure state: usable() is its first error again (or an abort),
+    // fail() records one and returns it.
+    std::function<Status()> usable;
+    std::function<Status(Status)> fail;
+  };
+  explicit CallRunner(Env env);
+
+  // One call at a time per communicator: every caller of run() holds it.
+  std::mutex& lock() { return lock_; }
+
+  // AVG is a sum divided by the communicator size on the way out, for every executor.
+  CollCall lowered(const CollCall& call) const;
+  // Plans (cached; a call whose plan is set keeps it) and runs calls[0..n), lowered and
+  // prepared (a device call's set-up done and spec.registered set), n > 1 as one group;
+  // `grouped`: planned as one program.
+  // Before the first of a run: begin(). The caller holds lock().
+  void begin();
+  Status run(PlannedCall* calls, size_t n, bool grouped);
+  // HostRunner: host calls of the device_staged executor, from its thread.
+  Status run_host(const CollCall* calls, size_t n, const std::shared_ptr<const Plan>* plans) override;
+
+  const Plan& plan_for(const CollSpec& spec, bool grouped);
+  void drop_plans();  // the PlanContext changed: every cached plan is stale
+  // Whether the planned executor runs a compressed call (else a refusal, alike on every rank).
+  Status check_compression(const PlannedCall& call) const;
+  // The plan the last call ran with (a group: its last call's; null after an empty call).
+  const Plan* last_plan() const { return ran_plan_; }
+  // A deadline for the one call the calling thread runs now (a split's, an init's barrier);
+  // null: KOLO_TIMEOUT from when the call starts.
+  void set_call_deadline(const Deadline* deadline) { call_deadline_ = deadline; }
+  const Deadline* call_deadline() const { return call_deadline_; }
+
+ private:
+  Executor* executor_of(const Plan& plan) const { return env_.executors[static_cast<int>(plan.executor)].get(); }
+  uint64_t next_tag_base(const CollSpec& spec);
+  Status execute(const PlannedCall* calls, size_t n);
+  void bound_plan_cache();
+
+  Env env_;
+  std::mutex lock_;
+  const Deadline* call_deadline_ = nullptr;
+  uint32_t collective_seq_ = 0;
+  std::vector<uint32_t> send_seq_, recv_seq_;  // point-to-point, per peer
+  // The plan cache; the last lookup is remembered so that a repeated call costs a
+  // comparison, not a key (an 8-byte one-host allreduce takes about a microsecond).
+  std::map<std::string, Plan> plans_;
+  Plan local_plan_;  // the last one-host plan (not cached: it costs a comparison to make)
+  Algorithm logged_local_ = Algorithm::kAuto;  // INFO logs a one-host plan when it changes
+  CollKind logged_local_kind_ = CollKind::kBarrier;
+  Protocol logged_local_protocol_ = Protocol::kSteps;
+  CollSpec last_spec_;
+  bool last_grouped_ = false;
+  const Plan* last_plan_ = nullptr;  // the memo
+  const Plan* ran_plan_ = nullptr;
+  std::vector<PlannedCall> host_calls_;  // run_host's
+};
+
+}  // namespace kolo

@@ -297,7 +297,17 @@ Status device_flagged(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Sc
                  "), or a null buffer or word");
   }
   const bool reduces = flagged_reduces(a);
-  if (reduces) {
+  if (a.wire) {
+    // Compressed allreduce: FLOAT32 in and out, `block` bytes of codes per rank.
+    if (a.kind != FlaggedKind::kAllreduce || (a.dtype != DType::kFloat16 && a.dtype != DType::kBFloat16) ||
+        a.op != ReduceOp::kSum || pre.divisor < 1 || post.divisor < 1) {
+      return error(Code::kInvalidArgument, "device_flagged: a compressed call must be an allreduce (sum) with an "
+                   "fp16 or bf16 wire, not ", dtype_name(a.dtype), " ", op_name(a.op));
+    }
+    // As the codecs take them (kernels/compress.cc): factor / divisor in double, then float.
+    a.wire_pre = static_cast<float>(pre.factor / static_cast<double>(pre.divisor));
+    a.wire_post = static_cast<float>(post.factor / static_cast<double>(post.divisor));
+  } else if (reduces) {
     // (dtype, op and scale; a rank that only sends has no recv: its send stands in)
     KOLO_TRY(check_reduce_args("device_flagged", writes_recv ? a.recv : a.send, &a.send, 1, a.count, a.dtype, a.op,
                                post));

@@ -24,6 +24,10 @@
 // A reduction is the slot path's, bit for bit: each contribution prescaled and rounded to
 // the storage type, combined in the compute type in rank order, postscaled, rounded once
 // (reduce_body.h's reduce_element). Copies move bytes (the launcher gives them as uint8).
+// A compressed allreduce (`wire`: FLOAT32 data, fp16 or bf16 codes on the way; the kernel
+// is the one of the wire type) is the slot path's one-shot, bit for bit too: each rank
+// encodes its prescaled input once (compress_math.h), the readers decode every rank's
+// codes, add them in fp32 in rank order and postscale (decompress_sum).
 // A thread handles unit u of every block it sends and receives, so an in-place call reads
 // what it overwrites before it does. Every wait ends at the deadline or on abort, leaving
 // the reason in the barrier's status words (barrier_body.h).
@@ -33,6 +37,7 @@
 #include <cstdint>
 
 #include "kernels/barrier_body.h"
+#include "kernels/compress_math.h"
 #include "kernels/reduce_body.h"
 
 namespace kolo {
@@ -58,6 +63,10 @@ struct FlaggedArgs {
   bool prescaled = false;  // contributions scaled by `pre` (and rounded) before they go out
   bool aligned = false;    // send, recv and every block 8-byte aligned: whole units at once
   ReduceScaleArgs pre, post;
+  // Compressed allreduce: send and recv hold FLOAT32, `count` of them; dtype is the wire
+  // type (fp16, bf16), op kSum; the scales as the codecs take them (factor / divisor).
+  bool wire = false;
+  float wire_pre = 1.0f, wire_post = 1.0f;
   uint64_t* out[kMaxIpcRanks] = {};       // this rank's box (parity 0) in each rank's region
   const uint64_t* in[kMaxIpcRanks] = {};  // each rank's box (parity 0) in this rank's region
   size_t parity_words = 0;                // from a box of parity 0 to its parity-1 twin
@@ -194,6 +203,25 @@ KOLO_HD_INLINE void store_unit(const FlaggedArgs& a, size_t offset, size_t u, ui
   }
 }
 
+// The wire types a compressed allreduce takes here: one code per value, no block scale.
+template <DType D>
+constexpr bool kFlaggedWire = D == DType::kFloat16 || D == DType::kBFloat16;
+
+// Compressed unit u: FLOAT32 values [4u, 4u + 4) of send, prescaled and encoded (zeros
+// past the end), as 8 bytes of codes.
+template <DType D>
+KOLO_HD_INLINE uint64_t load_wire_unit(const FlaggedArgs& a, size_t u) {
+  using Tr = WireTraits<D>;
+  constexpr size_t kPer = kFlaggedUnitBytes / sizeof(typename Tr::Code);
+  const float* src = static_cast<const float*>(a.send);
+  FlaggedUnit<typename Tr::Code> v;
+  v.bits = 0;
+  for (size_t e = 0; e < kPer && u * kPer + e < a.count; ++e) {
+    v.elem[e] = Tr::encode(codec_value<CodecOp::kCompress>(src[u * kPer + e], 0.0f, a.wire_pre));
+  }
+  return v.bits;
+}
+
 // Thread `thread` of `nthreads`: the header into every peer's box, then this thread's
 // units of each block this rank sends, into the receiving peers' boxes of this call's
 // parity.
@@ -211,7 +239,11 @@ KOLO_HD_INLINE void flagged_write(const FlaggedArgs& a, uint32_t seq, size_t thr
   const bool per_peer = flagged_per_peer(a);
   for (size_t u = thread; u < units; u += nthreads) {
     // The same unit for every peer, loaded (and prescaled) once, unless each has a block.
-    const uint64_t same = per_peer ? 0 : load_unit<D>(a, a.send, 0, u);
+    uint64_t same = 0;
+    if constexpr (kFlaggedWire<D>) {
+      if (a.wire) same = load_wire_unit<D>(a, u);
+    }
+    if (!per_peer && !a.wire) same = load_unit<D>(a, a.send, 0, u);
     for (int p = 0; p < a.ranks; ++p) {
       if (flagged_sends(a, a.me, p)) {
         const uint64_t bits = per_peer ? load_unit<D>(a, a.send, flagged_block(a, p, kBytes), u) : same;
@@ -267,6 +299,31 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
     return;
   }
   if (a.kind == FlaggedKind::kReduce && a.me != a.root) return;  // sent; nothing to receive
+  if constexpr (kFlaggedWire<D>) {
+    if (a.wire) {
+      // Every rank's codes (this rank's encoded here, as its peers did), decoded and added
+      // in rank order, postscaled, stored as FLOAT32.
+      using W = WireTraits<D>;
+      float* dst = static_cast<float*>(a.recv);
+      for (size_t u = thread; u < units; u += nthreads) {
+        float acc[kPer];
+        for (int r = 0; r < a.ranks; ++r) {
+          FlaggedUnit<typename W::Code> v;
+          if (r == a.me) {
+            v.bits = load_wire_unit<D>(a, u);
+          } else if (!wait_line(a, a.in[r] + parity + 2 + 2 * u, seq, r, start, &v.bits)) {
+            return;
+          }
+          KOLO_UNROLL
+          for (size_t e = 0; e < kPer; ++e) acc[e] = r == 0 ? W::decode(v.elem[e]) : add_rn(acc[e], W::decode(v.elem[e]));
+        }
+        for (size_t e = 0; e < kPer && u * kPer + e < a.count; ++e) {
+          dst[u * kPer + e] = codec_value<CodecOp::kDecompress>(0.0f, acc[e], a.wire_post);
+        }
+      }
+      return;
+    }
+  }
   const typename OpFn<O, C>::type op;
   const BodyScaler<C> post(a.post);
   for (size_t u = thread; u < units; u += nthreads) {

@@ -171,6 +171,16 @@ mps_step() {
     "$kolorun" -np 1 "$perf" allreduce --graph --registered -t 8 -b 8 -e 64K -f 8 -n 50 -c 1
   step 60 "kolo-perf allreduce --registered -t 2: 2 thread-ranks on one GPU, buffers read in place" \
     "$kolorun" -np 1 "$perf" allreduce --registered -t 2 -b 1M -e 1G -f 4 -c 1
+  step 60 "kolo-perf allreduce -G -t 2: plain cudaMalloc buffers, shared with the peers at first use (KOLO_DEVICE_AUTO_REGISTER; target >= 500 GB/s at 1 GB)" \
+    "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 1M -e 1G -f 4 -c 1
+  step 60 "the same with KOLO_DEVICE_AUTO_REGISTER=0 (through the slots), for comparison" \
+    env KOLO_DEVICE_AUTO_REGISTER=0 "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 1M -e 1G -f 4 -c 1
+  step 60 "kolorun -np 2 kolo-perf allreduce -G: 2 processes, plain buffers mapped through CUDA IPC at first use" \
+    "$kolorun" -np 2 "$perf" allreduce -G -b 4M -e 256M -f 4 -c 1
+  for wire in half bfloat16; do
+    step 45 "kolo-perf allreduce -G -t 2 --wire $wire: small sizes compressed, in one kernel (protocol flagged)" \
+      "$kolorun" -np 1 "$perf" allreduce -G -t 2 --wire "$wire" -b 8 -e 64K -f 8 -n 200 -c 1
+  done
   step 45 "kolo-perf allreduce -G -t 4 --wire half: compressed on the wire" \
     "$kolorun" -np 1 "$perf" allreduce -G -t 4 --wire half -b 8 -e 64M -f 8 -c 1
   if "$python" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null || [ "$device" != cuda ]; then

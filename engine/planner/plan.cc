@@ -155,7 +155,8 @@ Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& c
 // The one-kernel collectives (kernels/flagged_body.h): where each rank's data for one peer
 // fits a box, taken over the slot programs whatever their model says (they pay three
 // launches and two waits for the peers where this pays one launch), unless an algorithm
-// was forced or the call is compressed. Not where the ranks wait for each other on the
+// was forced, or the call is compressed other than an allreduce with fp16 or bf16 codes
+// (whose boxes then carry the codes). Not where the ranks wait for each other on the
 // host: the kernel waits for the peers' kernels, which a GPU time-sliced between processes
 // runs only one at a time. Its data crosses as words of half data, half flag, so past its
 // box size the slot programs move the bytes faster.
@@ -169,9 +170,12 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
     case CollKind::kAlltoall: break;
     default: return false;
   }
+  const bool half_wire = spec.wire == DType::kFloat16 || spec.wire == DType::kBFloat16;
+  if (spec.compressed() && (spec.kind != CollKind::kAllreduce || !half_wire)) return false;
+  const size_t box_bytes = spec.compressed() ? spec.count * dtype_size(spec.wire) : spec.bytes();
   const Algorithm forced = forced_for(spec, ctx);
-  return ctx.size > 1 && !spec.compressed() && !ctx.device_host_barrier &&
-         (forced == Algorithm::kAuto || forced == Algorithm::kOneShot) && spec.bytes() <= ctx.flagged_bytes;
+  return ctx.size > 1 && !ctx.device_host_barrier && (forced == Algorithm::kAuto || forced == Algorithm::kOneShot) &&
+         box_bytes <= ctx.flagged_bytes;
 }
 
 bool device_ipc_worth_sharing(const CollSpec& spec, const PlanContext& ctx) {

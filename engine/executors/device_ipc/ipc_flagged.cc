@@ -30,6 +30,11 @@ Status enqueue_flagged(const IpcRun& run, const CollCall& call) {
   a.count = s.count;
   a.dtype = s.dtype;
   a.op = s.op;
+  if (s.compressed()) {  // FLOAT32 data, the wire type's codes in the boxes
+    a.wire = true;
+    a.dtype = s.wire;
+    a.op = ReduceOp::kSum;  // AVG came lowered: a sum and a postscale divisor
+  }
   for (int p = 0; p < n; ++p) {
     a.out[p] = reinterpret_cast<uint64_t*>(run.regions.region(p) + kIpcFlaggedOffset + me * kFlaggedBoxBytes);
     a.in[p] = reinterpret_cast<const uint64_t*>(run.regions.region(me) + kIpcFlaggedOffset + p * kFlaggedBoxBytes);

@@ -258,13 +258,16 @@ void Communicator::mark_registered(CollCall& call) const {
 // executor that can make them readable does (every rank asks for the same calls), and
 // the call is planned as registered where it did, on every rank alike.
 Status Communicator::share_buffers(CollCall& call) {
-  if (!device_ipc_worth_sharing(call.spec, plan_context_)) return Status();
+  if (!runner_->plan_for(call.spec, false).share_buffers) return Status();
   const Deadline deadline = call_deadline();
   for (auto& executor : executors_) {
     if (!executor) continue;
     Result<bool> shared = executor->share_buffers(call, deadline);
     if (!shared.ok()) return fail(shared.status());
-    if (shared.value()) call.spec.registered = true;
+    if (shared.value()) {
+      call.spec.registered = true;
+      break;
+    }
   }
   return Status();
 }

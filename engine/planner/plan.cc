@@ -236,6 +236,7 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   if (plan_runs_on_device_ipc(spec, ctx, grouped)) {
     p.executor = ExecutorKind::kDeviceIpc;
     p.algorithm = choose_device_ipc_algorithm(spec, ctx);
+    p.share_buffers = device_ipc_worth_sharing(spec, ctx);
     if (device_ipc_flagged(spec, ctx)) {
       p.algorithm = Algorithm::kOneShot;
       p.protocol = Protocol::kFlagged;  // its flags order it: no barrier

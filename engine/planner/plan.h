@@ -73,6 +73,11 @@ struct Plan {
   // shorter last chunk's host call is planned when it runs, by the same rule).
   size_t chunk_elems = 0;
   std::shared_ptr<const Plan> chunk_plan;
+  // kDeviceIpc: the call's buffers would be read in place if the peers could map them
+  // (device_ipc_worth_sharing): before it runs, the communicator asks its executors to
+  // share them, and plans it again as registered where they did. Cached with the Plan, so
+  // a device call does not run the model again to know.
+  bool share_buffers = false;
   bool zero_copy() const { return protocol == Protocol::kZeroCopy; }
 };
 

@@ -303,8 +303,11 @@ int main(int argc, char** argv) {
     CollSpec spec = spec_for(kind.value(), bytes, p);
     std::vector<Candidate> all = predict_all(spec, ctx, model);
     spec.device = device_ipc;
-    spec.registered = device_ipc_worth_sharing(spec, local_ctx);  // as the communicator asks
-    const Plan chosen = plan(spec, local_ctx);
+    Plan chosen = plan(spec, local_ctx);
+    if (chosen.share_buffers) {  // plain cudaMalloc buffers, shared as a communicator shares them
+      spec.registered = true;
+      chosen = plan(spec, local_ctx);
+    }
     const std::string what = str_cat(executor_name(chosen.executor), " ", algorithm_name(chosen.algorithm),
                                      chosen.protocol == Protocol::kSteps ? "" : str_cat("/", protocol_name(chosen.protocol)));
     if (local) {

@@ -125,8 +125,11 @@ Result<bool> PeerBuffers::exchange(const Buffer* mine, int n, bool registered, c
     const Post& p = post_of(shared_, r, seq);
     ok = ok && p.ok && !p.registered && p.n == own.n;
     for (int b = 0; ok && b < n; ++b) {
-      ok = p.buffers[b].bytes == own.buffers[b].bytes;
-      any_new = any_new || p.buffers[b].has_handle;
+      // A peer's post is memory it writes: its extents are checked before any is used (a
+      // buffer must lie inside the allocation it names), alike on every rank.
+      const Posted& q = p.buffers[b];
+      ok = q.bytes == own.buffers[b].bytes && q.offset <= q.alloc_bytes && q.bytes <= q.alloc_bytes - q.offset;
+      any_new = any_new || q.has_handle;
     }
   }
   if (!ok || n == 0) return false;

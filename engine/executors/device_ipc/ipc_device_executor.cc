@@ -388,9 +388,11 @@ class IpcDeviceExecutor final : public Executor {
     if (peer_buffers_ == nullptr) return false;
     const PeerReadBuffers b = peer_read_buffers(call, regions_->size());
     PeerBuffers::Buffer mine[PeerBuffers::kMaxBuffers];
-    int n = 0, which[PeerBuffers::kMaxBuffers];
+    int n = 0, which[PeerBuffers::kMaxBuffers];  // which[i]: 0 the input, 1 the output
     for (int k = 0; k < 2; ++k) {
-      if (b.ptr[k] != nullptr) mine[n] = {b.ptr[k], b.bytes[k]}, which[n++] = k;
+      if (b.ptr[k] == nullptr) continue;
+      mine[n] = {b.ptr[k], b.bytes[k]};
+      which[n++] = k;
     }
     std::vector<char*> at[PeerBuffers::kMaxBuffers];
     Result<bool> shared = peer_buffers_->exchange(mine, n, call.spec.registered, deadline, at);

@@ -1,5 +1,6 @@
 // C entry points for communicators: creation, queries, split, destroy, abort, errors.
 #include <cstring>
+#include <vector>
 
 #include "api/api_support.h"
 #include "engine/world.h"
@@ -87,6 +88,63 @@ kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t*
     KOLO_TRY(kolo::check_comm(comm));
     if (out == nullptr) return error(Code::kInvalidArgument, "out (the output pointer) is NULL");
     return publish(comm->impl->split(color, key), out);
+  });
+}
+
+kolo_result_t kolo_comm_shrink(kolo_comm_t comm, const int* exclude, int n_exclude, kolo_comm_t* out) {
+  return api_call("kolo_comm_shrink", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (out == nullptr) return error(Code::kInvalidArgument, "out (the output pointer) is NULL");
+    *out = nullptr;
+    if (n_exclude < 0 || (n_exclude > 0 && exclude == nullptr)) {
+      return error(Code::kInvalidArgument, "exclude = ", static_cast<const void*>(exclude), " with n_exclude = ",
+                   n_exclude, ": give a list of n_exclude >= 0 ranks, or NULL and 0");
+    }
+    const std::vector<int> ranks(exclude, exclude + n_exclude);
+    return publish(comm->impl->shrink(ranks, exclude != nullptr), out);
+  });
+}
+
+kolo_result_t kolo_comm_rebuild(kolo_comm_t comm, kolo_comm_t* out) {
+  return api_call("kolo_comm_rebuild", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (out == nullptr) return error(Code::kInvalidArgument, "out (the output pointer) is NULL");
+    *out = nullptr;
+    return publish(comm->impl->rebuild(), out);
+  });
+}
+
+int kolo_comm_epoch(kolo_comm_t comm) {
+  int epoch = -1;
+  api_call("kolo_comm_epoch", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    epoch = comm->impl->lineage().epoch;
+    return Status();
+  });
+  return epoch;
+}
+
+kolo_result_t kolo_comm_pending_joiners(kolo_comm_t comm, int* count) {
+  return api_call("kolo_comm_pending_joiners", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (count == nullptr) return error(Code::kInvalidArgument, "count is NULL");
+    kolo::Result<int> pending = comm->impl->pending_joiners();
+    if (!pending.ok()) return pending.status();
+    *count = pending.value();
+    return Status();
+  });
+}
+
+kolo_result_t kolo_comm_worker_id(kolo_comm_t comm, char* buf, size_t size) {
+  return api_call("kolo_comm_worker_id", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    const std::string& id = comm->impl->lineage().members[comm->impl->rank()];
+    if (buf == nullptr || size < id.size() + 1) {
+      return error(Code::kInvalidArgument, "buf of ", size, " bytes cannot hold the worker id '", id, "' (",
+                   id.size() + 1, " bytes with its NUL)");
+    }
+    std::memcpy(buf, id.c_str(), id.size() + 1);
+    return Status();
   });
 }
 

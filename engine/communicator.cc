@@ -6,6 +6,7 @@
 
 #include "engine/call_runner.h"
 #include "engine/comm_store.h"
+#include "engine/elastic.h"
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
@@ -24,7 +25,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   if (!own.ok()) return own.status();
   // `bootstrap` stays until the closing barrier: its server may be in this process (rank 0
   // under KOLO_ADDR), and the others may not have read the address yet. Dropped on return.
+  // Alive while this rank's store connection is (elastic.h): a shrink sees a dead rank gone at once.
+  std::shared_ptr<StoreSession> job = elastic_job_store();
+  StoreClient& liveness = job ? *job->client : *own.value()->client;
+  KOLO_TRY(liveness.set_owned(live_key(id.prefix, id.rank), "1", deadline));
   std::unique_ptr<Communicator> comm(new Communicator(own.take(), std::move(id)));
+  for (int r = 0; r < comm->id_.size; ++r) comm->lineage_.members.push_back(std::to_string(r));
   KOLO_TRY(comm->read_environment());
   KOLO_TRY(comm->exchange_hosts(deadline));
   KOLO_TRY(comm->exchange_topology(deadline));

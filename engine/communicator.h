@@ -31,6 +31,16 @@ struct StoreSession {
   std::string secret;  // raw bytes; empty = unauthenticated
 };
 
+struct MembershipRequest;  // engine/elastic.h
+
+// Where a communicator stands among the rebuilds of an elastic job (engine/elastic.h).
+struct Lineage {
+  int epoch = 0;                     // 0 at init, +1 per shrink or rebuild
+  std::vector<std::string> members;  // each rank's worker id, stable across epochs
+  int64_t joined = 0;                // joiner tickets let in up to this epoch
+  bool elastic_world = false;        // the world of an elastic job (or a rebuild of it): may rebuild
+};
+
 struct CommIdentity {
   std::string prefix;  // store key prefix, unique per communicator
   int rank = 0;
@@ -88,6 +98,16 @@ class Communicator {
   // Collective: waits for this communicator's device work, then unmaps the window on
   // every rank; the owner may free the buffer once it returns.
   Status deregister_memory(int id);
+  // Elastic (engine/elastic.cc). Collective over the ranks that take part, on a failed
+  // communicator too: a new one without the ranks in `exclude` (exclude_given: every caller
+  // names the same) or without those that are gone or do not come within KOLO_TIMEOUT.
+  Result<std::unique_ptr<Communicator>> shrink(const std::vector<int>& exclude, bool exclude_given);
+  // An elastic world's next epoch: the ranks that take part and the workers waiting to join.
+  Result<std::unique_ptr<Communicator>> rebuild();
+  // Workers waiting to join an elastic world (0 for other communicators). Not collective.
+  Result<int> pending_joiners();
+  const Lineage& lineage() const { return lineage_; }
+  void set_lineage(Lineage lineage) { lineage_ = std::move(lineage); }
   // From any thread: makes the running call and all later ones fail with kAborted.
   void abort();
   // From any thread: the first failure, including one that happened after a device call
@@ -116,6 +136,7 @@ class Communicator {
   // Sets spec.registered for a device call whose buffers lie in registered windows.
   void mark_registered(CollCall& call) const;
   Status share_buffers(CollCall& call);  // before planning a single device call
+  Result<std::unique_ptr<Communicator>> next_epoch(MembershipRequest request, const std::string& prefix);
 
   std::shared_ptr<StoreSession> store_;
   CommIdentity id_;
@@ -133,6 +154,8 @@ class Communicator {
   Status failed_;  // written under the call lock and failed_mutex_, read under either
   mutable std::mutex failed_mutex_;
   uint32_t split_seq_ = 0;
+  uint32_t shrink_seq_ = 0;
+  Lineage lineage_;  // members "0".."size-1" at creation
   std::vector<PlannedCall> group_;
   // From the environment, read once at creation (not on every call).
   size_t chunk_bytes_ = 1 << 20;

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "engine/elastic.h"
 #include "support/crypto.h"
 #include "support/env.h"
 #include "support/log.h"
@@ -181,6 +182,8 @@ Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const s
 
 Result<std::unique_ptr<Communicator>> init_world() {
   KOLO_TRY(env_check_all());  // every KOLO_* value, before any is used
+  const std::string elastic = env_string("KOLO_ELASTIC");
+  if (elastic == "join") return join_world();
   auto world = world_from_environment();
   if (!world.ok()) return world.status();
   log_set_rank(world.value().rank);
@@ -191,7 +194,34 @@ Result<std::unique_ptr<Communicator>> init_world() {
   log_info(Subsys::kInit, "rank ", world.value().rank, " of ", world.value().size, " from ", world.value().source,
            ", store ", world.value().store_addr.empty() ? "in-process" : world.value().store_addr);
   CommIdentity id{str_cat("world", g_world_count.fetch_add(1)), world.value().rank, world.value().size};
-  return Communicator::create(store.take(), id);
+  // Elastic: the job's store stays open for rebuilds (engine/elastic.h), kept before the
+  // world is made so that its ranks' live keys go there.
+  const bool elastic_world = elastic == "1" && world.value().size > 1 && !elastic_job_store();
+  if (elastic_world) keep_elastic_job_store(store.value());
+  auto comm = Communicator::create(store.take(), id);
+  if (comm.ok() && elastic_world) {
+    Lineage lineage = comm.value()->lineage();
+    lineage.elastic_world = true;
+    comm.value()->set_lineage(std::move(lineage));
+  }
+  return comm;
+}
+
+// KOLO_ELASTIC=join: a worker started into a running elastic job (kolorun --max-np), with
+// the job's store and secret but no rank: it is let in at the job's next rebuild.
+Result<std::unique_ptr<Communicator>> join_world() {
+  if (!env_is_set("KOLO_ADDR")) {
+    return error(Code::kInvalidUsage, "KOLO_ELASTIC=join needs KOLO_ADDR: the running job's store (kolorun sets it)");
+  }
+  auto secret = job_secret(2);
+  if (!secret.ok()) return secret.status();
+  WorldInfo job;
+  job.store_addr = env_string("KOLO_ADDR");
+  job.source = "elastic join";
+  auto store = open_store(job, secret.value());
+  if (!store.ok()) return store.status();
+  keep_elastic_job_store(store.value());
+  return join_elastic_world(store.take());
 }
 
 Status make_unique_id(char (&out)[kUniqueIdBytes]) {

@@ -24,8 +24,10 @@ Result<std::string> job_secret(int world_size);
 // Connects to (and when asked, first starts) the store named by the world.
 Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const std::string& secret);
 
-// kolo_init: the world communicator from the environment.
+// kolo_init: the world communicator from the environment (KOLO_ELASTIC=join: the next
+// epoch of a running elastic job, engine/elastic.h).
 Result<std::unique_ptr<Communicator>> init_world();
+Result<std::unique_ptr<Communicator>> join_world();
 
 // kolo_get_unique_id / kolo_comm_init_rank. The id holds the store's address, the secret
 // and a nonce naming the communicator.

@@ -27,7 +27,7 @@ def frame(body):
     return struct.pack("<I", len(body)) + body + b"\0" * 32
 
 
-hello = bytes([1]) + sbytes("kolo-store/2")
+hello = bytes([1]) + sbytes("kolo-store/3")
 set_ = bytes([2]) + sbytes("job/rank/0") + sbytes("10.0.0.1:4242")
 get = bytes([3]) + sbytes("job/rank/0")
 add = bytes([4]) + sbytes("job/count") + struct.pack("<q", 1)

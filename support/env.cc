@@ -150,6 +150,12 @@ const std::vector<EnvVar>& env_table() {
       text("KOLO_SECRET", "made by kolorun",
            "per-job secret, at least 32 hex digits, that authenticates every store message (e.g. openssl rand -hex 32)"),
       one_of("KOLO_LAUNCHER", "", "kolorun", "set by kolorun: the launcher hosts the store, not rank 0"),
+      one_of("KOLO_ELASTIC", "0", "0,1,join",
+             "1 = an elastic job: kolo_init keeps the job's store open so that kolo_comm_rebuild can make the next "
+             "epoch from the ranks left and the workers that join (kolorun --min-np/--max-np sets it); join = a "
+             "worker started into the running job, let in at its next rebuild (docs/elastic.md)"),
+      seconds("KOLO_ELASTIC_JOIN_TIMEOUT", "600",
+              "seconds a joining worker (KOLO_ELASTIC=join) waits for the running job to let it in"),
       flag("KOLO_INSECURE", "0", "1 = run the store unauthenticated (trusted networks only)"),
       text("KOLO_HOSTID", "hostname + boot id + pid and network namespaces",
            "this process's host identity, to emulate several hosts on one machine (tests)"),

@@ -39,6 +39,8 @@ std::vector<Request> sample_requests() {
       Request{Op::kAdd, {"counter"}, "", -42},
       Request{Op::kWait, {"a", "bb", ""}, "", 0},
       Request{Op::kWait, {}, "", 0},
+      Request{Op::kPeek, {"elastic/joiners"}, "", 0},
+      Request{Op::kSetOwned, {"w/live/2"}, "1", 0},
   };
 }
 
@@ -261,6 +263,26 @@ TEST(StoreServerTest, SetGetAddLocalIp) {
   EXPECT_EQ(long_key.code(), Code::kInvalidArgument);
   ASSERT_TRUE(client->set("big", std::string(3u << 20, 'b'), Deadline(10)).ok());
   EXPECT_EQ(client->get("big", Deadline(10)).value().size(), 3u << 20);
+  EXPECT_EQ(server->rejected_connections(), 0u);
+}
+
+// PEEK never waits; SET_OWNED keys go with their connection (how an elastic job sees a
+// dead rank gone), unless a plain SET has made the key nobody's since.
+TEST(StoreServerTest, PeekAndKeysOwnedByAConnection) {
+  auto server = start_server();
+  auto watcher = connect_client(*server);
+  auto owner = connect_client(*server);
+  ASSERT_TRUE(watcher && owner);
+  Result<std::optional<std::string>> missing = watcher->peek("live/0", Deadline(5));
+  ASSERT_TRUE(missing.ok()) << missing.status().to_string();
+  EXPECT_FALSE(missing.value().has_value());
+  ASSERT_TRUE(owner->set_owned("live/0", "1", Deadline(5)).ok());
+  ASSERT_TRUE(owner->set_owned("live/1", "1", Deadline(5)).ok());
+  ASSERT_TRUE(watcher->set("live/1", "kept", Deadline(5)).ok());  // now nobody's
+  EXPECT_EQ(watcher->peek("live/0", Deadline(5)).value().value_or(""), "1");
+  owner.reset();  // the connection closes: its keys go
+  EXPECT_TRUE(eventually([&] { return !watcher->peek("live/0", Deadline(5)).value().has_value(); }));
+  EXPECT_EQ(watcher->peek("live/1", Deadline(5)).value().value_or(""), "kept");
   EXPECT_EQ(server->rejected_connections(), 0u);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ class StoreClient {
   virtual Status set(const std::string& key, const std::string& value, const Deadline& deadline) = 0;
   // Waits until the key exists, then returns its value.
   virtual Result<std::string> get(const std::string& key, const Deadline& deadline) = 0;
+  // The key's value if it exists now; nullopt if not (never waits for it).
+  virtual Result<std::optional<std::string>> peek(const std::string& key, const Deadline& deadline) = 0;
+  // A set whose key lives only as long as this client's connection: the server erases it
+  // when the connection closes (the process exited or was killed). Liveness for elastic jobs.
+  virtual Status set_owned(const std::string& key, const std::string& value, const Deadline& deadline) = 0;
   // Atomically adds delta to the integer stored at key (missing = 0); returns the new value.
   virtual Result<int64_t> add(const std::string& key, int64_t delta, const Deadline& deadline) = 0;
   // Waits until every key exists.

@@ -59,6 +59,20 @@ class StoreClientImpl final : public StoreClient {
     return std::move(reply.value().payload);
   }
 
+  Result<std::optional<std::string>> peek(const std::string& key, const Deadline& deadline) override {
+    Result<Reply> reply = call(Request{Op::kPeek, {key}, "", 0}, deadline);
+    if (!reply.ok()) return reply.status().with_context(str_cat("peek '", key, "': "));
+    KOLO_TRY(reply_status(reply.value()));
+    if (reply.value().number == 0) return std::optional<std::string>();
+    return std::optional<std::string>(std::move(reply.value().payload));
+  }
+
+  Status set_owned(const std::string& key, const std::string& value, const Deadline& deadline) override {
+    Result<Reply> reply = call(Request{Op::kSetOwned, {key}, value, 0}, deadline);
+    if (!reply.ok()) return reply.status();
+    return reply_status(reply.value());
+  }
+
   Result<int64_t> add(const std::string& key, int64_t delta, const Deadline& deadline) override {
     Result<Reply> reply = call(Request{Op::kAdd, {key}, "", delta}, deadline);
     if (!reply.ok()) return reply.status();

@@ -102,7 +102,9 @@ size_t keys_expected(Op op) {
   switch (op) {
     case Op::kSet:
     case Op::kGet:
-    case Op::kAdd: return 1;
+    case Op::kAdd:
+    case Op::kPeek:
+    case Op::kSetOwned: return 1;
     default: return 0;
   }
 }
@@ -117,12 +119,14 @@ const char* op_name(Op op) {
     case Op::kAdd: return "ADD";
     case Op::kWait: return "WAIT";
     case Op::kReply: return "REPLY";
+    case Op::kPeek: return "PEEK";
+    case Op::kSetOwned: return "SET_OWNED";
   }
   return "?";
 }
 
 Result<std::string> encode_request(const Request& request) {
-  if (request.op < Op::kHello || request.op > Op::kWait) {
+  if (request.op < Op::kHello || request.op > Op::kSetOwned || request.op == Op::kReply) {
     return error(Code::kInternal, "not a store request op: ", static_cast<int>(request.op));
   }
   if (request.op != Op::kWait && request.keys.size() != keys_expected(request.op)) {
@@ -139,10 +143,12 @@ Result<std::string> encode_request(const Request& request) {
   switch (request.op) {
     case Op::kHello: put_bytes(body, request.value); break;
     case Op::kSet:
+    case Op::kSetOwned:
       put_bytes(body, request.keys[0]);
       put_bytes(body, request.value);
       break;
-    case Op::kGet: put_bytes(body, request.keys[0]); break;
+    case Op::kGet:
+    case Op::kPeek: put_bytes(body, request.keys[0]); break;
     case Op::kAdd:
       put_bytes(body, request.keys[0]);
       put_u64(body, static_cast<uint64_t>(request.number));
@@ -171,10 +177,12 @@ Result<Request> decode_request(std::string_view body) {
   switch (request.op) {
     case Op::kHello: request.value = reader.bytes(kStoreMaxKeyBytes, "protocol magic"); break;
     case Op::kSet:
+    case Op::kSetOwned:
       request.keys.push_back(reader.bytes(kStoreMaxKeyBytes, "key"));
       request.value = reader.bytes(kStoreMaxValueBytes, "value");
       break;
-    case Op::kGet: request.keys.push_back(reader.bytes(kStoreMaxKeyBytes, "key")); break;
+    case Op::kGet:
+    case Op::kPeek: request.keys.push_back(reader.bytes(kStoreMaxKeyBytes, "key")); break;
     case Op::kAdd:
       request.keys.push_back(reader.bytes(kStoreMaxKeyBytes, "key"));
       request.number = reader.i64("delta");

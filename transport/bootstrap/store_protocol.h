@@ -35,7 +35,8 @@ constexpr size_t kLengthBytes = 4;
 constexpr size_t kMaxBodyBytes = kStoreMaxValueBytes + kStoreMaxKeyBytes + 64;
 constexpr size_t kMaxFrameBytes = kLengthBytes + kMaxBodyBytes + kMacBytes;
 // Sent in HELLO so that two builds with incompatible protocols fail clearly.
-constexpr std::string_view kProtocolMagic = "kolo-store/2";  // 2: the client sends a nonce too
+// 2: the client sends a nonce too; 3: PEEK and SET_OWNED (elastic jobs' liveness).
+constexpr std::string_view kProtocolMagic = "kolo-store/3";
 
 using Nonce = std::array<uint8_t, kNonceBytes>;
 
@@ -49,11 +50,13 @@ enum class Op : uint8_t {
   kAdd = 4,    // key, int64 delta            -> number = new value
   kWait = 5,   // int64 count, count x key    -> ok (parked until all exist)
   kReply = 6,  // int64 code, payload, int64 number (server to client only)
+  kPeek = 7,   // key                         -> number = 1 and value if it exists, else 0 (never parked)
+  kSetOwned = 8,  // key, value               -> ok; the key is erased when this connection closes
 };
 
 struct Request {
   Op op = Op::kHello;
-  std::vector<std::string> keys;  // one for SET/GET/ADD, any number for WAIT, none for HELLO
+  std::vector<std::string> keys;  // one for SET/GET/ADD/PEEK/SET_OWNED, any number for WAIT, none for HELLO
   std::string value;              // SET value; HELLO magic
   int64_t number = 0;             // ADD delta
 };

@@ -133,6 +133,7 @@ class StoreServerImpl final : public StoreServer {
   void reject(Conn& c, const std::string& reason);
   void close_conn(Conn& c, const std::string& reason);
   void unregister_waiter(Conn& c);
+  void erase_owned(Conn& c);
   void sweep();
 
   const std::string secret_;
@@ -146,6 +147,7 @@ class StoreServerImpl final : public StoreServer {
   uint64_t next_id_ = 1;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters_;  // missing key -> conn ids
+  std::unordered_map<std::string, uint64_t> owner_;  // SET_OWNED key -> the conn whose close erases it
   double accept_paused_until_ = 0;
   char chunk_[kReadChunk];
   std::mutex stop_mutex_;
@@ -360,10 +362,21 @@ void StoreServerImpl::handle(Conn& c, Request request) {
       }
       return;
     case Op::kSet:
+    case Op::kSetOwned:
       data_[request.keys[0]] = std::move(request.value);
+      if (request.op == Op::kSetOwned) {
+        owner_[request.keys[0]] = c.id;
+      } else {
+        owner_.erase(request.keys[0]);  // a plain SET makes the key nobody's
+      }
       send_reply(c, Reply{});
       key_changed(request.keys[0]);
       return;
+    case Op::kPeek: {
+      auto it = data_.find(request.keys[0]);
+      send_reply(c, it == data_.end() ? Reply{} : Reply{Code::kOk, it->second, 1});
+      return;
+    }
     case Op::kAdd: {
       const std::string& key = request.keys[0];
       int64_t current = 0;
@@ -466,6 +479,7 @@ void StoreServerImpl::reject(Conn& c, const std::string& reason) {
   rejected_.fetch_add(1);
   log_warn(Subsys::kBootstrap, "store: dropped connection from ", c.peer, ": ", reason);
   unregister_waiter(c);
+  erase_owned(c);
   c.closed = true;
   c.fd.reset();
 }
@@ -474,6 +488,7 @@ void StoreServerImpl::close_conn(Conn& c, const std::string& reason) {
   if (c.closed) return;
   log_trace(Subsys::kBootstrap, "store: connection from ", c.peer, " ended: ", reason);
   unregister_waiter(c);
+  erase_owned(c);
   c.closed = true;
   c.fd.reset();
 }
@@ -486,6 +501,16 @@ void StoreServerImpl::unregister_waiter(Conn& c) {
     if (it->second.empty()) waiters_.erase(it);
   }
   c.parked.reset();
+}
+
+// A connection's SET_OWNED keys go with it: a process that died (its socket closed by the
+// kernel) is seen as gone by every PEEK after, which is how an elastic job learns who left.
+void StoreServerImpl::erase_owned(Conn& c) {
+  std::erase_if(owner_, [&](const auto& entry) {
+    if (entry.second != c.id) return false;
+    data_.erase(entry.first);
+    return true;
+  });
 }
 
 void StoreServerImpl::sweep() {

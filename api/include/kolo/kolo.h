@@ -90,6 +90,32 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm); /* safe from another thread */
  * returned (a peer died while the call was queued on a stream): KOLO_SUCCESS while it
  * works; kolo_last_error() then says what failed. Safe from another thread. */
 kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error);
+/* ---- Elastic jobs (docs/elastic.md) ----
+ * Collective over the ranks that take part: a new communicator without the ranks listed in
+ * exclude (every caller passes the same list; excluded ranks do not call), or, with exclude
+ * NULL and n_exclude 0, without the ranks that are gone (their process exited) or that do
+ * not call within KOLO_TIMEOUT. Works on a failed or aborted communicator (abort it first
+ * where a call of another thread may still wait in it). The survivors keep their order. A
+ * rank left out (it came after the others agreed) gets KOLO_ERR_ABORTED and *out = NULL.
+ * The agreement runs in the job's store under KOLO_ELASTIC=1 (kolorun's, which outlives
+ * every rank), else in the communicator's, which lives in its rank 0's process: then rank 0
+ * must be among the survivors. Registered buffers are not carried over: register them with
+ * the new communicator. */
+kolo_result_t kolo_comm_shrink(kolo_comm_t comm, const int* exclude, int n_exclude, kolo_comm_t* out);
+/* Elastic worlds (kolo_init's with KOLO_ELASTIC=1, which kolorun --min-np/--max-np sets, and
+ * the communicators this returns): the next membership epoch, made of the ranks of comm that
+ * take part (as kolo_comm_shrink with exclude NULL) and the workers waiting to join (started
+ * with KOLO_ELASTIC=join: their kolo_init returns once a rebuild lets them in). Every rank
+ * keeps its worker id; ranks are renumbered, old members first in their old order. The old
+ * communicator is left as it was: destroy it. */
+kolo_result_t kolo_comm_rebuild(kolo_comm_t comm, kolo_comm_t* out);
+int kolo_comm_epoch(kolo_comm_t comm); /* 0 at kolo_init; +1 per shrink or rebuild */
+/* Workers waiting to join an elastic world at its next rebuild (0 elsewhere). Reads the
+ * job's store, not collective: ask on one rank and broadcast, so that every rank decides alike. */
+kolo_result_t kolo_comm_pending_joiners(kolo_comm_t comm, int* count);
+/* This rank's worker id, the same in every epoch: "0".."n-1" for the ranks of kolo_init,
+ * "j1", "j2"... for workers that joined; NUL-terminated into buf (size bytes). */
+kolo_result_t kolo_comm_worker_id(kolo_comm_t comm, char* buf, size_t size);
 int kolo_comm_rank(kolo_comm_t comm);
 int kolo_comm_size(kolo_comm_t comm);
 int kolo_comm_local_rank(kolo_comm_t comm);

@@ -117,6 +117,12 @@ _PROTOTYPES = {
     "kolo_comm_destroy": (_i, [_c]),
     "kolo_comm_abort": (_i, [_c]),
     "kolo_comm_split": (_i, [_c, _i, _i, ctypes.POINTER(_c)]),
+    # Elastic jobs (kolo.torch.elastic).
+    "kolo_comm_shrink": (_i, [_c, ctypes.POINTER(_i), _i, ctypes.POINTER(_c)]),
+    "kolo_comm_rebuild": (_i, [_c, ctypes.POINTER(_c)]),
+    "kolo_comm_epoch": (_i, [_c]),
+    "kolo_comm_pending_joiners": (_i, [_c, ctypes.POINTER(_i)]),
+    "kolo_comm_worker_id": (_i, [_c, ctypes.c_char_p, _sz]),
     "kolo_comm_rank": (_i, [_c]),
     "kolo_comm_size": (_i, [_c]),
     "kolo_comm_local_rank": (_i, [_c]),

@@ -4,7 +4,8 @@ Runs with `kolorun -np N python3 train.py` (or mpirun, srun): init() finds the w
 environment. CPU and CUDA tensors, handed to kolo's runtime through their data pointers;
 named operations are matched across ranks, fused and ordered by the runtime (engine/runtime).
 Process sets are sub-communicators of the world. op=Adasum runs on any number of ranks
-(engine/adasum.h), CUDA tensors staged through host memory."""
+(engine/adasum.h), CUDA tensors staged through host memory. Elastic training (Horovod's
+hvd.elastic) under `kolorun --min-np N --max-np M`: kolo.torch.elastic."""
 import ctypes
 
 from kolo import _capi
@@ -21,6 +22,7 @@ from kolo.torch._optimizer import (DistributedOptimizer, allgather_object, broad
                                    broadcast_optimizer_state, broadcast_parameters)
 from kolo.torch.compression import Compression  # noqa: F401
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from kolo.torch import elastic  # noqa: F401 - hvd.elastic.run, hvd.elastic.TorchState, ...
 
 # Horovod scripts catch this when a peer fails.
 HorovodInternalError = KoloError

@@ -1,6 +1,7 @@
-"""The process's kolo world for kolo.torch (made by init(), destroyed by shutdown()) and its
-process sets: sub-communicators split from the world (kolo_comm_split), each with its own
-runtime, so that operations on a set run among its ranks only."""
+"""The process's kolo world for kolo.torch (made by init(), replaced by rebuild() in elastic
+jobs, destroyed by shutdown()) and its process sets: sub-communicators split from the world
+(kolo_comm_split), each with its own runtime, so that operations on a set run among its
+ranks only."""
 import atexit
 import ctypes
 
@@ -101,6 +102,69 @@ def init():
     global_process_set.ranks = list(range(_capi.lib.kolo_comm_size(comm)))
     global_process_set.comm = comm
     atexit.register(shutdown)
+
+
+def rebuild(failed=True):
+    """Elastic worlds (kolo.torch.elastic): replaces the world by its next membership epoch
+    (kolo_comm_rebuild: the ranks that take part, old ones first in their order, and the
+    workers waiting to join). Collective over every surviving rank. failed: the world has
+    failed (a peer died), so its communicators are aborted before they are destroyed and
+    their destroy waits for no peer; False after HostsUpdatedInterrupt (all alive).
+
+    Process sets other than the global one are dropped (their ranks are the old world's;
+    add them again on the new one), and so are operations still in flight (their handles
+    become unknown). Unnamed operations are counted afresh, so that a joiner names them as
+    the others do. Raises KoloError when this rank is left out of the new world (then
+    kolo.torch is uninitialised here)."""
+    global comm, _next_id
+    old = require()
+    for ps in [ps for i, ps in _sets.items() if i != 0]:
+        del _sets[ps.process_set_id]
+        made, ps.comm = ps.comm, None
+        if made is not None:
+            _discard(made, failed)
+    _next_id = 1
+    # The world's runtime runs on a private duplicate of `old`, so it does not disturb the
+    # rebuild; kolo stops it only by destroying `old`, which the rebuild still needs.
+    out = ctypes.c_void_p()
+    result = _capi.lib.kolo_comm_rebuild(old, ctypes.byref(out))
+    error = _capi.last_error()
+    comm = global_process_set.comm = None
+    _discard(old, failed)
+    _forget_requests()
+    if result != _capi.SUCCESS or not out.value:
+        raise _capi.error_for(result, error or "kolo_comm_rebuild gave no communicator")
+    comm = global_process_set.comm = out
+    global_process_set.ranks = list(range(_capi.lib.kolo_comm_size(comm)))
+    from kolo.torch import _start_runtime  # what init() starts (kolo.torch imports this module)
+    _start_runtime(None)
+    return comm
+
+
+def _discard(made, failed):
+    """Destroys a communicator of the old world, aborted first where it failed. Its errors
+    are not raised: nothing would use them, the world being replaced."""
+    if failed:
+        _capi.lib.kolo_comm_abort(made)
+    _capi.lib.kolo_comm_destroy(made)
+
+
+def _forget_requests():
+    """Once the old world's communicators are destroyed, their runtimes have failed every
+    request they held: free them, and start the per-kind counters of unnamed operations
+    afresh (a joiner starts from 0)."""
+    from kolo.torch import _requests  # here: _requests imports this module
+    with _requests._pending_lock:
+        pending = list(_requests._pending.values())
+        _requests._pending.clear()
+        _requests._composites.clear()
+        for p in pending:
+            if _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:
+                _requests._unfinished.append(p)  # kolo may still use its buffers: kept alive
+            else:
+                _capi.lib.kolo_request_free(p.request)
+    with _requests._counter_lock:
+        _requests._counters.clear()
 
 
 def shutdown():

@@ -1,0 +1,271 @@
+#include "engine/elastic.h"
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "support/env.h"
+#include "support/log.h"
+
+namespace kolo {
+namespace {
+
+constexpr const char* kJoinersKey = "elastic/joiners";  // ADD counter: tickets handed out
+std::string joiner_key(int64_t ticket) { return str_cat("elastic/joiner/", ticket); }
+std::string joiner_live_key(const std::string& id) { return str_cat("elastic/live/", id); }
+std::string admitted_key(const std::string& id) { return str_cat("elastic/admitted/", id); }
+
+// Polling interval of the decider: short against KOLO_TIMEOUT, long against a store round trip.
+constexpr auto kPoll = std::chrono::milliseconds(10);
+
+std::mutex& g_job_mutex = *new std::mutex;
+std::shared_ptr<StoreSession>& g_job = *new std::shared_ptr<StoreSession>;
+
+// The outcome as the decider writes it: "ok\n<joined>\n<id>,<id>..." or "error\n<why>".
+std::string encode_outcome(int64_t joined, const std::vector<std::string>& members) {
+  std::string text = str_cat("ok\n", joined, "\n");
+  for (size_t i = 0; i < members.size(); ++i) text += (i ? "," : "") + members[i];
+  return text;
+}
+
+Result<Membership> decode_outcome(const std::string& text, const std::string& me, const std::string& prefix) {
+  if (text.rfind("error\n", 0) == 0) {
+    return error(Code::kAborted, "the members of ", prefix, " could not agree: ", text.substr(6));
+  }
+  std::istringstream in(text);
+  std::string ok, joined, list;
+  std::getline(in, ok);
+  std::getline(in, joined);
+  std::getline(in, list);
+  if (ok != "ok" || joined.empty()) return error(Code::kInternal, "malformed membership record at ", prefix);
+  Membership m;
+  m.joined = std::stoll(joined);
+  std::istringstream ids(list);
+  for (std::string id; std::getline(ids, id, ',');) {
+    if (id == me) m.rank = static_cast<int>(m.members.size());
+    m.members.push_back(id);
+  }
+  return m;
+}
+
+enum class Presence { kPending, kHere, kGone };
+
+// The decider: waits until each old member expected has posted that it is here or has
+// gone (its live key erased with its connection), at most until `grace` (the call's
+// deadline); then lets in the live joiners and writes the outcome for everyone. Each store
+// request has a deadline of its own: one that ran out would close the connection, and the
+// outcome must still be written when the grace has run out.
+Status decide(const MembershipRequest& rq, const Deadline& grace) {
+  StoreClient& store = *rq.store;
+  const double op_seconds = env_timeout_seconds();
+  const int n = static_cast<int>(rq.members.size());
+  std::vector<Presence> presence(n, Presence::kPending);
+  for (int r : rq.exclude) presence[r] = Presence::kGone;
+  auto pending = [&] { return std::count(presence.begin(), presence.end(), Presence::kPending); };
+  while (pending() > 0 && !grace.expired()) {
+    for (int r = 0; r < n; ++r) {
+      if (presence[r] != Presence::kPending) continue;
+      auto here = store.peek(str_cat(rq.prefix, "/here/", rq.members[r]), Deadline(op_seconds));
+      if (!here.ok()) return here.status();
+      if (here.value()) {
+        presence[r] = Presence::kHere;
+        continue;
+      }
+      auto live = store.peek(live_key(rq.old_prefix, r), Deadline(op_seconds));
+      if (!live.ok()) return live.status();
+      if (!live.value()) presence[r] = Presence::kGone;
+    }
+    if (pending() > 0) std::this_thread::sleep_for(kPoll);
+  }
+  std::vector<std::string> members;
+  std::string refusal;
+  for (int r = 0; r < n; ++r) {
+    const bool excluded = std::find(rq.exclude.begin(), rq.exclude.end(), r) != rq.exclude.end();
+    if (presence[r] == Presence::kHere) {
+      members.push_back(rq.members[r]);
+    } else if (rq.exclude_given && !excluded) {  // the callers said who goes: anyone else missing is an error
+      refusal += str_cat(refusal.empty() ? "" : "; ", "rank ", r, " is not in the exclude list but ",
+                         presence[r] == Presence::kGone ? "its process is gone" : "did not take part within KOLO_TIMEOUT");
+    } else if (!excluded) {
+      log_warn(Subsys::kInit, rq.prefix, ": rank ", r, " (worker ", rq.members[r], ") is left out: ",
+               presence[r] == Presence::kGone ? "its process is gone" : "it did not take part within KOLO_TIMEOUT");
+    }
+  }
+  if (!refusal.empty()) return store.set(str_cat(rq.prefix, "/members"), "error\n" + refusal, Deadline(op_seconds));
+  int64_t joined = rq.joined_before;
+  std::vector<std::string> admitted;
+  if (rq.admit_joiners) {
+    auto tickets = store.peek(kJoinersKey, Deadline(op_seconds));
+    if (!tickets.ok()) return tickets.status();
+    const int64_t last = tickets.value() ? std::stoll(*tickets.value()) : 0;
+    for (int64_t t = rq.joined_before + 1; t <= last; ++t) {
+      // A joiner names itself right after taking its ticket; one that died in between is skipped.
+      std::optional<std::string> id;
+      for (int tries = 0; tries < 100 && !id; ++tries) {
+        auto got = store.peek(joiner_key(t), Deadline(op_seconds));
+        if (!got.ok()) return got.status();
+        id = got.take();
+        if (!id) std::this_thread::sleep_for(kPoll);
+      }
+      if (!id) continue;
+      auto live = store.peek(joiner_live_key(*id), Deadline(op_seconds));
+      if (!live.ok()) return live.status();
+      if (live.value()) admitted.push_back(*id);
+    }
+    joined = last;
+  }
+  members.insert(members.end(), admitted.begin(), admitted.end());
+  KOLO_TRY(store.set(str_cat(rq.prefix, "/members"), encode_outcome(joined, members), Deadline(op_seconds)));
+  for (const std::string& id : admitted) KOLO_TRY(store.set(admitted_key(id), std::to_string(rq.epoch), Deadline(op_seconds)));
+  log_info(Subsys::kInit, rq.prefix, ": ", members.size(), " members (", admitted.size(), " joined)");
+  return Status();
+}
+
+}  // namespace
+
+std::shared_ptr<StoreSession> elastic_job_store() {
+  std::lock_guard<std::mutex> lock(g_job_mutex);
+  return g_job;
+}
+
+void keep_elastic_job_store(std::shared_ptr<StoreSession> session) {
+  std::lock_guard<std::mutex> lock(g_job_mutex);
+  if (!g_job) g_job = std::move(session);  // one elastic world per process: the first
+}
+
+std::string elastic_epoch_prefix(int epoch) { return str_cat("elastic/", epoch); }
+std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(comm_prefix, "/live/", rank); }
+
+Result<Membership> agree_membership(const MembershipRequest& rq, const Deadline& deadline) {
+  StoreClient& store = *rq.store;
+  const std::string me = rq.members[rq.my_old_rank];
+  KOLO_TRY(store.set(str_cat(rq.prefix, "/here/", me), "1", deadline));
+  auto arrived = store.add(str_cat(rq.prefix, "/arrived"), 1, deadline);
+  if (!arrived.ok()) return arrived.status();
+  if (arrived.value() == 1) KOLO_TRY(decide(rq, deadline));
+  // The decider may wait until its deadline (near ours) and then write: KOLO_TIMEOUT more.
+  Result<std::string> outcome =
+      store.get(str_cat(rq.prefix, "/members"), Deadline(deadline.remaining_seconds() + env_timeout_seconds()));
+  if (!outcome.ok()) return outcome.status().with_context(str_cat("waiting for the members of ", rq.prefix, ": "));
+  auto m = decode_outcome(outcome.value(), me, rq.prefix);
+  if (!m.ok()) return m.status();
+  if (m.value().rank < 0) {
+    return error(Code::kAborted, "rank ", rq.my_old_rank, " (worker ", me, ") was left out of ", rq.prefix,
+                 ": the others agreed before it took part. A rank of an old epoch cannot rejoin; restart it "
+                 "as a new worker (KOLO_ELASTIC=join)");
+  }
+  return m;
+}
+
+Result<int> pending_joiners(StoreClient& job, int64_t joined, const Deadline& deadline) {
+  auto tickets = job.peek(kJoinersKey, deadline);
+  if (!tickets.ok()) return tickets.status();
+  const int64_t last = tickets.value() ? std::stoll(*tickets.value()) : 0;
+  return static_cast<int>(std::max<int64_t>(0, last - joined));
+}
+
+Result<std::unique_ptr<Communicator>> join_elastic_world(std::shared_ptr<StoreSession> job) {
+  Result<double> wait = env_double("KOLO_ELASTIC_JOIN_TIMEOUT");
+  if (!wait.ok()) return wait.status();
+  const Deadline deadline(wait.value());
+  StoreClient& store = *job->client;
+  auto ticket = store.add(kJoinersKey, 1, deadline);
+  if (!ticket.ok()) return ticket.status().with_context("joining the elastic job: ");
+  const std::string id = str_cat("j", ticket.value());
+  KOLO_TRY(store.set_owned(joiner_live_key(id), "1", deadline));
+  KOLO_TRY(store.set(joiner_key(ticket.value()), id, deadline));
+  log_info(Subsys::kInit, "worker ", id, " waits to be let in at the next rebuild of the elastic job");
+  auto epoch_text = store.get(admitted_key(id), deadline);
+  if (!epoch_text.ok()) {
+    return epoch_text.status().with_context(str_cat("worker ", id, " waiting to join (KOLO_ELASTIC_JOIN_TIMEOUT=",
+                                                    wait.value(), " s; the job lets workers in when it rebuilds): "));
+  }
+  const int epoch = std::stoi(epoch_text.value());
+  const std::string prefix = elastic_epoch_prefix(epoch);
+  const Deadline within(env_timeout_seconds());
+  auto outcome = store.get(str_cat(prefix, "/members"), within);
+  if (!outcome.ok()) return outcome.status();
+  auto m = decode_outcome(outcome.value(), id, prefix);
+  if (!m.ok()) return m.status();
+  if (m.value().rank < 0) return error(Code::kInternal, "worker ", id, " was let in at ", prefix, " but is not a member");
+  log_set_rank(m.value().rank);
+  auto comm = Communicator::create(job, CommIdentity{str_cat(prefix, "/comm"), m.value().rank,
+                                                     static_cast<int>(m.value().members.size())}, &within);
+  if (!comm.ok()) return comm.status();
+  comm.value()->set_lineage(Lineage{epoch, m.value().members, m.value().joined, true});
+  return comm;
+}
+
+// ---- Communicator's elastic calls ----
+
+Result<std::unique_ptr<Communicator>> Communicator::next_epoch(MembershipRequest request, const std::string& prefix) {
+  const Deadline deadline(timeout_seconds_);
+  // The job's store where the process keeps one (it outlives every rank; the live keys
+  // are there too, create()), else this communicator's own.
+  std::shared_ptr<StoreSession> job = elastic_job_store();
+  std::shared_ptr<StoreSession> session = job ? job : store_;
+  request.store = session->client.get();
+  request.prefix = prefix;
+  request.old_prefix = id_.prefix;
+  request.members = lineage_.members;
+  request.my_old_rank = id_.rank;
+  request.epoch = lineage_.epoch + 1;
+  auto agreed = agree_membership(request, deadline);
+  if (!agreed.ok()) {
+    if (session == store_ && agreed.status().code() == Code::kRemote) {
+      return agreed.status().with_context(
+          "the communicator's store lived in its rank 0's process, which is gone (a shrink without rank 0 needs the "
+          "job's store: run under kolorun with KOLO_ELASTIC=1): ");
+    }
+    return agreed.status();
+  }
+  const Membership& m = agreed.value();
+  // The agreement may have waited out the call's deadline for a straggler: making the new
+  // communicator gets KOLO_TIMEOUT of its own.
+  const Deadline making(timeout_seconds_);
+  auto made = create(session, CommIdentity{str_cat(prefix, "/comm"), m.rank, static_cast<int>(m.members.size())},
+                     &making);
+  if (!made.ok()) return made.status();
+  made.value()->set_lineage(Lineage{request.epoch, m.members, m.joined, lineage_.elastic_world});
+  log_info(Subsys::kInit, "rank ", id_.rank, " of ", id_.prefix, " (worker ", lineage_.members[id_.rank],
+           ") is rank ", m.rank, " of ", m.members.size(), " in epoch ", request.epoch);
+  return made;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int>& exclude, bool exclude_given) {
+  for (int r : exclude) {
+    if (r < 0 || r >= id_.size) {
+      return error(Code::kInvalidArgument, "rank ", id_.rank, ": exclude list names rank ", r, ", not in [0, ",
+                   id_.size, ")");
+    }
+    if (r == id_.rank) {
+      return error(Code::kInvalidUsage, "rank ", id_.rank, " is in its own exclude list: excluded ranks do not "
+                   "call kolo_comm_shrink");
+    }
+  }
+  MembershipRequest request;
+  request.exclude = exclude;
+  request.exclude_given = exclude_given;
+  return next_epoch(std::move(request), str_cat(id_.prefix, "/shrink", shrink_seq_++));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::rebuild() {
+  if (!lineage_.elastic_world || !elastic_job_store()) {
+    return error(Code::kInvalidUsage, "rank ", id_.rank, ": kolo_comm_rebuild needs an elastic world: the "
+                 "communicator of kolo_init (or of a rebuild) with KOLO_ELASTIC=1, which kolorun --min-np/--max-np "
+                 "sets; other communicators can kolo_comm_shrink");
+  }
+  MembershipRequest request;
+  request.admit_joiners = true;
+  request.joined_before = lineage_.joined;
+  return next_epoch(std::move(request), elastic_epoch_prefix(lineage_.epoch + 1));
+}
+
+Result<int> Communicator::pending_joiners() {
+  std::shared_ptr<StoreSession> job = elastic_job_store();
+  if (!lineage_.elastic_world || !job) return 0;
+  return kolo::pending_joiners(*job->client, lineage_.joined, Deadline(timeout_seconds_));
+}
+
+}  // namespace kolo

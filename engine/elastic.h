@@ -1,0 +1,64 @@
+// Elastic jobs: a communicator rebuilt from the ranks that are left, and from the workers
+// that arrive, as a new membership epoch that every member agrees on through a store.
+//
+// The agreement (agree_membership) runs in a store that must outlive the ranks it drops:
+// kolorun's (the job's store, kept open for the life of the process when KOLO_ELASTIC is
+// set), else the communicator's own, which lives in its rank 0's process (a shrink that
+// drops rank 0 then fails clearly). Each communicator marks each rank alive with a key
+// owned by the rank's store connection (StoreClient::set_owned), so a process that dies
+// is seen gone at once, not after a timeout. Protocol and guarantees: docs/elastic.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/communicator.h"
+#include "support/clock.h"
+#include "support/status.h"
+
+namespace kolo {
+
+// The job's store session kept for elastic rebuilds (null unless KOLO_ELASTIC is 1 or
+// join and the world came from the environment).
+std::shared_ptr<StoreSession> elastic_job_store();
+void keep_elastic_job_store(std::shared_ptr<StoreSession> session);
+
+// Keys of the elastic world in the job's store (one elastic world per job).
+std::string elastic_epoch_prefix(int epoch);   // "elastic/<epoch>": that epoch's agreement
+std::string live_key(const std::string& comm_prefix, int rank);  // owned by the rank's connection
+
+// One membership agreement: who of the old members take part (and which joiners are let
+// in), in which order. The first caller to arrive decides for all and writes the outcome.
+struct MembershipRequest {
+  StoreClient* store = nullptr;
+  std::string prefix;        // the agreement's keys
+  std::string old_prefix;    // the old communicator's (its ranks' live keys)
+  std::vector<std::string> members;  // the old ranks' worker ids, in rank order
+  int my_old_rank = -1;
+  std::vector<int> exclude;  // old ranks named by the caller (exclude_given)
+  bool exclude_given = false;
+  bool admit_joiners = false;  // rebuild of the elastic world: joiners waiting are let in
+  int64_t joined_before = 0;   // joiner tickets up to this one were let in earlier
+  int epoch = 0;               // the new epoch's number
+};
+
+struct Membership {
+  int rank = -1;  // this caller's rank in the new epoch
+  std::vector<std::string> members;  // worker ids in new rank order
+  int64_t joined = 0;  // joiner tickets considered so far
+};
+
+Result<Membership> agree_membership(const MembershipRequest& request, const Deadline& deadline);
+
+// kolo_init of a worker started into a running elastic job (KOLO_ELASTIC=join): takes a
+// ticket, waits (KOLO_ELASTIC_JOIN_TIMEOUT) until a rebuild lets it in, and makes that
+// epoch's communicator with the others.
+Result<std::unique_ptr<Communicator>> join_elastic_world(std::shared_ptr<StoreSession> job);
+
+// Workers waiting to be let in at the next rebuild of an elastic world whose epoch let in
+// tickets up to `joined`.
+Result<int> pending_joiners(StoreClient& job, int64_t joined, const Deadline& deadline);
+
+}  // namespace kolo

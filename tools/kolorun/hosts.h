@@ -22,6 +22,9 @@ struct Placement {
   bool local = false;   // this machine: started with fork+exec, not ssh
   int local_rank = 0;   // index among the ranks on the same machine
   int local_size = 1;
+  // Elastic jobs: started into the running job (KOLO_ELASTIC=join), without a rank of its
+  // own until the job lets it in; `rank` is then only kolorun's number for it.
+  bool joins = false;
 };
 
 // Most slots one host may declare; a typo like slots=80000000 should fail, not allocate.

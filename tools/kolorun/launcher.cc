@@ -20,6 +20,7 @@
 
 #include "support/clock.h"
 #include "tools/kolorun/binding.h"
+#include "tools/kolorun/discovery.h"
 
 extern char** environ;
 
@@ -31,6 +32,8 @@ constexpr size_t kMaxPendingLine = 64 * 1024;
 constexpr size_t kReadChunk = 64 * 1024;
 // After the last rank exits, how long output from its leftovers may still trickle in.
 constexpr double kDrainSeconds = 1.0;
+// Elastic: how long after the first rank finished a joiner not let in is left running.
+constexpr double kJoinerGraceSeconds = 30.0;
 
 using TimePoint = Clock::time_point;
 
@@ -99,12 +102,16 @@ std::vector<std::string> split_words(const std::string& text) {
 }
 
 std::vector<std::pair<std::string, std::string>> rank_variables(const JobSpec& job, const Placement& rank) {
-  return {{"KOLO_RANK", std::to_string(rank.rank)},
-          {"KOLO_SIZE", std::to_string(job.ranks.size())},
-          {"KOLO_LOCAL_RANK", std::to_string(rank.local_rank)},
-          {"KOLO_LOCAL_SIZE", std::to_string(rank.local_size)},
-          {"KOLO_ADDR", job.addr},
-          {"KOLO_LAUNCHER", "kolorun"}};  // the store is kolorun's: rank 0 must not start one
+  std::vector<std::pair<std::string, std::string>> vars;
+  if (!rank.joins) {  // a joiner learns its rank when the job lets it in
+    vars = {{"KOLO_RANK", std::to_string(rank.rank)}, {"KOLO_SIZE", std::to_string(job.ranks.size())}};
+  }
+  vars.insert(vars.end(), {{"KOLO_LOCAL_RANK", std::to_string(rank.local_rank)},
+                           {"KOLO_LOCAL_SIZE", std::to_string(rank.local_size)},
+                           {"KOLO_ADDR", job.addr},
+                           {"KOLO_LAUNCHER", "kolorun"}});  // the store is kolorun's: rank 0 must not start one
+  if (job.elastic) vars.emplace_back("KOLO_ELASTIC", rank.joins ? "join" : "1");
+  return vars;
 }
 
 // What one fork+exec needs, prepared before the fork.
@@ -137,6 +144,7 @@ struct Rank {
   // Remote ranks: the write end of ssh's stdin. It carries the secret, then stays open
   // as a lifeline: closing it makes the remote script stop the program.
   int stdin_fd = -1;
+  bool stopped = false;  // elastic: stopped by kolorun (its host is no longer listed)
 };
 
 class Job {
@@ -161,6 +169,11 @@ class Job {
   bool any_running() const;
   bool any_stream_open() const;
   int poll_timeout_ms() const;
+  // Elastic jobs.
+  int running_count(const std::string* host = nullptr) const;
+  void lost(Rank& rank, const std::string& how, int code);
+  void discover();
+  void start_joiner(const HostSlots& host, int local_rank);
 
   const JobSpec& spec_;
   std::vector<Rank> ranks_;
@@ -174,6 +187,13 @@ class Job {
   std::optional<TimePoint> timeout_at_;
   std::optional<TimePoint> kill_at_;
   std::optional<TimePoint> drain_until_;
+  std::optional<TimePoint> next_discovery_;
+  // Elastic: a rank has finished (exited 0), so the job is ending: no new ranks, and
+  // joiners still waiting to be let in are stopped at this time.
+  std::optional<TimePoint> finished_at_;
+  int next_number_ = 0;             // kolorun's number for the next rank it starts
+  std::vector<std::string> lost_;   // elastic: ranks that failed, for the final message
+  std::string last_discovery_error_;
 };
 
 Job::~Job() {
@@ -380,7 +400,12 @@ void Job::reap() {
     pump(*rank, rank->err, 1024);
     bool exited = WIFEXITED(status);
     int code = exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code == 0 && spec_.elastic && !finished_at_) finished_at_ = after(kJoinerGraceSeconds);
     if (code == 0 || terminating_) continue;
+    if (spec_.elastic) {
+      lost(*rank, exited ? str_cat("exited with status ", code) : str_cat("killed by signal ", signal_name(WTERMSIG(status))), code);
+      continue;
+    }
     std::string r = std::to_string(rank->where.rank);
     if (exited) {
       say(str_cat("rank ", r, " exited with status ", code));
@@ -391,6 +416,94 @@ void Job::reap() {
     set_exit(code);
     terminate();
   }
+}
+
+// Elastic: a rank that failed is dropped; the survivors rebuild their world without it.
+// The job ends only when fewer than --min-np ranks run.
+void Job::lost(Rank& rank, const std::string& how, int code) {
+  if (rank.stopped && rank.where.joins && finished_at_) return;  // never let in before the end: not a loss
+  const std::string name = str_cat("rank ", rank.where.rank, rank.where.joins ? " (joined)" : "", " on ",
+                                   rank.where.host.empty() ? "this host" : rank.where.host);
+  lost_.push_back(name);
+  const int running = running_count();
+  say(str_cat(name, " ", how, rank.stopped ? " (stopped: its host is no longer listed)" : "", "; ", running,
+              " rank(s) run (--min-np ", spec_.min_np, ")"));
+  if (running >= spec_.min_np) return;
+  std::string names;
+  for (const std::string& l : lost_) names += (names.empty() ? "" : ", ") + l;
+  say(str_cat("fewer than --min-np ", spec_.min_np, " ranks run; stopping the job. Lost: ", names));
+  set_exit(code);
+  terminate();
+}
+
+int Job::running_count(const std::string* host) const {
+  int n = 0;
+  for (const Rank& rank : ranks_) {
+    if (!rank.running || rank.stopped) continue;
+    if (host != nullptr && !(rank.where.host == *host ||
+                             (rank.where.local && is_local_host(*host, spec_.this_hostname)))) {
+      continue;
+    }
+    ++n;
+  }
+  return n;
+}
+
+// Polls the discovery script: ranks on hosts it no longer lists are stopped, and hosts
+// with free slots get new ranks (KOLO_ELASTIC=join), up to --max-np.
+void Job::discover() {
+  next_discovery_ = after(spec_.discovery_interval_s);
+  if (finished_at_) return;  // the job is ending
+  Result<std::vector<HostSlots>> hosts = discover_hosts(spec_.discovery_script, 30);
+  if (!hosts.ok()) {
+    if (hosts.status().message() != last_discovery_error_) say(hosts.status().message() + "; polling on");
+    last_discovery_error_ = hosts.status().message();
+    return;
+  }
+  last_discovery_error_.clear();
+  for (Rank& rank : ranks_) {
+    if (!rank.running || rank.stopped) continue;
+    bool listed = false;
+    for (const HostSlots& h : hosts.value()) {
+      listed |= h.name == rank.where.host || (rank.where.local && is_local_host(h.name, spec_.this_hostname));
+    }
+    if (listed) continue;
+    say(str_cat("host ", rank.where.host, " is no longer listed: stopping rank ", rank.where.rank));
+    rank.stopped = true;
+    close_fd(rank.stdin_fd);
+    ::kill(-rank.pid, SIGTERM);
+  }
+  for (const HostSlots& host : hosts.value()) {
+    int here = running_count(&host.name);
+    while (here < host.slots && running_count() < spec_.max_np) {
+      const bool local = is_local_host(host.name, spec_.this_hostname);
+      if (!local && (spec_.store_on_loopback || !ssh_path_)) {
+        say(str_cat("host ", host.name, " cannot get ranks: ", spec_.store_on_loopback
+                        ? "the store listens on 127.0.0.1 (give --store-host)" : "no ssh or --launcher program"));
+        break;
+      }
+      start_joiner(host, here++);
+    }
+  }
+}
+
+void Job::start_joiner(const HostSlots& host, int local_rank) {
+  Rank rank;
+  rank.where.rank = next_number_++;
+  rank.where.host = host.name;
+  rank.where.local = is_local_host(host.name, spec_.this_hostname);
+  rank.where.local_rank = local_rank;
+  rank.where.local_size = host.slots;
+  rank.where.joins = true;
+  if (rank.where.local && !program_path_) return;  // said at start
+  ranks_.push_back(std::move(rank));
+  Status started = start(ranks_.back());
+  if (!started.ok()) {
+    say(str_cat("rank ", ranks_.back().where.rank, " on ", host.name, ": ", started.message()));
+    ranks_.pop_back();
+    return;
+  }
+  say(str_cat("started rank ", ranks_.back().where.rank, " on ", host.name, "; it joins at the job's next rebuild"));
 }
 
 void Job::signal_running(int signo) {
@@ -439,7 +552,8 @@ bool Job::any_stream_open() const {
 
 int Job::poll_timeout_ms() const {
   std::optional<TimePoint> next;
-  for (const auto& at : {terminating_ ? std::optional<TimePoint>() : timeout_at_, kill_at_, drain_until_}) {
+  for (const auto& at : {terminating_ ? std::optional<TimePoint>() : timeout_at_, kill_at_, drain_until_,
+                         terminating_ ? std::optional<TimePoint>() : next_discovery_, finished_at_}) {
     if (at && (!next || *at < *next)) next = at;
   }
   if (!next) return -1;
@@ -464,6 +578,8 @@ int Job::run() {
     ranks_[i].where = spec_.ranks[i];
     (spec_.ranks[i].local ? any_local : any_remote) = true;
   }
+  next_number_ = static_cast<int>(ranks_.size());
+  if (!spec_.discovery_script.empty()) any_local = true;  // hosts may come: find the program now
   const char* path_env = std::getenv("PATH");
   std::string path_value = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
   if (any_local && !(program_path_ = find_program(spec_.argv[0], path_value))) {
@@ -480,6 +596,7 @@ int Job::run() {
   }
   // ssh_path_ is the program that starts remote ranks: ssh's, or the --launcher's.
   std::vector<std::string> ssh_words = split_words(spec_.launcher.empty() ? spec_.ssh : spec_.launcher);
+  if (!spec_.discovery_script.empty() && !ssh_words.empty()) ssh_path_ = find_program(ssh_words[0], path_value);
   if (any_remote && (ssh_words.empty() || !(ssh_path_ = find_program(ssh_words[0], path_value)))) {
     say(spec_.launcher.empty() ? str_cat("cannot find the ssh program '", spec_.ssh, "'")
                                : str_cat("cannot find the launcher program '", ssh_words.empty() ? "" : ssh_words[0],
@@ -488,6 +605,7 @@ int Job::run() {
   }
 
   if (spec_.timeout_s > 0) timeout_at_ = after(spec_.timeout_s);
+  if (!spec_.discovery_script.empty()) next_discovery_ = after(spec_.discovery_interval_s);
   for (Rank& rank : ranks_) {
     Status started = start(rank);
     if (!started.ok()) {
@@ -511,6 +629,18 @@ int Job::run() {
       say(str_cat("the job ran past its time limit (", spec_.timeout_s, " s); stopping all ranks"));
       set_exit(kExitTimeout);
       terminate();
+    }
+    if (next_discovery_ && now >= *next_discovery_ && !terminating_) discover();
+    if (finished_at_ && now >= *finished_at_) {
+      for (Rank& rank : ranks_) {
+        if (!rank.running || !rank.where.joins || rank.stopped) continue;
+        say(str_cat("rank ", rank.where.rank, " (joined) still runs ", kJoinerGraceSeconds,
+                    " s after the job's first rank finished: stopping it (never let in?)"));
+        rank.stopped = true;
+        close_fd(rank.stdin_fd);
+        ::kill(-rank.pid, SIGTERM);
+      }
+      finished_at_ = after(1e9);
     }
     if (kill_at_ && now >= *kill_at_) {
       signal_running(SIGKILL);

@@ -30,6 +30,16 @@ struct JobSpec {
   // the rank's host) followed by `sh -c SCRIPT`, instead of through ssh.
   std::string launcher;
   std::string cwd;         // remote ranks cd here first
+  // Elastic (--min-np/--max-np): a rank that fails is dropped and the job goes on while at
+  // least min_np ranks run (the survivors rebuild their world, engine/elastic.h); hosts the
+  // discovery script lists get new ranks, up to max_np, which join the running world.
+  bool elastic = false;
+  int min_np = 1;
+  int max_np = 0;
+  std::string discovery_script;       // polled every discovery_interval_s; empty = fixed hosts
+  double discovery_interval_s = 1.0;
+  std::string this_hostname;          // which discovered hosts are this machine
+  bool store_on_loopback = false;     // then remote hosts cannot join
 };
 
 // Exit codes of kolorun itself (a rank's failure passes its own code on).

@@ -16,6 +16,7 @@
 
 #include "support/crypto.h"
 #include "support/env.h"
+#include "tools/kolorun/discovery.h"
 #include "tools/kolorun/hosts.h"
 #include "tools/kolorun/launcher.h"
 #include "transport/bootstrap/store.h"
@@ -53,6 +54,15 @@ const char kUsage[] =
     "                         e.g. 'ip netns exec {host}' (see tools/testhosts.sh)\n"
     "  --store-host HOST      name the ranks use to reach this machine's store\n"
     "                         (default: this host's name; 127.0.0.1 when all ranks are local)\n"
+    "  --min-np N             elastic job: a rank that fails is dropped and the others go on\n"
+    "                         (they rebuild their world, kolo.torch.elastic) while at least N\n"
+    "                         ranks run; fewer stop the job (default: -np)\n"
+    "  --max-np M             elastic job: at most M ranks (default: -np; unlimited with a\n"
+    "                         discovery script)\n"
+    "  --host-discovery-script S\n"
+    "                         elastic job: S prints the hosts usable now, one host:slots a\n"
+    "                         line; polled every second: new room gets new ranks that join\n"
+    "                         at the job's next rebuild, unlisted hosts' ranks are stopped\n"
     "  --help                 this text\n"
     "  --help-env[=markdown]  the KOLO_* environment variables, their values and defaults\n"
     "                         (=markdown: as the table in README.md)\n"
@@ -75,6 +85,8 @@ struct Options {
   bool ssh_given = false;
   std::string launcher;
   std::string store_host;
+  std::optional<int> min_np, max_np;
+  std::string discovery_script;
   bool help = false;
   std::string help_env;  // "", "text" or "markdown"
   std::vector<std::string> argv;
@@ -130,7 +142,8 @@ Result<Options> parse_args(int argc, char** argv) {
     bool takes_value = arg == "-np" || arg == "--np" || arg == "-n" || arg == "-H" || arg == "--host" ||
                        arg == "-host" || arg == "--hostfile" || arg == "-hostfile" || arg == "-x" ||
                        arg == "--timeout" || arg == "--ssh" || arg == "--launcher" || arg == "--store-host" ||
-                       arg == "--bind-to";
+                       arg == "--bind-to" || arg == "--min-np" || arg == "--max-np" ||
+                       arg == "--host-discovery-script";
     // --help-env alone may take one (=markdown).
     if (!takes_value && inline_value && arg != "--help-env") {
       return error(Code::kInvalidArgument, "option '", arg, "' takes no value");
@@ -157,14 +170,16 @@ Result<Options> parse_args(int argc, char** argv) {
           return error(Code::kInvalidArgument, "--bind-to '", text, "' is not core or none");
         }
         options.bind_to_core = text == "core";
-      } else if (arg == "-np" || arg == "--np" || arg == "-n") {
+      } else if (arg == "-np" || arg == "--np" || arg == "-n" || arg == "--min-np" || arg == "--max-np") {
         char* end = nullptr;
         errno = 0;
         long np = std::strtol(text.c_str(), &end, 10);
         if (text.empty() || *end != '\0' || errno != 0 || np < 1 || np > kMaxRanks) {
           return error(Code::kInvalidArgument, arg, ": '", text, "' is not a number of ranks in 1..", kMaxRanks);
         }
-        options.np = static_cast<int>(np);
+        (arg == "--min-np" ? options.min_np : arg == "--max-np" ? options.max_np : options.np) = static_cast<int>(np);
+      } else if (arg == "--host-discovery-script") {
+        options.discovery_script = text;
       } else if (arg == "-H" || arg == "--host" || arg == "-host") {
         options.host_list += (options.host_list.empty() ? "" : ",") + text;
       } else if (arg == "--hostfile" || arg == "-hostfile") {
@@ -279,15 +294,27 @@ int kolorun_main(int argc, char** argv) {
     return fail(kExitUsage, "give hosts with -H or with --hostfile, not both");
   }
 
+  const bool elastic = options.min_np || options.max_np || !options.discovery_script.empty();
   std::vector<HostSlots> hosts;
   if (!options.host_list.empty() || !options.hostfile.empty()) {
     Result<std::vector<HostSlots>> read =
         options.hostfile.empty() ? parse_host_list(options.host_list) : read_hostfile(options.hostfile);
     if (!read.ok()) return fail(kExitUsage, read.status().message());
     hosts = read.take();
+  } else if (!options.discovery_script.empty()) {  // the first hosts are the script's
+    Result<std::vector<HostSlots>> found = discover_hosts(options.discovery_script, 30);
+    if (!found.ok()) return fail(kExitUsage, found.status().message());
+    hosts = found.take();
+    if (hosts.empty()) return fail(kExitUsage, "--host-discovery-script '" + options.discovery_script + "' lists no host");
   }
   if (!options.np && hosts.empty()) return fail(kExitUsage, "give the number of ranks with -np N");
-  int np = options.np ? *options.np : total_slots(hosts);
+  const int max_np = options.max_np.value_or(options.discovery_script.empty() ? options.np.value_or(total_slots(hosts))
+                                                                              : kMaxRanks);
+  int np = options.np ? *options.np : std::min(total_slots(hosts), max_np);
+  const int min_np = options.min_np.value_or(np);
+  if (elastic && !(min_np <= np && np <= max_np)) {
+    return fail(kExitUsage, str_cat("--min-np ", min_np, " <= -np ", np, " <= --max-np ", max_np, " does not hold"));
+  }
   std::string hostname = this_hostname();
   Result<std::vector<Placement>> placed = place_ranks(hosts, np, hostname);
   if (!placed.ok()) return fail(kExitUsage, placed.status().message());
@@ -300,6 +327,11 @@ int kolorun_main(int argc, char** argv) {
   job.timeout_s = options.timeout_s;
   job.ssh = options.ssh;
   job.launcher = options.launcher;
+  job.elastic = elastic;
+  job.min_np = min_np;
+  job.max_np = max_np;
+  job.discovery_script = options.discovery_script;
+  job.this_hostname = hostname;
   // Remote ranks see only what is forwarded: kolorun's KOLO_* (minus the per-rank ones
   // it sets itself), then -x, which wins over an inherited value of the same name.
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -307,6 +339,7 @@ int kolorun_main(int argc, char** argv) {
     size_t eq = text.find('=');
     std::string name = text.substr(0, eq);
     if (eq == std::string::npos || name.rfind("KOLO_", 0) != 0 || is_per_rank_variable(name)) continue;
+    if (elastic && name == "KOLO_ELASTIC") continue;  // kolorun sets it per rank (1 or join)
     job.env.emplace_back(name, text.substr(eq + 1));
   }
   for (auto& [name, value] : options.exports) {
@@ -342,6 +375,7 @@ int kolorun_main(int argc, char** argv) {
   if (!store.ok()) return fail(1, "cannot start the rendezvous store: " + store.status().message());
   if (store_host.find(':') != std::string::npos) store_host = "[" + store_host + "]";
   job.addr = store_host + ":" + std::to_string(store.value()->port());
+  job.store_on_loopback = loopback;
 
   int status = run_job(job);
   store.value().reset();

@@ -42,6 +42,10 @@ typedef enum {
 #ifndef NCCL_CONFIG_UNDEF_INT
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
 #endif
+#ifndef NCCL_SHRINK_DEFAULT
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+#endif
 #ifndef NCCL_SPLIT_NOCOLOR
 #define NCCL_SPLIT_NOCOLOR -1
 #endif

@@ -294,6 +294,37 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   return ncclSuccess;
 }
 
+// kolo_comm_shrink with the caller's list (NCCL's meaning: every rank not listed must take
+// part; an empty list keeps all). NCCL_SHRINK_ABORT first aborts what still runs on comm,
+// which a failed communicator needs so that no call of another thread stays blocked in it.
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  const char* function = "ncclCommShrink";
+  kolo_nccl::InFlight in_flight;
+  if (ncclResult_t r = in_flight.enter(function, comm); r != ncclSuccess) return r;
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": newcomm is NULL"));
+  *newcomm = nullptr;
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": shrinkFlags ", shrinkFlags,
+                                           " is not NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT"));
+  }
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+    return fail(ncclInvalidArgument, words(function, " on rank ", comm->rank, ": excludeRanksList ",
+                                           static_cast<const void*>(excludeRanksList), " with count ",
+                                           excludeRanksCount));
+  }
+  int blocking = comm->blocking;
+  if (ncclResult_t r = blocking_of(function, config, comm->blocking, &blocking); r != ncclSuccess) return r;
+  if (shrinkFlags == NCCL_SHRINK_ABORT) (void)kolo_comm_abort(comm->kolo);
+  static const int kNone[1] = {0};
+  kolo_comm_t out = nullptr;
+  const kolo_result_t r =
+      kolo_comm_shrink(comm->kolo, excludeRanksCount > 0 ? excludeRanksList : kNone, excludeRanksCount, &out);
+  if (r != KOLO_SUCCESS) return kolo_nccl::from_kolo(r, function, comm);
+  *newcomm = wrap(out, comm->device, blocking);
+  return ncclSuccess;
+}
+
 // kolo's host calls are complete when they return and its device calls are flushed by
 // kolo_comm_destroy, so there is nothing to flush here; Destroy then frees.
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {

@@ -18,11 +18,6 @@ NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   return unimplemented("ncclCommRevoke", "kolo has no revocation; use ncclCommAbort");
 }
 
-NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  return unimplemented("ncclCommShrink", "use ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks");
-}
-
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   return unimplemented("ncclGroupSimulateEnd", "kolo's cost model is not exposed through NCCL's API (see kolo-plan)");
 }

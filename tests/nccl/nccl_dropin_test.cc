@@ -524,8 +524,11 @@ void test_errors(ncclComm_t comm, int rank, int size) {
   must(ncclGroupStart(), "ncclGroupStart (unpaired)");
   must(ncclSend(x, 4, ncclFloat32, rank, comm, nullptr), "ncclSend to itself (unpaired)");
   expect_error(ncclGroupEnd(), ncclInvalidUsage, "without a partner", "a send to itself without its receive");
-  expect_error(ncclCommShrink(comm, nullptr, 0, nullptr, nullptr, 0), ncclInvalidUsage, "ncclCommShrink",
-               "unimplemented ncclCommShrink");
+  expect_error(ncclCommShrink(comm, nullptr, 0, nullptr, nullptr, 0), ncclInvalidArgument, "newcomm is NULL",
+               "ncclCommShrink without newcomm");
+  ncclComm_t shrunk = nullptr;
+  expect_error(ncclCommShrink(comm, nullptr, 0, &shrunk, nullptr, 7), ncclInvalidArgument, "shrinkFlags 7",
+               "ncclCommShrink with unknown flags");
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   expect_error(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, "ncclGroupSimulateEnd",
                "unimplemented ncclGroupSimulateEnd");

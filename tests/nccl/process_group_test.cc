@@ -12,7 +12,7 @@
 //       (all_to_all_single with splits) and as ncclAlltoAll; batched point-to-point
 //       (batch_isend_irecv); ncclMemAlloc and ncclCommRegister (its allocator hooks);
 //       ncclCommWindowRegister (symmetric memory; device buffers); ncclCommInitRankScalable
-//       (TORCH_NCCL_RANKS_PER_ROOT); ncclCommShrink (shrink_group: refused, with a reason);
+//       (TORCH_NCCL_RANKS_PER_ROOT); ncclCommShrink (shrink_group, the last rank excluded);
 //       the watchdog's ncclCommGetAsyncError; shutdown by ncclCommFinalize, polling, and
 //       ncclCommDestroy. "device": buffers from ncclMemAlloc on KOLO_DEVICE=emulated.
 //   process_group_test early_exit DIR nccl|kolo [device] [last_split]
@@ -351,12 +351,24 @@ int run_sequence(const std::string& dir) {
   synchronize();
   check(one.p[0] == size, "allreduce on the communicator from ncclCommInitRankScalable");
 
-  // shrink_group: refused with a reason (and nothing else changes).
-  ncclComm_t shrunk = nullptr;
-  int exclude = size - 1;
-  const ncclResult_t s = ncclCommShrink(scalable, &exclude, 1, &shrunk, nullptr, 0);
-  check(s == ncclInvalidUsage && shrunk == nullptr && std::strstr(ncclGetLastError(nullptr), "ncclCommSplit") != nullptr,
-        std::string("ncclCommShrink refused, pointing to ncclCommSplit: ") + ncclGetLastError(nullptr));
+  // shrink_group: every rank but the last makes a communicator without it (NCCL's list
+  // semantics: the excluded rank does not call), and it works.
+  if (size > 1) {
+    ncclComm_t shrunk = nullptr;
+    int exclude = size - 1;
+    if (rank != exclude) {
+      must(ncclCommShrink(scalable, &exclude, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT), "ncclCommShrink");
+      int shrunk_size = 0, shrunk_rank = -1;
+      must(ncclCommCount(shrunk, &shrunk_size), "ncclCommCount (shrunk)");
+      must(ncclCommUserRank(shrunk, &shrunk_rank), "ncclCommUserRank (shrunk)");
+      check(shrunk_size == size - 1 && shrunk_rank == rank, "the shrunk communicator: the others, in order");
+      one.p[0] = 1;
+      must(ncclAllReduce(one.p, one.p, 1, ncclInt64, ncclSum, shrunk, nullptr), "ncclAllReduce (shrunk)");
+      synchronize();
+      check(one.p[0] == size - 1, "allreduce on the shrunk communicator");
+      shutdown(shrunk);
+    }
+  }
   shutdown(scalable);
 
   // The watchdog's poll, on a healthy communicator.

@@ -20,26 +20,12 @@
 
 #include "support/clock.h"
 #include "tools/kolorun/binding.h"
-#include "tools/kolorun/discovery.h"
+#include "tools/kolorun/job.h"
 
 extern char** environ;
 
 namespace kolo::kolorun {
 namespace {
-
-// A line longer than this is relayed in pieces rather than held without bound.
-constexpr size_t kMaxPendingLine = 64 * 1024;
-constexpr size_t kReadChunk = 64 * 1024;
-// After the last rank exits, how long output from its leftovers may still trickle in.
-constexpr double kDrainSeconds = 1.0;
-// Elastic: how long after the first rank finished a joiner not let in is left running.
-constexpr double kJoinerGraceSeconds = 30.0;
-
-using TimePoint = Clock::time_point;
-
-TimePoint after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
 
 // Output must not stop the job: a closed reader (kolorun | head) just loses the rest.
 void write_all(int fd, const char* data, size_t size) {
@@ -59,15 +45,6 @@ void write_all(int fd, const char* data, size_t size) {
   }
 }
 
-void say(const std::string& message) {
-  std::string line = "kolorun: " + message + "\n";
-  write_all(STDERR_FILENO, line.data(), line.size());
-}
-
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
 
 // Finds `name` the way execvp would, but here in the parent: the child may only make
 // async-signal-safe calls (the store's thread is running), so it gets a ready path.
@@ -114,12 +91,6 @@ std::vector<std::pair<std::string, std::string>> rank_variables(const JobSpec& j
   return vars;
 }
 
-// What one fork+exec needs, prepared before the fork.
-struct ExecPlan {
-  std::string path;
-  std::vector<std::string> argv;
-  std::vector<std::string> env;
-};
 
 std::vector<char*> pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;
@@ -129,72 +100,23 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-struct Stream {
-  int fd = -1;
-  int out_fd = STDOUT_FILENO;
-  std::string pending;
-  bool at_line_start = true;
-};
 
-struct Rank {
-  Placement where;
-  pid_t pid = -1;
-  bool running = false;
-  Stream out, err;
-  // Remote ranks: the write end of ssh's stdin. It carries the secret, then stays open
-  // as a lifeline: closing it makes the remote script stop the program.
-  int stdin_fd = -1;
-  bool stopped = false;  // elastic: stopped by kolorun (its host is no longer listed)
-};
+}  // namespace
 
-class Job {
- public:
-  explicit Job(const JobSpec& spec) : spec_(spec) {}
-  ~Job();
-  int run();
+TimePoint after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
 
- private:
-  Result<ExecPlan> plan_for(const Rank& rank) const;
-  Status start(Rank& rank);
-  void relay(Stream& stream, const char* data, size_t size, const std::string& prefix);
-  void pump(Rank& rank, Stream& stream, int max_reads);
-  void finish_stream(Rank& rank, Stream& stream);
-  void reap();
-  void on_signal(int signo);
-  void terminate();
-  void signal_running(int signo);
-  void set_exit(int code) {
-    if (!exit_code_) exit_code_ = code;
-  }
-  bool any_running() const;
-  bool any_stream_open() const;
-  int poll_timeout_ms() const;
-  // Elastic jobs.
-  int running_count(const std::string* host = nullptr) const;
-  void lost(Rank& rank, const std::string& how, int code);
-  void discover();
-  void start_joiner(const HostSlots& host, int local_rank);
 
-  const JobSpec& spec_;
-  std::vector<Rank> ranks_;
-  std::optional<int> exit_code_;
-  bool terminating_ = false;
-  bool killed_ = false;
-  int signal_fd_ = -1;
-  int null_fd_ = -1;
-  std::optional<std::string> program_path_;
-  std::optional<std::string> ssh_path_;
-  std::optional<TimePoint> timeout_at_;
-  std::optional<TimePoint> kill_at_;
-  std::optional<TimePoint> drain_until_;
-  std::optional<TimePoint> next_discovery_;
-  // Elastic: a rank has finished (exited 0), so the job is ending: no new ranks, and
-  // joiners still waiting to be let in are stopped at this time.
-  std::optional<TimePoint> finished_at_;
-  int next_number_ = 0;             // kolorun's number for the next rank it starts
-  std::vector<std::string> lost_;   // elastic: ranks that failed, for the final message
-  std::string last_discovery_error_;
-};
+void say(const std::string& message) {
+  std::string line = "kolorun: " + message + "\n";
+  write_all(STDERR_FILENO, line.data(), line.size());
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
 
 Job::~Job() {
   for (Rank& rank : ranks_) {
@@ -418,94 +340,6 @@ void Job::reap() {
   }
 }
 
-// Elastic: a rank that failed is dropped; the survivors rebuild their world without it.
-// The job ends only when fewer than --min-np ranks run.
-void Job::lost(Rank& rank, const std::string& how, int code) {
-  if (rank.stopped && rank.where.joins && finished_at_) return;  // never let in before the end: not a loss
-  const std::string name = str_cat("rank ", rank.where.rank, rank.where.joins ? " (joined)" : "", " on ",
-                                   rank.where.host.empty() ? "this host" : rank.where.host);
-  lost_.push_back(name);
-  const int running = running_count();
-  say(str_cat(name, " ", how, rank.stopped ? " (stopped: its host is no longer listed)" : "", "; ", running,
-              " rank(s) run (--min-np ", spec_.min_np, ")"));
-  if (running >= spec_.min_np) return;
-  std::string names;
-  for (const std::string& l : lost_) names += (names.empty() ? "" : ", ") + l;
-  say(str_cat("fewer than --min-np ", spec_.min_np, " ranks run; stopping the job. Lost: ", names));
-  set_exit(code);
-  terminate();
-}
-
-int Job::running_count(const std::string* host) const {
-  int n = 0;
-  for (const Rank& rank : ranks_) {
-    if (!rank.running || rank.stopped) continue;
-    if (host != nullptr && !(rank.where.host == *host ||
-                             (rank.where.local && is_local_host(*host, spec_.this_hostname)))) {
-      continue;
-    }
-    ++n;
-  }
-  return n;
-}
-
-// Polls the discovery script: ranks on hosts it no longer lists are stopped, and hosts
-// with free slots get new ranks (KOLO_ELASTIC=join), up to --max-np.
-void Job::discover() {
-  next_discovery_ = after(spec_.discovery_interval_s);
-  if (finished_at_) return;  // the job is ending
-  Result<std::vector<HostSlots>> hosts = discover_hosts(spec_.discovery_script, 30);
-  if (!hosts.ok()) {
-    if (hosts.status().message() != last_discovery_error_) say(hosts.status().message() + "; polling on");
-    last_discovery_error_ = hosts.status().message();
-    return;
-  }
-  last_discovery_error_.clear();
-  for (Rank& rank : ranks_) {
-    if (!rank.running || rank.stopped) continue;
-    bool listed = false;
-    for (const HostSlots& h : hosts.value()) {
-      listed |= h.name == rank.where.host || (rank.where.local && is_local_host(h.name, spec_.this_hostname));
-    }
-    if (listed) continue;
-    say(str_cat("host ", rank.where.host, " is no longer listed: stopping rank ", rank.where.rank));
-    rank.stopped = true;
-    close_fd(rank.stdin_fd);
-    ::kill(-rank.pid, SIGTERM);
-  }
-  for (const HostSlots& host : hosts.value()) {
-    int here = running_count(&host.name);
-    while (here < host.slots && running_count() < spec_.max_np) {
-      const bool local = is_local_host(host.name, spec_.this_hostname);
-      if (!local && (spec_.store_on_loopback || !ssh_path_)) {
-        say(str_cat("host ", host.name, " cannot get ranks: ", spec_.store_on_loopback
-                        ? "the store listens on 127.0.0.1 (give --store-host)" : "no ssh or --launcher program"));
-        break;
-      }
-      start_joiner(host, here++);
-    }
-  }
-}
-
-void Job::start_joiner(const HostSlots& host, int local_rank) {
-  Rank rank;
-  rank.where.rank = next_number_++;
-  rank.where.host = host.name;
-  rank.where.local = is_local_host(host.name, spec_.this_hostname);
-  rank.where.local_rank = local_rank;
-  rank.where.local_size = host.slots;
-  rank.where.joins = true;
-  if (rank.where.local && !program_path_) return;  // said at start
-  ranks_.push_back(std::move(rank));
-  Status started = start(ranks_.back());
-  if (!started.ok()) {
-    say(str_cat("rank ", ranks_.back().where.rank, " on ", host.name, ": ", started.message()));
-    ranks_.pop_back();
-    return;
-  }
-  say(str_cat("started rank ", ranks_.back().where.rank, " on ", host.name, "; it joins at the job's next rebuild"));
-}
-
 void Job::signal_running(int signo) {
   for (Rank& rank : ranks_) {
     if (rank.running) ::kill(-rank.pid, signo);
@@ -687,7 +521,6 @@ int Job::run() {
   return exit_code_.value_or(0);
 }
 
-}  // namespace
 
 Status block_job_signals() {
   sigset_t mask;

@@ -10,6 +10,8 @@
 //   rebuild      KOLO_ELASTIC=1: the victim dies, the survivors wait until a joiner is pending
 //                and rebuild; KOLO_TEST_LATE (a rank) comes after KOLO_TIMEOUT and must be
 //                refused; the joiner (KOLO_ELASTIC=join, no rank) is let in.
+//   survive      KOLO_ELASTIC=1: allreduces until one fails (a host cut off by the test),
+//                then a rebuild of the ranks left.
 // Each rank prints "rank R: ok ..." when its checks pass; exit status 0 then.
 #include <signal.h>
 #include <unistd.h>
@@ -185,6 +187,26 @@ int rebuild(kolo_comm_t world, int size) {
   return 0;
 }
 
+// KOLO_ELASTIC=1, no victim: allreduces until one fails (the test cuts a host off), then a
+// rebuild of whoever is left; a rank that cannot rebuild (the cut-off one) exits 3.
+int survive(kolo_comm_t world, int size) {
+  const double failed_at = run_until_failure(world, -1);
+  kolo_comm_t fresh = nullptr;
+  kolo_result_t r = kolo_comm_rebuild(world, &fresh);
+  if (r != KOLO_SUCCESS) {
+    std::printf("rank %d: cut off: %s: %s\n", g_rank, kolo_result_string(r), kolo_last_error());
+    return 3;
+  }
+  const int n = kolo_comm_size(fresh);
+  check(n < size, "the rebuilt world is smaller");
+  check(allreduce_sum(fresh, 1) == n, "allreduce on the rebuilt world");
+  std::printf("rank %d: ok survive: rank %d of %d, %.3f s from the failure to the first call on the new world\n",
+              g_rank, kolo_comm_rank(fresh), n, now() - failed_at);
+  kolo_comm_destroy(fresh);
+  kolo_comm_destroy(world);
+  return 0;
+}
+
 // KOLO_ELASTIC=join: kolo_init returns in the rebuilt world.
 int joiner(kolo_comm_t comm) {
   g_rank = kolo_comm_rank(comm);
@@ -211,6 +233,7 @@ int main(int argc, char** argv) {
   if (scenario == "shrink") return shrink(world, size);
   if (scenario == "shrink_list") return shrink_list(world, size);
   if (scenario == "rebuild") return rebuild(world, size);
-  std::fprintf(stderr, "usage: kolo_elastic_worker shrink|shrink_list|rebuild\n");
+  if (scenario == "survive") return survive(world, size);
+  std::fprintf(stderr, "usage: kolo_elastic_worker shrink|shrink_list|rebuild|survive\n");
   return 2;
 }

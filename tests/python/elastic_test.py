@@ -1,12 +1,13 @@
 """kolo.torch.elastic (Horovod's hvd.elastic): usage `elastic_test.py KOLORUN PYTHON EXAMPLES`.
 
-(a) One rank (this script again, with --single-rank, under `kolorun -np 1 --min-np 1
---max-np 1`): ObjectState and TorchState save, restore and sync; commit with no worker
-waiting; run() after a failure (a KoloError raised here: a world of one has no peer to
-lose) restores the last commit, rebuilds (membership epoch 1), calls the reset callbacks,
-forgets what was in flight (process sets, handles, the optimizer's allreduces, counters of
-unnamed operations) and trains on; after HostsUpdatedInterrupt it rebuilds without
-restoring; usage errors and mismatches are raised, not retried.
+(a) Two ranks (this script again, with --two-ranks, under `kolorun -np 2` in an elastic
+world): ObjectState and TorchState save, restore and sync (rank 0's state to both);
+commit with no worker waiting; run() after a failure (a KoloError raised on both ranks
+alike: no peer dies here) restores the last commit, rebuilds (membership epoch 1, the
+same two workers), calls the reset callbacks, forgets what was in flight (process sets,
+handles, the optimizer's allreduces, counters of unnamed operations) and trains on; after
+HostsUpdatedInterrupt it rebuilds without restoring; usage errors and mismatches are
+raised, not retried.
 
 (b) examples/elastic_cnn.py under `kolorun -np 4 --min-np 2 --max-np 4`, worker 2 SIGKILLed
 at the start of global batch DIE (mid-epoch, between commits): the run must finish on 3
@@ -20,17 +21,23 @@ B's, and B's final loss, bit for bit: restore, rebuild and sync may change nothi
 checked, within 1e-4: the final loss of 4 ranks with no failure (the same arithmetic up to
 the order of float sums), which shows that the replay recovers the curve.
 
-Skips (exit 77) where kolorun has no --min-np. ctest: python_elastic_test."""
+(c) The same example started on 3 ranks with a 4th slot offered (--host-discovery-script):
+the worker kolorun starts into the job joins at the first commit after it arrives
+(HostsUpdatedInterrupt on every rank, a rebuild without restoring) and gets the state by
+sync(); checked against the same kind of reference, 3 ranks up to that commit and 4 from
+it, bit for bit.
+
+Skips (b) and (c), exiting 77, where kolorun has no --min-np. ctest: python_elastic_test."""
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-SINGLE = "--single-rank" in sys.argv
+TWO_RANKS = "--two-ranks" in sys.argv
 
 
-def single_rank():
+def two_ranks():
     import copy
 
     import torch
@@ -41,37 +48,43 @@ def single_rank():
     from kolo_checks import expect, finish, section
 
     hvd.init()
-    elastic = os.environ.get("KOLO_ELASTIC") == "1"
-    expect(hvd.size() == 1 and hvd.elastic.epoch() == 0 and hvd.elastic.worker_id() == "0", "world of one, epoch 0")
+    me = hvd.rank()
+    expect(hvd.size() == 2 and hvd.elastic.epoch() == 0 and hvd.elastic.worker_id() == str(me), "a world of two")
 
     @section
     def object_state():
-        s = hvd.elastic.ObjectState(epoch=0, batch=0, seen=[1])
+        s = hvd.elastic.ObjectState(epoch=0, batch=0, seen=[me])
         s.epoch, s.batch = 3, 7
         s.seen.append(2)
         s.restore()
-        expect((s.epoch, s.batch, s.seen) == (0, 0, [1]), f"restore before a commit: {s.epoch, s.batch, s.seen}")
-        s.epoch, s.seen = 1, [5]
+        expect((s.epoch, s.batch, s.seen) == (0, 0, [me]), f"restore before a commit: {s.epoch, s.batch, s.seen}")
+        s.epoch, s.seen = 1 + me, [5 + me]
         s.commit()  # nobody waits to join: no interrupt
         s.seen.append(6)  # in place, after the commit: the commit keeps its own copy
         s.epoch = 9
         s.restore()
-        expect((s.epoch, s.seen) == (1, [5]), f"restore after a commit: {s.epoch, s.seen}")
+        expect((s.epoch, s.seen) == (1 + me, [5 + me]), f"restore after a commit: {s.epoch, s.seen}")
         s.epoch = 4
-        s.sync()  # rank 0's commit
-        expect(s.epoch == 1, "sync gives the committed values")
+        s.sync()
+        expect((s.epoch, s.seen) == (1, [5]), f"sync gives rank 0's commit: {s.epoch, s.seen}")
+        s.epoch = 8
+        s.restore()
+        expect(s.epoch == 1, "after sync, rank 0's commit is every rank's")
 
     @section
     def torch_state():
-        torch.manual_seed(0)
+        torch.manual_seed(me)  # each rank its own weights, until sync
         model = torch.nn.Linear(4, 2)
         opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
                                        named_parameters=model.named_parameters())
         s = hvd.elastic.TorchState(model, opt, epoch=0)
+        s.sync()
+        weights = hvd.allgather(model.weight.detach().reshape(1, -1))
+        expect(torch.equal(weights[0], weights[1]), "sync gives rank 0's weights")
 
         def train_step():
             opt.zero_grad()
-            model(torch.ones(3, 4)).sum().backward()
+            model(torch.full((3, 4), 1.0 + me)).sum().backward()
             opt.step()
         train_step()
         s.epoch = 1
@@ -83,11 +96,10 @@ def single_rank():
         expect(all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), committed[0].values())),
                "restore gives the committed parameters")
         momentum = [v["momentum_buffer"] for v in opt.state_dict()["state"].values()]
-        expect(all(torch.equal(a, v["momentum_buffer"]) for a, v in zip(momentum, committed[1]["state"].values())),
+        expect(len(momentum) == 2 and all(torch.equal(a, v["momentum_buffer"]) for a, v in
+                                          zip(momentum, committed[1]["state"].values())),
                "restore gives the committed momentum")
         expect(s.epoch == 1, "restore gives the committed epoch")
-        s.sync()
-        expect(s.epoch == 1 and torch.equal(model.weight, committed[0]["weight"]), "sync on one rank changes nothing")
         empty = hvd.elastic.TorchState(epoch=5)  # no model, no optimizer
         empty.epoch = 6
         empty.restore()
@@ -116,9 +128,6 @@ def single_rank():
 
     @section
     def run_rebuilds():
-        if not elastic:
-            print("elastic_test: run() across rebuilds not checked: kolorun did not make an elastic world")
-            return
         torch.manual_seed(0)
         model = torch.nn.Linear(4, 2)
         opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
@@ -134,7 +143,8 @@ def single_rank():
             state.value += 1
             if len(epochs) == 1:
                 # What a failure leaves behind: a process set, an unsynchronized handle, an
-                # unnamed operation counted, the optimizer's allreduces in flight.
+                # unnamed operation counted, the optimizer's allreduces in flight. Both ranks
+                # raise alike (no peer dies here; (b) kills one).
                 stale["set"] = hvd.add_process_set([0])
                 stale["handle"] = hvd.allreduce_async(torch.ones(2))
                 model(torch.ones(3, 4)).sum().backward()  # hooks enqueue the gradients' allreduces
@@ -161,11 +171,12 @@ def single_rank():
             return hvd.allreduce(torch.ones(1), op=hvd.Sum).item()
 
         out = train(state)
-        expect(out == 1.0, f"a collective on the rebuilt world: {out}")
+        expect(out == 2.0, f"a collective on the rebuilt world: {out}")
         expect(epochs == [0, 1, 2] and resets == [1, 2], f"membership epochs {epochs}, resets {resets}")
-        expect(hvd.size() == 1 and hvd.elastic.worker_id() == "0", "the same worker, alone")
+        expect(hvd.size() == 2 and hvd.rank() == me and hvd.elastic.worker_id() == str(me),
+               "the same workers, in the same order")
 
-    finish("elastic_test (one rank)")
+    finish(f"elastic_test (two ranks, rank {me})")
 
 
 def kolorun_lines(cmd, env_extra=None, timeout=600):
@@ -177,70 +188,103 @@ def kolorun_lines(cmd, env_extra=None, timeout=600):
 COMMIT = re.compile(r"\] commit epoch=(\d+) batch=(\d+) size=(\d+) loss=(\S+)")
 FINAL = re.compile(r"\] final loss=(\S+) size=(\d+)")
 REBUILT = re.compile(r"\] rebuilt epoch=(\d+) size=(\d+) rank=(\d+) worker=(\S+) seconds_since_failure=(\S+)")
+JOINED = re.compile(r"\] joined epoch=(\d+) size=(\d+) rank=(\d+) worker=(\S+)")
+failures = []
+
+
+def expect(ok, what):
+    if not ok:
+        failures.append(what)
+        print(f"elastic_test: FAIL {what}", flush=True)
+
+
+def launch(name, cmd, env_extra=None):
+    """kolorun's output, its lines of the example shown; the commits and final lines parsed."""
+    env = dict({"KOLO_TIMEOUT": os.environ.get("KOLO_TIMEOUT", "30")}, **(env_extra or {}))
+    rc, out = kolorun_lines(cmd, env)
+    print(f"== {name}: kolorun exited {rc}\n" + "".join(
+        line + "\n" for line in out.splitlines() if COMMIT.search(line) or FINAL.search(line) or
+        REBUILT.search(line) or JOINED.search(line) or "Error" in line or line.startswith("kolorun:")),
+        end="", flush=True)
+    expect(rc == 0, f"{name}: kolorun exited {rc}")
+    return out, [m.groups() for m in COMMIT.finditer(out)], [m.groups() for m in FINAL.finditer(out)]
+
+
+def replays(name, commits, final, kolorun, example, np_before, np_after, at):
+    """The reference: np_before ranks up to global batch `at` (a commit), saved; np_after
+    ranks from that save. The elastic run must print its commit lines and final loss."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = os.path.join(tmp, "commit.pt")
+        _, ref_a, _ = launch(f"{name}: reference A", [kolorun, "-np", str(np_before)] + example +
+                             ["--stop-after", str(at), "--save", ckpt])
+        _, ref_b, final_b = launch(f"{name}: reference B", [kolorun, "-np", str(np_after)] + example +
+                                   ["--resume", ckpt])
+    expect(commits == ref_a + ref_b, f"{name}: its commits = A's then B's:\n  {commits}\n  {ref_a} + {ref_b}")
+    expect(len(final) == 1 and final == final_b and final[0][1] == str(np_after),
+           f"{name}: final loss on {np_after} ranks = B's: {final} vs {final_b}")
 
 
 def main():
     kolorun, python, examples = sys.argv[1:4]
-    failures = []
-
-    def expect(ok, what):
-        if not ok:
-            failures.append(what)
-            print(f"elastic_test: FAIL {what}", flush=True)
-
     help_text = subprocess.run([kolorun, "--help"], stdout=subprocess.PIPE, text=True).stdout
     has_elastic = "--min-np" in help_text
-    one = [kolorun, "-np", "1"] + (["--min-np", "1", "--max-np", "1"] if has_elastic else [])
-    rc, out = kolorun_lines(one + [python, os.path.abspath(__file__), "--single-rank"])
+    # Without kolorun's flags, KOLO_ELASTIC=1 (which they set) still makes the world elastic.
+    two = [kolorun, "-np", "2"] + (["--min-np", "2", "--max-np", "2"] if has_elastic else [])
+    rc, out = kolorun_lines(two + [python, os.path.abspath(__file__), "--two-ranks"], {"KOLO_ELASTIC": "1"})
     print(out, end="")
-    expect(rc == 0, f"(a) one rank: kolorun exited {rc}")
+    expect(rc == 0, f"(a) two ranks: kolorun exited {rc}")
     if not has_elastic:
-        print("elastic_test: SKIP (b): kolorun has no --min-np (elastic jobs) yet")
+        print("elastic_test: SKIP (b) and (c): kolorun has no --min-np (elastic jobs) yet")
         sys.exit(1 if failures else 77)
 
-    script = os.path.join(examples, "elastic_cnn.py")
-    bpe, epochs, every, die = 12, 2, 4, 10
-    resume = die // every * every  # the last commit before the kill (DIE is not a commit point)
-    common = ["--batches-per-epoch", str(bpe), "--epochs", str(epochs), "--commit-every", str(every)]
-    env = {"KOLO_TIMEOUT": os.environ.get("KOLO_TIMEOUT", "30")}
-    with tempfile.TemporaryDirectory() as tmp:
-        ckpt = os.path.join(tmp, "commit.pt")
-        runs = {
-            "elastic": ([kolorun, "-np", "4", "--min-np", "2", "--max-np", "4", python, script] + common,
-                        dict(env, KOLO_TEST_DIE_RANK="2", KOLO_TEST_DIE_AT_BATCH=str(die))),
-            "A": ([kolorun, "-np", "4", python, script] + common + ["--stop-after", str(resume), "--save", ckpt], env),
-            "B": ([kolorun, "-np", "3", python, script] + common + ["--resume", ckpt], env),
-            "no failure": ([kolorun, "-np", "4", python, script] + common, env),
-        }
-        outs = {}
-        for name, (cmd, extra) in runs.items():
-            rc, outs[name] = kolorun_lines(cmd, extra)
-            print(f"== {name}: kolorun exited {rc}\n" + "".join(
-                line + "\n" for line in outs[name].splitlines() if COMMIT.search(line) or FINAL.search(line)
-                or REBUILT.search(line) or "Error" in line or "kolo:" in line), end="", flush=True)
-            expect(rc == 0, f"{name}: kolorun exited {rc}")
-
-    commits = {name: [m.groups() for m in COMMIT.finditer(out)] for name, out in outs.items()}
-    finals = {name: [m.groups() for m in FINAL.finditer(out)] for name, out in outs.items()}
-    rebuilt = [m.groups() for m in REBUILT.finditer(outs["elastic"])]
+    # (b) Worker 2 of 4 killed at the start of batch `die`.
+    bpe, every, die = 12, 4, 10
+    example = [python, os.path.join(examples, "elastic_cnn.py"), "--batches-per-epoch", str(bpe),
+               "--commit-every", str(every)]
+    short = example + ["--epochs", "2"]
+    out, commits, final = launch("(b) a worker killed", [kolorun, "-np", "4", "--min-np", "2", "--max-np", "4"] + short,
+                                 {"KOLO_TEST_DIE_RANK": "2", "KOLO_TEST_DIE_AT_BATCH": str(die)})
+    rebuilt = [m.groups() for m in REBUILT.finditer(out)]
     expect(sorted(r[3] for r in rebuilt) == ["0", "1", "3"], f"survivors 0, 1, 3 print rebuilt lines: {rebuilt}")
     expect(all(r[0] == "1" and r[1] == "3" for r in rebuilt), f"rebuilt: membership epoch 1, size 3: {rebuilt}")
     expect(sorted(int(r[2]) for r in rebuilt) == [0, 1, 2], f"survivors ranked 0, 1, 2: {rebuilt}")
     for r in rebuilt:
         print(f"elastic_test: worker {r[3]} trained again {float(r[4]):.2f} s after the failure")
-    expect(commits["elastic"] == commits["A"] + commits["B"],
-           f"elastic commits = A's then B's:\n  {commits['elastic']}\n  {commits['A']} + {commits['B']}")
-    expect([c[2] for c in commits["elastic"]] == ["4"] * (resume // every) + ["3"] * ((bpe * epochs - resume) // every),
-           "sizes: 4 up to the commit before the kill, 3 after")
-    expect(len(finals["elastic"]) == 1 and finals["elastic"] == finals["B"] and finals["B"][0][1] == "3",
-           f"final loss on 3 ranks = B's: {finals['elastic']} vs {finals['B']}")
-    if finals["elastic"] and finals["no failure"]:
-        a, b = float(finals["elastic"][0][0]), float(finals["no failure"][0][0])
+    resume = die // every * every  # the last commit before the kill (`die` is not a commit point)
+    expect([c[2] for c in commits] == ["4"] * (resume // every) + ["3"] * ((2 * bpe - resume) // every),
+           f"sizes: 4 up to the commit before the kill, 3 after: {commits}")
+    replays("(b)", commits, final, kolorun, short, 4, 3, resume)
+    _, _, final_whole = launch("(b) no failure", [kolorun, "-np", "4"] + short)
+    if final and final_whole:
+        a, b = float(final[0][0]), float(final_whole[0][0])
         print(f"elastic_test: final loss {a:.9g}, with no failure {b:.9g}")
         expect(abs(a - b) <= 1e-4 * abs(b), "the final loss is that of a run with no failure, within 1e-4")
+
+    # (c) A worker joins a job of 3 (the discovery script offers a 4th slot from the start):
+    # a commit after its arrival raises HostsUpdatedInterrupt; it gets the state by sync().
+    with tempfile.TemporaryDirectory() as tmp:
+        discovery = os.path.join(tmp, "hosts.sh")
+        with open(discovery, "w") as f:
+            f.write("#!/bin/sh\necho localhost:4\n")
+        os.chmod(discovery, 0o755)
+        out, commits, final = launch("(c) a worker joins", [kolorun, "-np", "3", "--min-np", "2", "--max-np", "4",
+                                                             "--host-discovery-script", discovery] +
+                                     example + ["--epochs", "8"])
+    joined = [m.groups() for m in JOINED.finditer(out)]
+    rebuilt = [m.groups() for m in REBUILT.finditer(out)]
+    expect(joined == [("1", "4", "3", "j1")], f"the joiner: epoch 1, size 4, rank 3, worker j1: {joined} (the job "
+                                              "ended before it was let in?)")
+    expect(sorted(r[3] for r in rebuilt) == ["0", "1", "2"] and all(r[1] == "4" for r in rebuilt),
+           f"workers 0, 1, 2 rebuilt on 4: {rebuilt}")
+    sizes = [c[2] for c in commits]
+    at = (sizes.index("4") if "4" in sizes else 0) * every  # the commit at which the joiner came in
+    expect(at > 0 and sizes == ["3"] * (at // every) + ["4"] * (len(sizes) - at // every),
+           f"sizes: 3, then 4 once the joiner is in: {sizes}")
+    if at:
+        replays("(c)", commits, final, kolorun, example + ["--epochs", "8"], 3, 4, at)
     print(f"elastic_test: {'FAIL' if failures else 'ok'} ({len(failures)} failed)")
     sys.exit(1 if failures else 0)
 
 
 if __name__ == "__main__":
-    single_rank() if SINGLE else main()
+    two_ranks() if TWO_RANKS else main()

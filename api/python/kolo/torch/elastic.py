@@ -132,7 +132,7 @@ class ObjectState(State):
         # (every rank has the same names).
         if self._names:
             self._saved = self._bcast_object(self._saved)
-            self.restore()
+            ObjectState.restore(self)  # the objects only: a subclass's restore would undo its own sync
 
 
 class TorchState(ObjectState):
@@ -222,10 +222,15 @@ def run(func):
                 state.interrupted_at = time.monotonic()
                 state.restore()
                 skip_sync, failed, cause = False, True, e
-            try:
-                _state.rebuild(failed=failed)
-            except KoloError as e:
-                raise e from cause
+            while True:
+                try:
+                    _state.rebuild(failed=failed)
+                    break
+                except KoloError as e:
+                    if _state.comm is None or isinstance(e, KoloUsageError):
+                        raise e from cause  # no world here any more
+                    # The new world failed as its runtime started (another worker died): again.
+                    failed, cause = True, e
             state.on_reset()
 
     return wrapper

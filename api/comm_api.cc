@@ -9,6 +9,7 @@
 
 namespace kolo {
 const char* last_error_text();
+void abort_runtime(kolo_comm_t comm);  // api/runtime_api.cc
 }  // namespace kolo
 
 using kolo::Code;
@@ -161,6 +162,7 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
   return api_call("kolo_comm_abort", [&]() -> Status {
     KOLO_TRY(kolo::check_comm(comm));
     comm->impl->abort();
+    kolo::abort_runtime(comm);
     return Status();
   });
 }

@@ -52,10 +52,23 @@ kolo::Result<Runtime*> runtime_of(kolo_comm_t comm) {
     if (!settings.ok()) return settings.status();
     auto started = Runtime::start(*comm->impl, settings.value());
     if (!started.ok()) return started.status();
-    comm->runtime = std::shared_ptr<Runtime>(started.take());
+    // Atomic: kolo_comm_abort reads it from any thread (abort_runtime).
+    std::atomic_store(&comm->runtime, std::shared_ptr<Runtime>(started.take()));
   }
   return comm->runtime.get();
 }
+
+}  // namespace
+
+namespace kolo {
+// kolo_comm_abort: the runtime's own communicator too, so that its thread's cycle fails now
+// and destroying the communicator does not wait for it (an elastic rebuild after a death).
+void abort_runtime(kolo_comm_t comm) {
+  if (std::shared_ptr<Runtime> runtime = std::atomic_load(&comm->runtime)) runtime->abort();
+}
+}  // namespace kolo
+
+namespace {
 
 constexpr int kMaxDims = 64;  // kolo_enqueue_options.ndim
 

@@ -118,7 +118,10 @@ Result<WorldInfo> world_from_environment() {
     return w;
   }
   KOLO_TRY(rank_in_range(w));
-  if (w.size == 1) {  // nobody to meet: a private store, no port, no secret needed
+  // Nobody to meet: a private store, no port, no secret needed. Unless the job is elastic
+  // (KOLO_ELASTIC=1 and a store given): workers may join the one rank later.
+  const bool elastic_one = env_string("KOLO_ELASTIC") == "1" && env_is_set("KOLO_ADDR");
+  if (w.size == 1 && !elastic_one) {
     w.store_addr.clear();
     w.host_store = false;
     return w;
@@ -196,7 +199,7 @@ Result<std::unique_ptr<Communicator>> init_world() {
   CommIdentity id{str_cat("world", g_world_count.fetch_add(1)), world.value().rank, world.value().size};
   // Elastic: the job's store stays open for rebuilds (engine/elastic.h), kept before the
   // world is made so that its ranks' live keys go there.
-  const bool elastic_world = elastic == "1" && world.value().size > 1 && !elastic_job_store();
+  const bool elastic_world = elastic == "1" && !elastic_job_store();
   if (elastic_world) keep_elastic_job_store(store.value());
   auto comm = Communicator::create(store.take(), id);
   if (comm.ok() && elastic_world) {

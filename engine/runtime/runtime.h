@@ -72,6 +72,9 @@ class Runtime {
   Status start_timeline(const std::string& path);
   void stop_timeline();
   RuntimeStats stats() const;
+  // From any thread: the running cycle and all later ones fail (kAborted); pending requests
+  // fail with it.
+  void abort() { comm_->abort(); }
 
  private:
   Runtime(std::unique_ptr<Communicator> comm, const RuntimeSettings& settings);

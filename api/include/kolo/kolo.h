@@ -85,7 +85,8 @@ kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_uniq
  * color < 0 means "not in any": *out is set to NULL. */
 kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t* out);
 kolo_result_t kolo_comm_destroy(kolo_comm_t comm);
-kolo_result_t kolo_comm_abort(kolo_comm_t comm); /* safe from another thread */
+/* Safe from another thread; the communicator's runtime (kolo_enqueue_*) is aborted with it. */
+kolo_result_t kolo_comm_abort(kolo_comm_t comm);
 /* The communicator's first failure, including one that happened after a device call had
  * returned (a peer died while the call was queued on a stream): KOLO_SUCCESS while it
  * works; kolo_last_error() then says what failed. Safe from another thread. */

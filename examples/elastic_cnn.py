@@ -12,9 +12,10 @@ the same curve.
 Rank 0 prints 'commit epoch=E batch=B size=S loss=L' at each commit (E, B: where training
 resumes from it; L: the loss of the committed model on a fixed evaluation batch) and
 'final loss=L size=S' at the end. After a rebuild every survivor prints 'rebuilt epoch=K
-size=S rank=R worker=W seconds_since_failure=T' (K: kolo's membership epoch; T: from
+size=S rank=R worker=W seconds_since_failure=T at=U' (K: kolo's membership epoch; T: from
 catching the error, or the interrupt that workers wait to join, to the end of the first
-step on the new world), and a worker that joined prints 'joined ...'.
+step on the new world; U: that moment, wall clock), and a worker that joined prints
+'joined ...'. The worker that a test hook kills prints 'dying ... at=U' first.
 
 Test hooks: KOLO_TEST_DIE_RANK and KOLO_TEST_DIE_AT_BATCH: the worker that was that rank in
 the first world SIGKILLs itself at the start of that global batch (its first life only:
@@ -92,13 +93,14 @@ def train(state):
     while state.epoch * args.batches_per_epoch + state.batch < total:
         g = state.epoch * args.batches_per_epoch + state.batch
         if die_worker is not None and hvd.elastic.worker_id() == die_worker and g == int(die_at):
+            print(f"dying worker={die_worker} batch={g} at={time.time():.3f}", flush=True)
             os.kill(os.getpid(), 9)
         step(g)
         if report["line"]:
             since = (f" seconds_since_failure={time.monotonic() - state.interrupted_at:.2f}"
                      if state.interrupted_at is not None else "")
             print(f"{report['line']} epoch={hvd.elastic.epoch()} size={hvd.size()} rank={hvd.rank()} "
-                  f"worker={hvd.elastic.worker_id()}{since}", flush=True)
+                  f"worker={hvd.elastic.worker_id()}{since} at={time.time():.3f}", flush=True)
             report["line"] = None
         state.epoch, state.batch = divmod(g + 1, args.batches_per_epoch)
         if (g + 1) % args.commit_every == 0 or g + 1 == total:

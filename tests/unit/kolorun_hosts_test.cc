@@ -1,5 +1,6 @@
 // kolorun's host lists, host files and rank placement (tools/kolorun/hosts.h).
 #include "tools/kolorun/hosts.h"
+#include "tools/kolorun/discovery.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -215,6 +216,29 @@ TEST(KolorunHosts, LauncherTemplate) {
   EXPECT_NE(launcher_template_problem("   ").find("empty"), std::string::npos);
   EXPECT_NE(launcher_template_problem("ip netns exec"), "");
   EXPECT_NE(launcher_template_problem("{host}/bin/start"), "");
+}
+
+// --host-discovery-script: horovodrun's "host:slots" lines; the script itself through sh.
+TEST(KolorunHosts, DiscoveredHosts) {
+  auto hosts = parse_discovered_hosts("node1:4\n  node2  \n\n# a comment\nnode3:2 # spare\n");
+  ASSERT_TRUE(hosts.ok()) << hosts.status().to_string();
+  ASSERT_EQ(hosts.value().size(), 3u);
+  EXPECT_EQ(hosts.value()[0].name, "node1");
+  EXPECT_EQ(hosts.value()[0].slots, 4);
+  EXPECT_EQ(hosts.value()[1].slots, 1);
+  EXPECT_EQ(hosts.value()[2].slots, 2);
+  EXPECT_TRUE(parse_discovered_hosts("").value().empty());  // no host now: not an error
+  EXPECT_FALSE(parse_discovered_hosts("node1:x\n").ok());
+
+  auto found = discover_hosts("printf 'a:2\\nb:1\\n'", 10);
+  ASSERT_TRUE(found.ok()) << found.status().to_string();
+  EXPECT_EQ(found.value().size(), 2u);
+  auto failed = discover_hosts("exit 3", 10);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("status 3"), std::string::npos) << failed.status().message();
+  auto slow = discover_hosts("sleep 5", 0.2);
+  ASSERT_FALSE(slow.ok());
+  EXPECT_EQ(slow.status().code(), Code::kTimeout);
 }
 
 }  // namespace

@@ -53,9 +53,12 @@ Result<std::vector<HostSlots>> discover_hosts(const std::string& script, double 
     pollfd p{out[0], POLLIN, 0};
     const int ready = ::poll(&p, 1, deadline.remaining_ms(1000));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0 && deadline.expired()) {
-      timed_out = true;
-      break;
+    if (ready == 0) {  // nothing yet: never read() then, it would block past the deadline
+      if (deadline.expired()) {
+        timed_out = true;
+        break;
+      }
+      continue;
     }
     char buf[4096];
     const ssize_t n = ::read(out[0], buf, sizeof(buf));

@@ -17,7 +17,7 @@ catching the error, or the interrupt that workers wait to join, to the end of th
 step on the new world; U: that moment, wall clock), and a worker that joined prints
 'joined ...'. The worker that a test hook kills prints 'dying ... at=U' first.
 
-Test hooks: KOLO_TEST_DIE_RANK and KOLO_TEST_DIE_AT_BATCH: the worker that was that rank in
+Test hooks: ELASTIC_CNN_DIE_WORKER and ELASTIC_CNN_DIE_AT_BATCH: the worker that was that rank in
 the first world SIGKILLs itself at the start of that global batch (its first life only:
 workers that join have other ids). --stop-after/--save and --resume make the reference runs
 of tests/python/elastic_test.py (one world up to a commit, then another from it).
@@ -62,7 +62,7 @@ state = hvd.elastic.TorchState(model, optimizer, **start)
 data = Data(None)
 evaluation = data.batch(10 ** 6, 256)  # a fixed batch no step trains on
 total = args.epochs * args.batches_per_epoch
-die_worker, die_at = os.environ.get("KOLO_TEST_DIE_RANK"), os.environ.get("KOLO_TEST_DIE_AT_BATCH")
+die_worker, die_at = os.environ.get("ELASTIC_CNN_DIE_WORKER"), os.environ.get("ELASTIC_CNN_DIE_AT_BATCH")
 report = {"line": "joined" if hvd.elastic.epoch() > 0 else None}
 
 

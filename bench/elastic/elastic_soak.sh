@@ -30,7 +30,7 @@ for t in $(seq 1 "$trials"); do
   delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", (r % 200) / 100 }')
   echo "localhost:3" >"$work/hosts"
   log=$work/trial$t.log
-  KOLO_TEST_DIE_RANK=$worker KOLO_TEST_DIE_AT_BATCH=$batch timeout 300 "$kolorun" -H localhost:4 --min-np 2 --max-np 4 \
+  ELASTIC_CNN_DIE_WORKER=$worker ELASTIC_CNN_DIE_AT_BATCH=$batch timeout 300 "$kolorun" -H localhost:4 --min-np 2 --max-np 4 \
     --host-discovery-script "cat $work/hosts" "$python" "$root/examples/elastic_cnn.py" "${args[@]}" >"$log" 2>&1 &
   job=$!
   for _ in $(seq 1 3000); do grep -q "dying worker" "$log" && break; kill -0 $job 2>/dev/null || break; sleep 0.02; done

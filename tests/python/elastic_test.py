@@ -27,12 +27,20 @@ the worker kolorun starts into the job joins at the first commit after it arrive
 sync(); checked against the same kind of reference, 3 ranks up to that commit and 4 from
 it, bit for bit.
 
-Skips (b) and (c), exiting 77, where kolorun has no --min-np. ctest: python_elastic_test."""
+(d) With `--hosts PREFIX LAUNCHER` (tests/multihost/elastic_torch_test.sh, on test hosts
+PREFIX-h0..h3 made by tools/testhosts.sh): the example on 3 hosts x 1 rank, and the
+discovery script starts listing a 4th host 3 s into the run; the rank kolorun starts there
+joins at a commit, and the run matches the same kind of reference (3 hosts up to that
+commit, 4 from it), on the same hosts, bit for bit. Nothing else runs in this mode.
+
+Skips (b) and (c), exiting 77, where kolorun has no --min-np. ctest: python_elastic_test,
+multihost_elastic_torch."""
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 
 TWO_RANKS = "--two-ranks" in sys.argv
 
@@ -224,7 +232,54 @@ def replays(name, commits, final, kolorun, example, np_before, np_after, at):
            f"{name}: final loss on {np_after} ranks = B's: {final} vs {final_b}")
 
 
+def joined_at(name, out, commits, every, after):
+    """The global batch of the commit at which the joiner came in, after checking that it
+    joined once and that the sizes went from `after - 1` to `after` there."""
+    joined = [m.groups() for m in JOINED.finditer(out)]
+    expect(len(joined) == 1 and joined[0][1] == str(after) and joined[0][3] == "j1",
+           f"{name}: the joiner j1 came into a world of {after}: {joined} (the job ended before it was let in?)")
+    sizes = [c[2] for c in commits]
+    at = (sizes.index(str(after)) if str(after) in sizes else 0) * every
+    expect(at > 0 and sizes == [str(after - 1)] * (at // every) + [str(after)] * (len(sizes) - at // every),
+           f"{name}: sizes {after - 1}, then {after} once the joiner is in: {sizes}")
+    return at
+
+
+def main_hosts(kolorun, python, examples, prefix, launcher):
+    """(d): a host added mid-training, on test hosts."""
+    every = 4
+    hosts = [f"{prefix}-h{i}" for i in range(4)]
+    example = [python, os.path.join(examples, "elastic_cnn.py"), "--batches-per-epoch", "12", "--commit-every",
+               str(every), "--epochs", "16"]
+    base = [kolorun, "--launcher", launcher, "-x", "PYTHONPATH"]
+    with tempfile.TemporaryDirectory() as tmp:
+        discovery = os.path.join(tmp, "hosts.sh")
+        with open(discovery, "w") as f:  # the 4th host from 3 s after the job's start
+            f.write(f"#!/bin/sh\nprintf '%s\\n' {' '.join(h + ':1' for h in hosts[:3])}\n"
+                    f"[ $(( $(date +%s) - {int(time.time())} )) -ge 3 ] && echo {hosts[3]}:1\nexit 0\n")
+        os.chmod(discovery, 0o755)
+        out, commits, final = launch("(d) a host added", base + ["-H", ",".join(h + ":1" for h in hosts[:3]),
+                                                                  "--min-np", "2", "--max-np", "4",
+                                                                  "--host-discovery-script", discovery] + example)
+        expect(f"started rank 3 on {hosts[3]}" in out, "(d) kolorun started a rank on the new host")
+        at = joined_at("(d)", out, commits, every, 4)
+        if at:
+            with tempfile.TemporaryDirectory() as shared:
+                ckpt = os.path.join(shared, "commit.pt")
+                _, ref_a, _ = launch("(d): reference A", base + ["-H", ",".join(h + ":1" for h in hosts[:3])] +
+                                     example + ["--stop-after", str(at), "--save", ckpt])
+                _, ref_b, final_b = launch("(d): reference B", base + ["-H", ",".join(h + ":1" for h in hosts)] +
+                                           example + ["--resume", ckpt])
+            expect(commits == ref_a + ref_b, f"(d): its commits = A's then B's:\n  {commits}\n  {ref_a} + {ref_b}")
+            expect(final == final_b, f"(d): final loss = B's: {final} vs {final_b}")
+    print(f"elastic_test: {'FAIL' if failures else 'ok'} ({len(failures)} failed)")
+    sys.exit(1 if failures else 0)
+
+
 def main():
+    if "--hosts" in sys.argv:
+        i = sys.argv.index("--hosts")
+        main_hosts(*sys.argv[1:4], sys.argv[i + 1], sys.argv[i + 2])
     kolorun, python, examples = sys.argv[1:4]
     help_text = subprocess.run([kolorun, "--help"], stdout=subprocess.PIPE, text=True).stdout
     has_elastic = "--min-np" in help_text
@@ -243,7 +298,7 @@ def main():
                "--commit-every", str(every)]
     short = example + ["--epochs", "2"]
     out, commits, final = launch("(b) a worker killed", [kolorun, "-np", "4", "--min-np", "2", "--max-np", "4"] + short,
-                                 {"KOLO_TEST_DIE_RANK": "2", "KOLO_TEST_DIE_AT_BATCH": str(die)})
+                                 {"ELASTIC_CNN_DIE_WORKER": "2", "ELASTIC_CNN_DIE_AT_BATCH": str(die)})
     rebuilt = [m.groups() for m in REBUILT.finditer(out)]
     expect(sorted(r[3] for r in rebuilt) == ["0", "1", "3"], f"survivors 0, 1, 3 print rebuilt lines: {rebuilt}")
     expect(all(r[0] == "1" and r[1] == "3" for r in rebuilt), f"rebuilt: membership epoch 1, size 3: {rebuilt}")

@@ -38,6 +38,7 @@ Result<std::vector<HostSlots>> discover_hosts(const std::string& script, double 
     return error(Code::kSystem, "fork: ", std::strerror(errno));
   }
   if (pid == 0) {
+    ::setpgid(0, 0);  // its own group: a script that overruns goes with all it started
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // kolorun blocks its job signals
@@ -45,6 +46,7 @@ Result<std::vector<HostSlots>> discover_hosts(const std::string& script, double 
     ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // also here, so that the kill below cannot race the child's own
   ::close(out[1]);
   std::string text;
   const Deadline deadline(timeout_s);
@@ -68,7 +70,7 @@ Result<std::vector<HostSlots>> discover_hosts(const std::string& script, double 
     if (text.size() > (1u << 20)) break;  // a host list is not a megabyte
   }
   ::close(out[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
+  if (timed_out) ::kill(-pid, SIGKILL);
   int status = 0;
   // kolorun's reaper may have taken the status first (waitpid(-1)): ECHILD is not an error.
   const bool reaped = ::waitpid(pid, &status, 0) == pid;

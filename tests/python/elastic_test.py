@@ -114,6 +114,30 @@ def two_ranks():
         expect(empty.epoch == 5, "a TorchState without model and optimizer")
 
     @section
+    def elastic_sampler():
+        # 21 samples on 2 ranks: 11 each (one dealt twice); ranks disjoint but for the pad.
+        sampler = hvd.elastic.ElasticSampler(list(range(21)), shuffle=True, seed=3)
+        mine = list(sampler)
+        both = hvd.allgather_object(mine)
+        expect(len(sampler) == 11 and len(mine) == 11 and len(set(both[0]) | set(both[1])) == 21,
+               f"dealt among 2 ranks: {both}")
+        s = hvd.elastic.TorchState(sampler=sampler, epoch=0)
+        expect(s.sampler is sampler, "the state holds the sampler itself")
+        sampler.record_batch(0, 2)
+        sampler.record_batch(1, 2)  # the world has taken 8 samples
+        s.commit()
+        sampler.record_batch(2, 2)
+        s.restore()
+        expect(sampler.processed_num == 8 and len(sampler) == 7, f"restore: 8 taken, 13 left: {sampler.processed_num}")
+        if me == 1:
+            sampler.record_batch(3, 2)  # rank 1 runs ahead; sync gives rank 0's count
+        s.sync()
+        expect(sampler.processed_num == 8 and list(sampler) == hvd.allgather_object(list(sampler))[me],
+               "sync: rank 0's progress, dealt again")
+        sampler.set_epoch(1)
+        expect(sampler.processed_num == 0 and len(sampler) == 11, "set_epoch starts the next epoch whole")
+
+    @section
     def run_errors_not_retried():
         calls = []
 

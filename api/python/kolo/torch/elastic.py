@@ -29,6 +29,7 @@ import torch
 from kolo import _capi
 from kolo._capi import KoloError, KoloUsageError
 from kolo.torch import _ops, _state
+from kolo.torch._elastic_sampler import ElasticSampler  # noqa: F401 - hvd.elastic.ElasticSampler
 from kolo.torch._optimizer import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 
 
@@ -138,13 +139,19 @@ class ObjectState(State):
 class TorchState(ObjectState):
     """A model and an optimizer (either may be None) and the keyword arguments' objects.
     save() keeps deep copies of their state dicts; sync() broadcasts rank 0's parameters
-    and buffers (broadcast_parameters) and optimizer state (broadcast_optimizer_state)."""
+    and buffers (broadcast_parameters) and optimizer state (broadcast_optimizer_state).
+    ElasticSamplers among the keyword arguments are kept by their state dicts (the
+    DataLoader holds the object itself), synced from rank 0 and dealt again among the ranks."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
         self.model = model
         self.optimizer = optimizer
         self._saved_model = self._saved_optimizer = None
-        super().__init__(**kwargs)
+        self._samplers = {k: v for k, v in kwargs.items() if isinstance(v, ElasticSampler)}
+        self._saved_samplers = {}
+        for name, sampler in self._samplers.items():
+            setattr(self, name, sampler)
+        super().__init__(**{k: v for k, v in kwargs.items() if k not in self._samplers})
         self._save_torch()
 
     def _save_torch(self):
@@ -152,6 +159,7 @@ class TorchState(ObjectState):
             self._saved_model = copy.deepcopy(self.model.state_dict())
         if self.optimizer is not None:
             self._saved_optimizer = copy.deepcopy(self.optimizer.state_dict())
+        self._saved_samplers = {name: copy.deepcopy(s.state_dict()) for name, s in self._samplers.items()}
 
     def save(self):
         self._save_torch()
@@ -162,6 +170,8 @@ class TorchState(ObjectState):
             self.model.load_state_dict(self._saved_model)
         if self.optimizer is not None:
             self.optimizer.load_state_dict(self._saved_optimizer)  # copies it (torch's deepcopy)
+        for name, sampler in self._samplers.items():
+            sampler.load_state_dict(copy.deepcopy(self._saved_samplers[name]))
         super().restore()
 
     def sync(self):
@@ -169,6 +179,10 @@ class TorchState(ObjectState):
             broadcast_parameters(self.model.state_dict(), root_rank=0)
         if self.optimizer is not None:
             broadcast_optimizer_state(self.optimizer, root_rank=0, model=self.model)
+        for name, sampler in sorted(self._samplers.items()):
+            # Rank 0's progress through the epoch, dealt again among this world's ranks.
+            sampler.load_state_dict(broadcast_object(sampler.state_dict(), root_rank=0,
+                                                     name=f"kolo.elastic.sampler.{name}"))
         super().sync()
         # Rank 0's state is now every rank's commit too (a joiner's included), should a
         # failure come before the next commit.

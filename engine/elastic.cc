@@ -1,6 +1,7 @@
 #include "engine/elastic.h"
 
 #include <algorithm>
+#include <charconv>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -22,6 +23,16 @@ constexpr auto kPoll = std::chrono::milliseconds(10);
 std::mutex& g_job_mutex = *new std::mutex;
 std::shared_ptr<StoreSession>& g_job = *new std::shared_ptr<StoreSession>;
 
+// A count another process wrote into the store: checked, never trusted to parse.
+Result<int64_t> parse_count(const std::string& text, const std::string& what) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0) {
+    return error(Code::kInternal, what, " in the store is '", text.substr(0, 40), "', not a count");
+  }
+  return value;
+}
+
 // The outcome as the decider writes it: "ok\n<joined>\n<id>,<id>..." or "error\n<why>".
 std::string encode_outcome(int64_t joined, const std::vector<std::string>& members) {
   std::string text = str_cat("ok\n", joined, "\n");
@@ -38,9 +49,10 @@ Result<Membership> decode_outcome(const std::string& text, const std::string& me
   std::getline(in, ok);
   std::getline(in, joined);
   std::getline(in, list);
-  if (ok != "ok" || joined.empty()) return error(Code::kInternal, "malformed membership record at ", prefix);
+  auto count = parse_count(joined, str_cat("the joiners counted at ", prefix));
+  if (ok != "ok" || !count.ok()) return error(Code::kInternal, "malformed membership record at ", prefix);
   Membership m;
-  m.joined = std::stoll(joined);
+  m.joined = count.value();
   std::istringstream ids(list);
   for (std::string id; std::getline(ids, id, ',');) {
     if (id == me) m.rank = static_cast<int>(m.members.size());
@@ -98,7 +110,9 @@ Status decide(const MembershipRequest& rq, const Deadline& grace) {
   if (rq.admit_joiners) {
     auto tickets = store.peek(kJoinersKey, Deadline(op_seconds));
     if (!tickets.ok()) return tickets.status();
-    const int64_t last = tickets.value() ? std::stoll(*tickets.value()) : 0;
+    auto counted = tickets.value() ? parse_count(*tickets.value(), kJoinersKey) : Result<int64_t>(0);
+    if (!counted.ok()) return counted.status();
+    const int64_t last = counted.value();
     for (int64_t t = rq.joined_before + 1; t <= last; ++t) {
       // A joiner names itself right after taking its ticket; one that died in between is skipped.
       std::optional<std::string> id;
@@ -161,8 +175,9 @@ Result<Membership> agree_membership(const MembershipRequest& rq, const Deadline&
 Result<int> pending_joiners(StoreClient& job, int64_t joined, const Deadline& deadline) {
   auto tickets = job.peek(kJoinersKey, deadline);
   if (!tickets.ok()) return tickets.status();
-  const int64_t last = tickets.value() ? std::stoll(*tickets.value()) : 0;
-  return static_cast<int>(std::max<int64_t>(0, last - joined));
+  auto counted = tickets.value() ? parse_count(*tickets.value(), kJoinersKey) : Result<int64_t>(0);
+  if (!counted.ok()) return counted.status();
+  return static_cast<int>(std::clamp<int64_t>(counted.value() - joined, 0, 1 << 24));
 }
 
 Result<std::unique_ptr<Communicator>> join_elastic_world(std::shared_ptr<StoreSession> job) {
@@ -181,7 +196,9 @@ Result<std::unique_ptr<Communicator>> join_elastic_world(std::shared_ptr<StoreSe
     return epoch_text.status().with_context(str_cat("worker ", id, " waiting to join (KOLO_ELASTIC_JOIN_TIMEOUT=",
                                                     wait.value(), " s; the job lets workers in when it rebuilds): "));
   }
-  const int epoch = std::stoi(epoch_text.value());
+  auto admitted = parse_count(epoch_text.value(), admitted_key(id));
+  if (!admitted.ok() || admitted.value() > (1 << 30)) return error(Code::kInternal, "worker ", id, ": bad epoch at ", admitted_key(id));
+  const int epoch = static_cast<int>(admitted.value());
   const std::string prefix = elastic_epoch_prefix(epoch);
   const Deadline within(env_timeout_seconds());
   auto outcome = store.get(str_cat(prefix, "/members"), within);

@@ -11,7 +11,7 @@ ctest --preset default -j2 --timeout 900
 # The unit tests again, built with AddressSanitizer and UBSan (preset "asan": a UBSan report
 # fails the test; leak checks are off, as the libraries kolo loads with dlopen leave
 # allocations LSan reports from unknown modules), and a sample of the multi-process suite
-# (21 tests, one of each kind: collectives, split, p2p, mixed transports, tcp, shm, groups,
+# (22 tests, one of each kind: collectives, split, p2p, mixed transports, tcp, shm, groups,
 # compressed across hosts, the runtime, device collectives, faults, elastic shrink and
 # rebuild; CMakePresets.json).
 cmake --preset asan >/dev/null

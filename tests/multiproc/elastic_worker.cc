@@ -10,6 +10,9 @@
 //   rebuild      KOLO_ELASTIC=1: the victim dies, the survivors wait until a joiner is pending
 //                and rebuild; KOLO_TEST_LATE (a rank) comes after KOLO_TIMEOUT and must be
 //                refused; the joiner (KOLO_ELASTIC=join, no rank) is let in.
+//   shrink_device as shrink, on device buffers (KOLO_DEVICE=emulated): device allreduces
+//                queued when the victim dies, the streams released, then a device
+//                allreduce on the shrunk world.
 //   survive      KOLO_ELASTIC=1: allreduces until one fails (a host cut off by the test),
 //                then a rebuild of the ranks left.
 // Each rank prints "rank R: ok ..." when its checks pass; exit status 0 then.
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "support/device/device.h"  // the emulated device's copies (libkolo exports them)
 
 namespace {
 
@@ -187,6 +191,49 @@ int rebuild(kolo_comm_t world, int size) {
   return 0;
 }
 
+// Device buffers (KOLO_DEVICE=emulated): the victim dies while device allreduces are
+// queued on the survivors' streams; each survivor sees the failure (the call or the
+// communicator's async error), its stream is released, the old communicator is destroyed
+// (draining what was queued), and a device allreduce runs on the shrunk one.
+int shrink_device(kolo_comm_t world, int size) {
+  const kolo::device::DeviceOps& dev = kolo::device::runtime();
+  const int victim = env_int("KOLO_TEST_VICTIM", size - 1);
+  const size_t n = 1 << 16;
+  void* stream = nullptr;
+  void* d = nullptr;
+  check(dev.stream_create(&stream).ok() && dev.malloc(&d, n * sizeof(float)).ok(), "device set-up");
+  std::vector<float> host(n, 1.0f);
+  check(dev.memcpy_async(d, host.data(), n * sizeof(float), stream).ok(), "h2d");
+  double failed_at = 0;
+  for (int i = 0; failed_at == 0; ++i) {
+    check(i < 100000, "no device allreduce failed after the victim's death");
+    if (i == 1 && g_rank == victim) ::kill(::getpid(), SIGKILL);
+    kolo_result_t r = kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, world, stream);
+    // The stream is released within KOLO_TIMEOUT whatever happened to the peers.
+    const bool drained = dev.stream_synchronize(stream, kolo::Deadline(60)).ok();
+    kolo_result_t async = KOLO_SUCCESS;
+    check(kolo_comm_get_async_error(world, &async) == KOLO_SUCCESS, "kolo_comm_get_async_error");
+    if (r != KOLO_SUCCESS || async != KOLO_SUCCESS || !drained) failed_at = now();
+  }
+  kolo_comm_t fresh = nullptr;
+  kolo_result_t r = kolo_comm_shrink(world, nullptr, 0, &fresh);
+  if (r != KOLO_SUCCESS) die("kolo_comm_shrink", r);
+  check(kolo_comm_destroy(world) == KOLO_SUCCESS, "destroying the failed communicator drains its queued work");
+  for (float& x : host) x = static_cast<float>(g_rank);
+  check(dev.memcpy_async(d, host.data(), n * sizeof(float), stream).ok(), "h2d on the new world");
+  r = kolo_allreduce(d, d, n, KOLO_FLOAT32, KOLO_SUM, fresh, stream);
+  if (r != KOLO_SUCCESS) die("device allreduce on the shrunk communicator", r);
+  check(dev.memcpy_async(host.data(), d, n * sizeof(float), stream).ok(), "d2h");
+  check(dev.stream_synchronize(stream, kolo::Deadline(60)).ok(), "the new world's device allreduce completes");
+  const float expected = static_cast<float>(size * (size - 1) / 2 - victim);
+  for (float x : host) check(x == expected, "device allreduce on the shrunk communicator: the survivors' sum");
+  std::printf("rank %d: ok shrink_device: rank %d of %d, %.3f s from the failure to the first call on the new world\n",
+              g_rank, kolo_comm_rank(fresh), kolo_comm_size(fresh), now() - failed_at);
+  kolo_comm_destroy(fresh);
+  check(dev.free(d).ok(), "free");
+  return 0;
+}
+
 // KOLO_ELASTIC=1, no victim: allreduces until one fails (the test cuts a host off), then a
 // rebuild of whoever is left; a rank that cannot rebuild (the cut-off one) exits 3.
 int survive(kolo_comm_t world, int size) {
@@ -234,6 +281,7 @@ int main(int argc, char** argv) {
   if (scenario == "shrink_list") return shrink_list(world, size);
   if (scenario == "rebuild") return rebuild(world, size);
   if (scenario == "survive") return survive(world, size);
-  std::fprintf(stderr, "usage: kolo_elastic_worker shrink|shrink_list|rebuild|survive\n");
+  if (scenario == "shrink_device") return shrink_device(world, size);
+  std::fprintf(stderr, "usage: kolo_elastic_worker shrink|shrink_list|rebuild|survive|shrink_device\n");
   return 2;
 }

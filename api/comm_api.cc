@@ -136,6 +136,17 @@ kolo_result_t kolo_comm_pending_joiners(kolo_comm_t comm, int* count) {
   });
 }
 
+kolo_result_t kolo_comm_leaving(kolo_comm_t comm, int* leaving) {
+  return api_call("kolo_comm_leaving", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (leaving == nullptr) return error(Code::kInvalidArgument, "leaving is NULL");
+    kolo::Result<bool> asked = comm->impl->leaving();
+    if (!asked.ok()) return asked.status();
+    *leaving = asked.value() ? 1 : 0;
+    return Status();
+  });
+}
+
 kolo_result_t kolo_comm_worker_id(kolo_comm_t comm, char* buf, size_t size) {
   return api_call("kolo_comm_worker_id", [&]() -> Status {
     KOLO_TRY(kolo::check_comm(comm));

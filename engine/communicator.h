@@ -106,6 +106,8 @@ class Communicator {
   Result<std::unique_ptr<Communicator>> rebuild();
   // Workers waiting to join an elastic world (0 for other communicators). Not collective.
   Result<int> pending_joiners();
+  // Whether kolorun asks this rank to leave the elastic world (its host was removed). Not collective.
+  Result<bool> leaving();
   const Lineage& lineage() const { return lineage_; }
   void set_lineage(Lineage lineage) { lineage_ = std::move(lineage); }
   // From any thread: makes the running call and all later ones fail with kAborted.

@@ -149,6 +149,7 @@ void keep_elastic_job_store(std::shared_ptr<StoreSession> session) {
 }
 
 std::string elastic_epoch_prefix(int epoch) { return str_cat("elastic/", epoch); }
+std::string leaving_host_key(const std::string& host) { return str_cat("elastic/leaving/", host); }
 std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(comm_prefix, "/live/", rank); }
 
 Result<Membership> agree_membership(const MembershipRequest& rq, const Deadline& deadline) {
@@ -277,6 +278,15 @@ Result<std::unique_ptr<Communicator>> Communicator::rebuild() {
   request.admit_joiners = true;
   request.joined_before = lineage_.joined;
   return next_epoch(std::move(request), elastic_epoch_prefix(lineage_.epoch + 1));
+}
+
+Result<bool> Communicator::leaving() {
+  std::shared_ptr<StoreSession> job = elastic_job_store();
+  const std::string host = env_string("KOLO_ELASTIC_HOST");
+  if (!lineage_.elastic_world || !job || host.empty()) return false;
+  auto mark = job->client->peek(leaving_host_key(host), Deadline(timeout_seconds_));
+  if (!mark.ok()) return mark.status();
+  return mark.value().value_or("0") == "1";
 }
 
 Result<int> Communicator::pending_joiners() {

@@ -61,4 +61,8 @@ Result<std::unique_ptr<Communicator>> join_elastic_world(std::shared_ptr<StoreSe
 // tickets up to `joined`.
 Result<int> pending_joiners(StoreClient& job, int64_t joined, const Deadline& deadline);
 
+// kolorun marks a host whose ranks should leave (its discovery script no longer lists it)
+// with "1" under this key, and clears it ("0") if the host is listed again.
+std::string leaving_host_key(const std::string& host);
+
 }  // namespace kolo

@@ -154,6 +154,10 @@ const std::vector<EnvVar>& env_table() {
              "1 = an elastic job: kolo_init keeps the job's store open so that kolo_comm_rebuild can make the next "
              "epoch from the ranks left and the workers that join (kolorun --min-np/--max-np sets it); join = a "
              "worker started into the running job, let in at its next rebuild (docs/elastic.md)"),
+      text("KOLO_ELASTIC_HOST", "",
+           "set by kolorun in elastic jobs: this rank's host as kolorun names it, which kolorun marks in the job's "
+           "store when its discovery script stops listing it, so that the rank leaves at the next commit "
+           "(kolo_comm_leaving)"),
       seconds("KOLO_ELASTIC_JOIN_TIMEOUT", "600",
               "seconds a joining worker (KOLO_ELASTIC=join) waits for the running job to let it in"),
       flag("KOLO_INSECURE", "0", "1 = run the store unauthenticated (trusted networks only)"),

@@ -31,7 +31,10 @@ it, bit for bit.
 PREFIX-h0..h3 made by tools/testhosts.sh): the example on 3 hosts x 1 rank, and the
 discovery script starts listing a 4th host 3 s into the run; the rank kolorun starts there
 joins at a commit, and the run matches the same kind of reference (3 hosts up to that
-commit, 4 from it), on the same hosts, bit for bit. Nothing else runs in this mode.
+commit, 4 from it), on the same hosts, bit for bit. (e) Then 3 hosts, and the script
+stops listing the third 3 s in: its worker leaves at the next commit (exit 0) and the two
+others go on without restoring, matching 3 hosts up to that commit and 2 from it, bit for
+bit. Nothing else runs in this mode.
 
 Skips (b) and (c), exiting 77, where kolorun has no --min-np. ctest: python_elastic_test,
 multihost_elastic_torch."""
@@ -296,6 +299,33 @@ def main_hosts(kolorun, python, examples, prefix, launcher):
                                            example + ["--resume", ckpt])
             expect(commits == ref_a + ref_b, f"(d): its commits = A's then B's:\n  {commits}\n  {ref_a} + {ref_b}")
             expect(final == final_b, f"(d): final loss = B's: {final} vs {final_b}")
+    # (e) A host removed: 3 hosts, the script stops listing the third 3 s into the run; its
+    # worker leaves at the next commit (exit 0), the other two go on without restoring.
+    with tempfile.TemporaryDirectory() as tmp:
+        discovery = os.path.join(tmp, "hosts.sh")
+        with open(discovery, "w") as f:
+            f.write(f"#!/bin/sh\nprintf '%s\\n' {' '.join(h + ':1' for h in hosts[:2])}\n"
+                    f"[ $(( $(date +%s) - {int(time.time())} )) -lt 3 ] && echo {hosts[2]}:1\nexit 0\n")
+        os.chmod(discovery, 0o755)
+        out, commits, final = launch("(e) a host removed", base + ["-H", ",".join(h + ":1" for h in hosts[:3]),
+                                                                    "--min-np", "2", "--max-np", "3",
+                                                                    "--host-discovery-script", discovery] + example)
+    expect("worker 2 leaves: its host was removed" in out and "rank 2 left" in out,
+           "(e) the removed host's worker left, and kolorun said so")
+    expect("killed by signal" not in out and "exited with status" not in out, "(e) no worker failed")
+    sizes = [c[2] for c in commits]
+    at = (sizes.index("2") if "2" in sizes else 0) * every
+    expect(at > 0 and sizes == ["3"] * (at // every) + ["2"] * (len(sizes) - at // every),
+           f"(e) sizes 3, then 2 once the host is gone: {sizes}")
+    if at:
+        with tempfile.TemporaryDirectory() as shared:
+            ckpt = os.path.join(shared, "commit.pt")
+            _, ref_a, _ = launch("(e): reference A", base + ["-H", ",".join(h + ":1" for h in hosts[:3])] +
+                                 example + ["--stop-after", str(at), "--save", ckpt])
+            _, ref_b, final_b = launch("(e): reference B", base + ["-H", ",".join(h + ":1" for h in hosts[:2])] +
+                                       example + ["--resume", ckpt])
+        expect(commits == ref_a + ref_b, f"(e): its commits = A's then B's:\n  {commits}\n  {ref_a} + {ref_b}")
+        expect(final == final_b, f"(e): final loss = B's: {final} vs {final_b}")
     print(f"elastic_test: {'FAIL' if failures else 'ok'} ({len(failures)} failed)")
     sys.exit(1 if failures else 0)
 

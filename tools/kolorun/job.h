@@ -5,11 +5,14 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "support/clock.h"
+#include "transport/bootstrap/store.h"
 #include "tools/kolorun/launcher.h"
 
 namespace kolo::kolorun {
@@ -21,6 +24,9 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr double kDrainSeconds = 1.0;
 // Elastic: how long after the first rank finished a joiner not let in is left running.
 constexpr double kJoinerGraceSeconds = 30.0;
+// Elastic: how long a rank asked to leave (its host no longer listed) may take to reach a
+// commit and go before it is stopped.
+constexpr double kLeaveGraceSeconds = 60.0;
 
 using TimePoint = Clock::time_point;
 
@@ -52,6 +58,8 @@ struct Rank {
   // as a lifeline: closing it makes the remote script stop the program.
   int stdin_fd = -1;
   bool stopped = false;  // elastic: stopped by kolorun (its host is no longer listed)
+  // Elastic: asked to leave (its host is no longer listed); stopped if it still runs then.
+  std::optional<TimePoint> leave_by;
 };
 
 class Job {
@@ -81,6 +89,8 @@ class Job {
   void lost(Rank& rank, const std::string& how, int code);
   void discover();
   void start_joiner(const HostSlots& host, int local_rank);
+  Status mark_host(const std::string& host, bool leaving);
+  void stop_leavers();  // those still running past their leave_by
 
   const JobSpec& spec_;
   std::vector<Rank> ranks_;
@@ -99,6 +109,9 @@ class Job {
   // joiners still waiting to be let in are stopped at this time.
   std::optional<TimePoint> finished_at_;
   int next_number_ = 0;             // kolorun's number for the next rank it starts
+  // Elastic: kolorun's own client of its store, to mark the hosts whose ranks should leave.
+  std::unique_ptr<StoreClient> store_;
+  std::set<std::string> leaving_hosts_;
   std::vector<std::string> lost_;   // elastic: ranks that failed, for the final message
   std::string last_discovery_error_;
 };

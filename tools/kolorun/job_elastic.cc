@@ -1,6 +1,8 @@
 // kolorun's elastic jobs (--min-np, --max-np, --host-discovery-script): docs/elastic.md.
 #include <signal.h>
 
+#include "engine/elastic.h"
+#include "support/crypto.h"
 #include "tools/kolorun/discovery.h"
 #include "tools/kolorun/job.h"
 
@@ -49,17 +51,31 @@ void Job::discover() {
     return;
   }
   last_discovery_error_.clear();
+  // Ranks on hosts no longer listed are asked to leave at their next commit (the key
+  // kolo_comm_leaving reads); a host listed again is cleared.
   for (Rank& rank : ranks_) {
     if (!rank.running || rank.stopped) continue;
     bool listed = false;
     for (const HostSlots& h : hosts.value()) {
       listed |= h.name == rank.where.host || (rank.where.local && is_local_host(h.name, spec_.this_hostname));
     }
-    if (listed) continue;
-    say(str_cat("host ", rank.where.host, " is no longer listed: stopping rank ", rank.where.rank));
-    rank.stopped = true;
-    close_fd(rank.stdin_fd);
-    ::kill(-rank.pid, SIGTERM);
+    if (listed == !rank.leave_by) continue;
+    if (Status s = mark_host(rank.where.host, !listed); !s.ok()) {
+      say(str_cat("cannot mark host ", rank.where.host, " in the store (", s.message(), "): stopping rank ",
+                  rank.where.rank));
+      rank.stopped = true;
+      close_fd(rank.stdin_fd);
+      ::kill(-rank.pid, SIGTERM);
+      continue;
+    }
+    if (listed) {
+      say(str_cat("host ", rank.where.host, " is listed again: rank ", rank.where.rank, " stays"));
+      rank.leave_by.reset();
+    } else {
+      say(str_cat("host ", rank.where.host, " is no longer listed: rank ", rank.where.rank,
+                  " leaves at the job's next commit (stopped in ", kLeaveGraceSeconds, " s otherwise)"));
+      rank.leave_by = after(kLeaveGraceSeconds);
+    }
   }
   for (const HostSlots& host : hosts.value()) {
     int here = running_count(&host.name);
@@ -72,6 +88,33 @@ void Job::discover() {
       }
       start_joiner(host, here++);
     }
+  }
+}
+
+// Sets elastic/leaving/<host> in kolorun's own store through a client of its own (made
+// the first time).
+Status Job::mark_host(const std::string& host, bool leaving) {
+  const std::string value = leaving ? "1" : "0";
+  if (leaving ? !leaving_hosts_.insert(host).second : leaving_hosts_.erase(host) == 0) return Status();
+  if (!store_) {
+    auto address = parse_host_port(spec_.addr);
+    if (!address.ok()) return address.status();
+    auto secret = from_hex(spec_.secret_hex);
+    if (!secret.ok()) return secret.status();
+    auto client = StoreClient::connect(address.value(), secret.value(), Deadline(10));
+    if (!client.ok()) return client.status();
+    store_ = client.take();
+  }
+  return store_->set(leaving_host_key(host), value, Deadline(10));
+}
+
+void Job::stop_leavers() {
+  for (Rank& rank : ranks_) {
+    if (!rank.running || rank.stopped || !rank.leave_by || Clock::now() < *rank.leave_by) continue;
+    say(str_cat("rank ", rank.where.rank, " did not leave within ", kLeaveGraceSeconds, " s: stopping it"));
+    rank.stopped = true;
+    close_fd(rank.stdin_fd);
+    ::kill(-rank.pid, SIGTERM);
   }
 }
 

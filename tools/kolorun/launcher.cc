@@ -87,7 +87,10 @@ std::vector<std::pair<std::string, std::string>> rank_variables(const JobSpec& j
                            {"KOLO_LOCAL_SIZE", std::to_string(rank.local_size)},
                            {"KOLO_ADDR", job.addr},
                            {"KOLO_LAUNCHER", "kolorun"}});  // the store is kolorun's: rank 0 must not start one
-  if (job.elastic) vars.emplace_back("KOLO_ELASTIC", rank.joins ? "join" : "1");
+  if (job.elastic) {
+    vars.emplace_back("KOLO_ELASTIC", rank.joins ? "join" : "1");
+    vars.emplace_back("KOLO_ELASTIC_HOST", rank.host.empty() ? "localhost" : rank.host);
+  }
   return vars;
 }
 
@@ -322,7 +325,9 @@ void Job::reap() {
     pump(*rank, rank->err, 1024);
     bool exited = WIFEXITED(status);
     int code = exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code == 0 && spec_.elastic && !finished_at_) finished_at_ = after(kJoinerGraceSeconds);
+    // A rank that finished (not one that left because its host went) means the job ends.
+    if (code == 0 && spec_.elastic && !rank->leave_by && !finished_at_) finished_at_ = after(kJoinerGraceSeconds);
+    if (code == 0 && rank->leave_by) say(str_cat("rank ", rank->where.rank, " left (its host is no longer listed)"));
     if (code == 0 || terminating_) continue;
     if (spec_.elastic) {
       lost(*rank, exited ? str_cat("exited with status ", code) : str_cat("killed by signal ", signal_name(WTERMSIG(status))), code);
@@ -465,6 +470,7 @@ int Job::run() {
       terminate();
     }
     if (next_discovery_ && now >= *next_discovery_ && !terminating_) discover();
+    if (spec_.elastic && !terminating_) stop_leavers();
     if (finished_at_ && now >= *finished_at_) {
       for (Rank& rank : ranks_) {
         if (!rank.running || !rank.where.joins || rank.stopped) continue;
@@ -540,7 +546,7 @@ int run_job(const JobSpec& job) {
 
 bool is_per_rank_variable(const std::string& name) {
   return name == "KOLO_RANK" || name == "KOLO_SIZE" || name == "KOLO_LOCAL_RANK" || name == "KOLO_LOCAL_SIZE" ||
-         name == "KOLO_ADDR" || name == "KOLO_SECRET" || name == "KOLO_LAUNCHER";
+         name == "KOLO_ADDR" || name == "KOLO_SECRET" || name == "KOLO_LAUNCHER" || name == "KOLO_ELASTIC_HOST";
 }
 
 std::string shell_quote(const std::string& text) {

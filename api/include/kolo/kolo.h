@@ -114,6 +114,10 @@ int kolo_comm_epoch(kolo_comm_t comm); /* 0 at kolo_init; +1 per shrink or rebui
 /* Workers waiting to join an elastic world at its next rebuild (0 elsewhere). Reads the
  * job's store, not collective: ask on one rank and broadcast, so that every rank decides alike. */
 kolo_result_t kolo_comm_pending_joiners(kolo_comm_t comm, int* count);
+/* 1 when this rank should leave the elastic world: kolorun's discovery script no longer
+ * lists its host (KOLO_ELASTIC_HOST). Not collective: a rank that leaves stops taking part
+ * (it exits); the others rebuild without it, with nothing to restore. 0 elsewhere. */
+kolo_result_t kolo_comm_leaving(kolo_comm_t comm, int* leaving);
 /* This rank's worker id, the same in every epoch: "0".."n-1" for the ranks of kolo_init,
  * "j1", "j2"... for workers that joined; NUL-terminated into buf (size bytes). */
 kolo_result_t kolo_comm_worker_id(kolo_comm_t comm, char* buf, size_t size);

@@ -122,6 +122,7 @@ _PROTOTYPES = {
     "kolo_comm_rebuild": (_i, [_c, ctypes.POINTER(_c)]),
     "kolo_comm_epoch": (_i, [_c]),
     "kolo_comm_pending_joiners": (_i, [_c, ctypes.POINTER(_i)]),
+    "kolo_comm_leaving": (_i, [_c, ctypes.POINTER(_i)]),
     "kolo_comm_worker_id": (_i, [_c, ctypes.c_char_p, _sz]),
     "kolo_comm_rank": (_i, [_c]),
     "kolo_comm_size": (_i, [_c]),

@@ -12,16 +12,19 @@ A collective that fails because a peer died raises HorovodInternalError (kolo's 
 on the others; run() then restores the last commit, rebuilds the world from the ranks left
 and the workers waiting to join (kolo_comm_rebuild), and calls the function again once
 sync() has given every rank rank 0's state. state.commit() also asks whether workers wait
-to join; then every rank raises HostsUpdatedInterrupt, and run() rebuilds without restoring
-(what was just committed is current). A new worker's hvd.init() returns once a rebuild has
-let it in; its first sync() gives it the state.
+to join or kolorun asks a rank to leave (its host is no longer listed); then every rank
+raises HostsUpdatedInterrupt, the leaving workers exit (status 0), and run() rebuilds the
+others without restoring (what was just committed is current; no sync when no one joins).
+A new worker's hvd.init() returns once a rebuild has let it in; its first sync() gives it
+the state.
 
 Unlike Horovod, membership changes are not pushed by a driver: they are seen when a
-collective fails, or polled at commit() (one broadcast from rank 0). Process sets other
+collective fails, or polled at commit() (one allreduce). Process sets other
 than the global one do not survive a rebuild (kolo.torch._state.rebuild)."""
 import copy
 import ctypes
 import functools
+import sys
 import time
 
 import torch
@@ -37,12 +40,12 @@ _MISMATCH = _capi.RESULT_NAMES.index("ERR_MISMATCH")
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Raised on every rank by commit() when workers wait to join. skip_sync (Horovod's):
-    no new worker needs the state, so run() need not sync; always False here, since kolo
-    interrupts only for joiners (a worker that leaves makes collectives fail instead)."""
+    """Raised on every rank by commit() when workers wait to join or a host was removed.
+    skip_sync (Horovod's): no new worker needs the state (only removals), so run() need not
+    sync."""
 
     def __init__(self, skip_sync=False):
-        super().__init__("kolo.torch.elastic: workers wait to join; the world is rebuilt")
+        super().__init__("kolo.torch.elastic: the job's hosts changed; the world is rebuilt")
         self.skip_sync = skip_sync
 
 
@@ -85,13 +88,17 @@ class State:
         self.check_host_updates()
 
     def check_host_updates(self):
-        # Rank 0 asks the job's store; its answer is broadcast so that every rank raises alike.
-        count = ctypes.c_int(0)
+        """Raises HostsUpdatedInterrupt on every rank when workers wait to join (rank 0 asks
+        the job's store) or when kolorun asks a rank to leave (its host is no longer
+        listed); skip_sync when no one joins. One max-allreduce, so every rank decides alike."""
+        joiners, leaving = ctypes.c_int(0), ctypes.c_int(0)
         if _ops._state_rank() == 0:
-            _capi.check(_capi.lib.kolo_comm_pending_joiners(_state.require(), ctypes.byref(count)))
-        waiting = _ops.broadcast(torch.tensor([count.value], dtype=torch.int64), 0, name="kolo.elastic.joiners")
-        if int(waiting[0]) > 0:
-            raise HostsUpdatedInterrupt(skip_sync=False)
+            _capi.check(_capi.lib.kolo_comm_pending_joiners(_state.require(), ctypes.byref(joiners)))
+        _capi.check(_capi.lib.kolo_comm_leaving(_state.require(), ctypes.byref(leaving)))
+        seen = _ops.allreduce(torch.tensor([joiners.value, leaving.value], dtype=torch.int64), op=_ops.Max,
+                              name="kolo.elastic.hosts")
+        if int(seen[0]) > 0 or int(seen[1]) > 0:
+            raise HostsUpdatedInterrupt(skip_sync=int(seen[0]) == 0)
 
     def save(self):
         raise NotImplementedError
@@ -209,6 +216,21 @@ def _forget_in_flight(optimizer):
     optimizer._synchronized = False
 
 
+def _leaving():
+    leaving = ctypes.c_int(0)
+    _capi.check(_capi.lib.kolo_comm_leaving(_state.require(), ctypes.byref(leaving)))
+    return leaving.value == 1
+
+
+def _leave():
+    """This worker's host was removed from the job (kolorun's discovery script no longer
+    lists it): it takes no part in the rebuild and exits with status 0, as the workers of a
+    removed host do under horovodrun. The others need not wait for it: its process ends."""
+    print(f"kolo.torch.elastic: worker {worker_id()} leaves: its host was removed from the job", flush=True)
+    _state.shutdown()
+    sys.exit(0)
+
+
 def run(func):
     """Horovod's @hvd.elastic.run: calls func(state, ...) until it returns, rebuilding the
     world after a failure (state restored to its last commit) or a HostsUpdatedInterrupt
@@ -228,6 +250,8 @@ def run(func):
             except HostsUpdatedInterrupt as e:
                 state.interrupted_at = time.monotonic()
                 skip_sync, failed, cause = e.skip_sync, False, e
+                if _leaving():
+                    _leave()
             except KoloUsageError:
                 raise
             except KoloError as e:

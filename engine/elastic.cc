@@ -19,6 +19,8 @@ std::string admitted_key(const std::string& id) { return str_cat("elastic/admitt
 
 // Polling interval of the decider: short against KOLO_TIMEOUT, long against a store round trip.
 constexpr auto kPoll = std::chrono::milliseconds(10);
+// Polling interval of the others, waiting for the outcome: every member polls, so slower.
+constexpr auto kAwaitPoll = std::chrono::milliseconds(20);
 
 std::mutex& g_job_mutex = *new std::mutex;
 std::shared_ptr<StoreSession>& g_job = *new std::shared_ptr<StoreSession>;
@@ -90,6 +92,14 @@ Status decide(const MembershipRequest& rq, const Deadline& grace) {
     }
     if (pending() > 0) std::this_thread::sleep_for(kPoll);
   }
+  // One that came and then died (its live key gone since) is gone too: it would never make
+  // the new communicator with the others.
+  for (int r = 0; r < n; ++r) {
+    if (presence[r] != Presence::kHere) continue;
+    auto live = store.peek(live_key(rq.old_prefix, r), Deadline(op_seconds));
+    if (!live.ok()) return live.status();
+    if (!live.value()) presence[r] = Presence::kGone;
+  }
   std::vector<std::string> members;
   std::string refusal;
   for (int r = 0; r < n; ++r) {
@@ -136,6 +146,41 @@ Status decide(const MembershipRequest& rq, const Deadline& grace) {
   return Status();
 }
 
+// Every member waits for the outcome; should the decider die before writing it (its live
+// key gone), the first waiter to notice takes over and decides, the dead one counted gone.
+// Polled (every kAwaitPoll): a GET that ran out would close the connection. The decider
+// may wait until its deadline (near ours) and then write: KOLO_TIMEOUT more.
+Result<std::string> await_outcome(const MembershipRequest& rq, const Deadline& deadline) {
+  StoreClient& store = *rq.store;
+  const double op_seconds = env_timeout_seconds();
+  const Deadline until(deadline.remaining_seconds() + op_seconds);
+  const std::string members_key = str_cat(rq.prefix, "/members");
+  while (true) {
+    auto outcome = store.peek(members_key, Deadline(op_seconds));
+    if (!outcome.ok()) return outcome.status();
+    if (outcome.value()) return *outcome.value();
+    if (until.expired()) return error(Code::kTimeout, "no outcome at ", rq.prefix, " within KOLO_TIMEOUT");
+    auto decider = store.peek(str_cat(rq.prefix, "/decider"), Deadline(op_seconds));
+    if (!decider.ok()) return decider.status();
+    auto rank = decider.value() ? parse_count(*decider.value(), "the decider") : Result<int64_t>(-1);
+    if (rank.ok() && rank.value() >= 0 && rank.value() != rq.my_old_rank) {
+      auto live = store.peek(live_key(rq.old_prefix, static_cast<int>(rank.value())), Deadline(op_seconds));
+      if (!live.ok()) return live.status();
+      if (!live.value()) {
+        auto takeover = store.add(str_cat(rq.prefix, "/takeover/", rank.value()), 1, Deadline(op_seconds));
+        if (!takeover.ok()) return takeover.status();
+        if (takeover.value() == 1) {
+          log_warn(Subsys::kInit, rq.prefix, ": the decider (rank ", rank.value(), ") died; rank ", rq.my_old_rank,
+                   " decides");
+          KOLO_TRY(store.set(str_cat(rq.prefix, "/decider"), std::to_string(rq.my_old_rank), Deadline(op_seconds)));
+          KOLO_TRY(decide(rq, deadline));
+        }
+      }
+    }
+    std::this_thread::sleep_for(kAwaitPoll);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<StoreSession> elastic_job_store() {
@@ -158,10 +203,11 @@ Result<Membership> agree_membership(const MembershipRequest& rq, const Deadline&
   KOLO_TRY(store.set(str_cat(rq.prefix, "/here/", me), "1", deadline));
   auto arrived = store.add(str_cat(rq.prefix, "/arrived"), 1, deadline);
   if (!arrived.ok()) return arrived.status();
-  if (arrived.value() == 1) KOLO_TRY(decide(rq, deadline));
-  // The decider may wait until its deadline (near ours) and then write: KOLO_TIMEOUT more.
-  Result<std::string> outcome =
-      store.get(str_cat(rq.prefix, "/members"), Deadline(deadline.remaining_seconds() + env_timeout_seconds()));
+  if (arrived.value() == 1) {
+    KOLO_TRY(store.set(str_cat(rq.prefix, "/decider"), std::to_string(rq.my_old_rank), deadline));
+    KOLO_TRY(decide(rq, deadline));
+  }
+  Result<std::string> outcome = await_outcome(rq, deadline);
   if (!outcome.ok()) return outcome.status().with_context(str_cat("waiting for the members of ", rq.prefix, ": "));
   auto m = decode_outcome(outcome.value(), me, rq.prefix);
   if (!m.ok()) return m.status();
@@ -192,27 +238,40 @@ Result<std::unique_ptr<Communicator>> join_elastic_world(std::shared_ptr<StoreSe
   KOLO_TRY(store.set_owned(joiner_live_key(id), "1", deadline));
   KOLO_TRY(store.set(joiner_key(ticket.value()), id, deadline));
   log_info(Subsys::kInit, "worker ", id, " waits to be let in at the next rebuild of the elastic job");
-  auto epoch_text = store.get(admitted_key(id), deadline);
-  if (!epoch_text.ok()) {
-    return epoch_text.status().with_context(str_cat("worker ", id, " waiting to join (KOLO_ELASTIC_JOIN_TIMEOUT=",
-                                                    wait.value(), " s; the job lets workers in when it rebuilds): "));
+  // Let in at an epoch whose making then failed (a member died meanwhile), it waits to be
+  // let in again: the next rebuild counts its ticket anew.
+  int failed_epoch = -1;
+  while (true) {
+    Result<std::string> epoch_text = store.get(admitted_key(id), deadline);  // set once let in, then overwritten
+    if (!epoch_text.ok()) {
+      return epoch_text.status().with_context(str_cat("worker ", id, " waiting to join (KOLO_ELASTIC_JOIN_TIMEOUT=",
+                                                      wait.value(), " s; the job lets workers in when it rebuilds): "));
+    }
+    auto admitted = parse_count(epoch_text.value(), admitted_key(id));
+    if (!admitted.ok() || admitted.value() > (1 << 30) || admitted.value() == failed_epoch) {
+      if (deadline.expired()) return error(Code::kTimeout, "worker ", id, " was not let in again in time");
+      std::this_thread::sleep_for(kAwaitPoll);
+      continue;
+    }
+    const int epoch = static_cast<int>(admitted.value());
+    const std::string prefix = elastic_epoch_prefix(epoch);
+    const Deadline within(env_timeout_seconds());
+    auto outcome = store.get(str_cat(prefix, "/members"), within);
+    if (!outcome.ok()) return outcome.status();
+    auto m = decode_outcome(outcome.value(), id, prefix);
+    if (!m.ok()) return m.status();
+    if (m.value().rank < 0) return error(Code::kInternal, "worker ", id, " was let in at ", prefix, " but is not a member");
+    log_set_rank(m.value().rank);
+    auto comm = Communicator::create(job, CommIdentity{str_cat(prefix, "/comm"), m.value().rank,
+                                                       static_cast<int>(m.value().members.size())}, &within);
+    if (comm.ok()) {
+      comm.value()->set_lineage(Lineage{epoch, m.value().members, m.value().joined, true});
+      return comm;
+    }
+    log_warn(Subsys::kInit, "worker ", id, ": making the communicator of ", prefix, " failed (", comm.status().message(),
+             "); waiting to be let in again");
+    failed_epoch = epoch;
   }
-  auto admitted = parse_count(epoch_text.value(), admitted_key(id));
-  if (!admitted.ok() || admitted.value() > (1 << 30)) return error(Code::kInternal, "worker ", id, ": bad epoch at ", admitted_key(id));
-  const int epoch = static_cast<int>(admitted.value());
-  const std::string prefix = elastic_epoch_prefix(epoch);
-  const Deadline within(env_timeout_seconds());
-  auto outcome = store.get(str_cat(prefix, "/members"), within);
-  if (!outcome.ok()) return outcome.status();
-  auto m = decode_outcome(outcome.value(), id, prefix);
-  if (!m.ok()) return m.status();
-  if (m.value().rank < 0) return error(Code::kInternal, "worker ", id, " was let in at ", prefix, " but is not a member");
-  log_set_rank(m.value().rank);
-  auto comm = Communicator::create(job, CommIdentity{str_cat(prefix, "/comm"), m.value().rank,
-                                                     static_cast<int>(m.value().members.size())}, &within);
-  if (!comm.ok()) return comm.status();
-  comm.value()->set_lineage(Lineage{epoch, m.value().members, m.value().joined, true});
-  return comm;
 }
 
 // ---- Communicator's elastic calls ----
@@ -228,7 +287,7 @@ Result<std::unique_ptr<Communicator>> Communicator::next_epoch(MembershipRequest
   request.old_prefix = id_.prefix;
   request.members = lineage_.members;
   request.my_old_rank = id_.rank;
-  request.epoch = lineage_.epoch + 1;
+  if (request.epoch <= lineage_.epoch) request.epoch = lineage_.epoch + 1;
   auto agreed = agree_membership(request, deadline);
   if (!agreed.ok()) {
     if (session == store_ && agreed.status().code() == Code::kRemote) {
@@ -244,7 +303,12 @@ Result<std::unique_ptr<Communicator>> Communicator::next_epoch(MembershipRequest
   const Deadline making(timeout_seconds_);
   auto made = create(session, CommIdentity{str_cat(prefix, "/comm"), m.rank, static_cast<int>(m.members.size())},
                      &making);
-  if (!made.ok()) return made.status();
+  if (!made.ok()) {
+    // A member died between the agreement and the new communicator: this epoch is spent.
+    // Marked, so that the next rebuild (every member's) agrees on the next number.
+    (void)session->client->set(str_cat(prefix, "/failed"), "1", Deadline(timeout_seconds_));
+    return made.status().with_context(str_cat("making the communicator of ", prefix, " (rebuild again): "));
+  }
   made.value()->set_lineage(Lineage{request.epoch, m.members, m.joined, lineage_.elastic_world});
   log_info(Subsys::kInit, "rank ", id_.rank, " of ", id_.prefix, " (worker ", lineage_.members[id_.rank],
            ") is rank ", m.rank, " of ", m.members.size(), " in epoch ", request.epoch);
@@ -277,7 +341,14 @@ Result<std::unique_ptr<Communicator>> Communicator::rebuild() {
   MembershipRequest request;
   request.admit_joiners = true;
   request.joined_before = lineage_.joined;
-  return next_epoch(std::move(request), elastic_epoch_prefix(lineage_.epoch + 1));
+  // The first epoch after this one whose making did not fail (next_epoch marks those).
+  StoreClient& job = *elastic_job_store()->client;
+  for (request.epoch = lineage_.epoch + 1;; ++request.epoch) {
+    auto failed = job.peek(str_cat(elastic_epoch_prefix(request.epoch), "/failed"), Deadline(timeout_seconds_));
+    if (!failed.ok()) return failed.status();
+    if (!failed.value()) break;
+  }
+  return next_epoch(std::move(request), elastic_epoch_prefix(request.epoch));
 }
 
 Result<bool> Communicator::leaving() {

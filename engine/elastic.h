@@ -41,7 +41,7 @@ struct MembershipRequest {
   bool exclude_given = false;
   bool admit_joiners = false;  // rebuild of the elastic world: joiners waiting are let in
   int64_t joined_before = 0;   // joiner tickets up to this one were let in earlier
-  int epoch = 0;               // the new epoch's number
+  int epoch = 0;               // the new epoch's number (0: the old one's + 1)
 };
 
 struct Membership {

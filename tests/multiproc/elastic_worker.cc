@@ -13,6 +13,9 @@
 //   shrink_device as shrink, on device buffers (KOLO_DEVICE=emulated): device allreduces
 //                queued when the victim dies, the streams released, then a device
 //                allreduce on the shrunk world.
+//   decider_dies KOLO_ELASTIC=1, 4 ranks: the victim dies, then the rank that decides the
+//                rebuild is killed by the test while it waits for the others; a waiter
+//                takes over.
 //   survive      KOLO_ELASTIC=1: allreduces until one fails (a host cut off by the test),
 //                then a rebuild of the ranks left.
 // Each rank prints "rank R: ok ..." when its checks pass; exit status 0 then.
@@ -254,6 +257,30 @@ int survive(kolo_comm_t world, int size) {
   return 0;
 }
 
+// KOLO_ELASTIC=1: the victim dies; rank 1 calls kolo_comm_rebuild at once and so decides,
+// waiting for the others, who come 3 s later; the test kills rank 1 meanwhile. A waiter
+// must take over and the world be rebuilt of ranks 0 and 2.
+int decider_dies(kolo_comm_t world, int size) {
+  const int victim = env_int("KOLO_TEST_VICTIM", size - 1);
+  const double failed_at = run_until_failure(world, victim);
+  if (g_rank == 1) {
+    std::printf("rank 1: rebuilding\n");
+    std::fflush(stdout);
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  }
+  kolo_comm_t fresh = nullptr;
+  kolo_result_t r = kolo_comm_rebuild(world, &fresh);
+  if (r != KOLO_SUCCESS) die("kolo_comm_rebuild", r);
+  check(kolo_comm_size(fresh) == size - 2, "the world without the victim and the decider");
+  check(allreduce_sum(fresh, g_rank) == (size - 1) * size / 2 - victim - 1, "allreduce of ranks 0 and 2");
+  std::printf("rank %d: ok decider_dies: rank %d of %d, %.3f s from the failure to the first call on the new world\n",
+              g_rank, kolo_comm_rank(fresh), kolo_comm_size(fresh), now() - failed_at);
+  kolo_comm_destroy(fresh);
+  kolo_comm_destroy(world);
+  return 0;
+}
+
 // KOLO_ELASTIC=join: kolo_init returns in the rebuilt world.
 int joiner(kolo_comm_t comm) {
   g_rank = kolo_comm_rank(comm);
@@ -282,6 +309,7 @@ int main(int argc, char** argv) {
   if (scenario == "rebuild") return rebuild(world, size);
   if (scenario == "survive") return survive(world, size);
   if (scenario == "shrink_device") return shrink_device(world, size);
-  std::fprintf(stderr, "usage: kolo_elastic_worker shrink|shrink_list|rebuild|survive|shrink_device\n");
+  if (scenario == "decider_dies") return decider_dies(world, size);
+  std::fprintf(stderr, "usage: kolo_elastic_worker shrink|shrink_list|rebuild|survive|shrink_device|decider_dies\n");
   return 2;
 }

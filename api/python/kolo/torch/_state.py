@@ -115,7 +115,8 @@ def rebuild(failed=True):
     add them again on the new one), and so are operations still in flight (their handles
     become unknown). Unnamed operations are counted afresh, so that a joiner names them as
     the others do. Raises KoloError when this rank is left out of the new world (then
-    kolo.torch is uninitialised here)."""
+    kolo.torch is uninitialised here), or when a member died while the new world was being
+    made (then the old world stays, for another rebuild)."""
     global comm, _next_id
     old = require()
     for ps in [ps for i, ps in _sets.items() if i != 0]:
@@ -129,6 +130,10 @@ def rebuild(failed=True):
     out = ctypes.c_void_p()
     result = _capi.lib.kolo_comm_rebuild(old, ctypes.byref(out))
     error = _capi.last_error()
+    if result != _capi.SUCCESS and "(rebuild again)" in (error or ""):
+        # A member died while the new world was being made: that epoch is spent, and the
+        # old world stays for another rebuild (kolo takes the next epoch number).
+        raise _capi.error_for(result, error)
     comm = global_process_set.comm = None
     _discard(old, failed)
     _forget_requests()

@@ -37,6 +37,8 @@ from kolo.torch._optimizer import broadcast_object, broadcast_optimizer_state, b
 
 
 _MISMATCH = _capi.RESULT_NAMES.index("ERR_MISMATCH")
+# Rebuilds tried in a row before run() gives up: each further one follows another death.
+_REBUILD_ATTEMPTS = 5
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -260,14 +262,14 @@ def run(func):
                 state.interrupted_at = time.monotonic()
                 state.restore()
                 skip_sync, failed, cause = False, True, e
-            while True:
+            for attempt in range(_REBUILD_ATTEMPTS):
                 try:
                     _state.rebuild(failed=failed)
                     break
                 except KoloError as e:
-                    if _state.comm is None or isinstance(e, KoloUsageError):
-                        raise e from cause  # no world here any more
-                    # The new world failed as its runtime started (another worker died): again.
+                    if _state.comm is None or isinstance(e, KoloUsageError) or attempt + 1 == _REBUILD_ATTEMPTS:
+                        raise e from cause  # no world here any more, or no end to the failures
+                    # Another worker died while the new world was made or its runtime started: again.
                     failed, cause = True, e
             state.on_reset()
 

@@ -283,7 +283,10 @@ Status device_barrier(const device::DeviceOps& dev, const BarrierArgs& args, voi
 }
 
 Status device_flagged(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Scale post, void* stream) {
-  const size_t block = a.count * dtype_size(a.dtype);
+  const bool varying = a.kind == FlaggedKind::kAllgatherv;  // vbytes, vdispl given; count unused
+  if (varying && (a.me < 0 || a.me >= kMaxIpcRanks)) return error(Code::kInvalidArgument, "device_flagged: rank ", a.me);
+  // The most one rank sends one peer: the box holds that.
+  const size_t block = varying ? flagged_most_units(a) * kFlaggedUnitBytes : a.count * dtype_size(a.dtype);
   const bool rooted = a.kind == FlaggedKind::kReduce || a.kind == FlaggedKind::kBroadcast;
   // Only the root's send of a broadcast, and the root's recv of a reduce, are read.
   const bool reads_send = a.kind != FlaggedKind::kBroadcast || a.me == a.root;
@@ -291,7 +294,8 @@ Status device_flagged(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Sc
   if (a.ranks < 2 || a.ranks > kMaxIpcRanks || a.me < 0 || a.me >= a.ranks || block > kFlaggedMaxBytes ||
       (rooted && (a.root < 0 || a.root >= a.ranks)) || a.sequence == nullptr || a.done == nullptr ||
       a.abort == nullptr || a.status == nullptr || a.failed == nullptr ||
-      (a.count > 0 && ((reads_send && a.send == nullptr) || (writes_recv && a.recv == nullptr)))) {
+      (!varying && a.count > 0 && ((reads_send && a.send == nullptr) || (writes_recv && a.recv == nullptr))) ||
+      (varying && ((a.vbytes[a.me] > 0 && a.send == nullptr) || (block > 0 && a.recv == nullptr)))) {
     return error(Code::kInvalidArgument, "device_flagged: rank ", a.me, " of ", a.ranks, " (2..", kMaxIpcRanks,
                  "), root ", a.root, ", ", block, " bytes per block (at most ", kFlaggedMaxBytes,
                  "), or a null buffer or word");
@@ -315,7 +319,7 @@ Status device_flagged(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Sc
     a.pre = scale_args(a.dtype, pre);
     a.post = scale_args(a.dtype, post);
   } else {  // copies move bytes
-    a.count = block;
+    a.count = varying ? a.vbytes[a.me] : block;
     a.dtype = DType::kUint8;
     a.op = ReduceOp::kSum;
     a.prescaled = false;
@@ -326,6 +330,7 @@ Status device_flagged(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Sc
   a.aligned = (!reads_send || reinterpret_cast<uintptr_t>(a.send) % kFlaggedUnitBytes == 0) &&
               (!writes_recv || reinterpret_cast<uintptr_t>(a.recv) % kFlaggedUnitBytes == 0) &&
               (!blocks || block % kFlaggedUnitBytes == 0);
+  for (int r = 0; varying && r < a.ranks; ++r) a.aligned = a.aligned && a.vdispl[r] % kFlaggedUnitBytes == 0;
   // A unit per thread; the grid stays small, so that ranks sharing one GPU all fit on it
   // beside each other (each waits for the others' kernels).
   const size_t units = std::max<size_t>(1, flagged_units(block, 1));

@@ -9,7 +9,7 @@
 // one 8-byte word (NCCL's LL protocol does the same): a reader that sees the flag sees the
 // data, with no fence and no barrier. Then it polls its own region's boxes until every
 // sender's words carry this call's flag and reduces them in rank order (allreduce, reduce
-// at the root, reduce_scatter) or copies them into place (broadcast, allgather, alltoall).
+// at the root, reduce_scatter) or copies them into place (broadcast, allgather(v), alltoall).
 // One launch, no wait but for the data itself.
 //
 // The flag is the call's number: every rank counts its flagged calls in its own device
@@ -50,14 +50,14 @@ constexpr size_t kFlaggedBoxBytes = 2 * kFlaggedMaxBytes + 16;
 constexpr size_t kFlaggedUnitBytes = 8;  // data bytes per 16-byte line
 
 // Who sends what to whom, and what a receiver does with it.
-enum class FlaggedKind : uint8_t { kAllreduce, kReduce, kBroadcast, kAllgather, kReduceScatter, kAlltoall };
+enum class FlaggedKind : uint8_t { kAllreduce, kReduce, kBroadcast, kAllgather, kReduceScatter, kAlltoall, kAllgatherv };
 
 struct FlaggedArgs {
   FlaggedKind kind = FlaggedKind::kAllreduce;
   int root = 0;  // reduce, broadcast
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;  // elements per block (copies: bytes, as uint8)
+  size_t count = 0;  // elements per block (copies: bytes, as uint8; allgatherv: this rank's bytes)
   DType dtype = DType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   bool prescaled = false;  // contributions scaled by `pre` (and rounded) before they go out
@@ -67,6 +67,9 @@ struct FlaggedArgs {
   // type (fp16, bf16), op kSum; the scales as the codecs take them (factor / divisor).
   bool wire = false;
   float wire_pre = 1.0f, wire_post = 1.0f;
+  // Allgatherv: the bytes each rank sends, and where in recv they land.
+  uint32_t vbytes[kMaxIpcRanks] = {};
+  uint64_t vdispl[kMaxIpcRanks] = {};
   uint64_t* out[kMaxIpcRanks] = {};       // this rank's box (parity 0) in each rank's region
   const uint64_t* in[kMaxIpcRanks] = {};  // each rank's box (parity 0) in this rank's region
   size_t parity_words = 0;                // from a box of parity 0 to its parity-1 twin
@@ -141,6 +144,13 @@ union FlaggedUnit {
   S elem[kFlaggedUnitBytes / sizeof(S)];
 };
 
+// Allgatherv: the units of the longest rank's bytes (every receiving thread's range).
+KOLO_HD_INLINE size_t flagged_most_units(const FlaggedArgs& a) {
+  size_t most = 0;
+  for (int r = 0; r < a.ranks; ++r) most = flagged_units(a.vbytes[r], 1) > most ? flagged_units(a.vbytes[r], 1) : most;
+  return most;
+}
+
 // Who sends to whom: a rooted reduce gathers at the root, a broadcast scatters from it.
 KOLO_HD_INLINE bool flagged_sends(const FlaggedArgs& a, int from, int to) {
   if (from == to) return false;
@@ -168,16 +178,17 @@ KOLO_HD_INLINE size_t flagged_block(const FlaggedArgs& a, int to, size_t element
 template <DType D>
 KOLO_HD_INLINE uint64_t load_unit(const FlaggedArgs& a, const void* base, size_t offset, size_t u) {
   using Tr = DTypeTraits<D>;
+  const size_t count = a.count;
   using S = typename Tr::Storage;
   constexpr size_t kPer = kFlaggedUnitBytes / sizeof(S);
   const S* block = reinterpret_cast<const S*>(static_cast<const char*>(base) + offset);
   FlaggedUnit<S> v;
   v.bits = 0;
   const size_t first = u * kPer;
-  if (a.aligned && first + kPer <= a.count) {
+  if (a.aligned && first + kPer <= count) {
     v.bits = *reinterpret_cast<const uint64_t*>(block + first);
   } else {
-    for (size_t e = 0; e < kPer && first + e < a.count; ++e) v.elem[e] = block[first + e];
+    for (size_t e = 0; e < kPer && first + e < count; ++e) v.elem[e] = block[first + e];
   }
   if (a.prescaled) {
     const BodyScaler<typename Tr::Compute> sc(a.pre);
@@ -187,19 +198,20 @@ KOLO_HD_INLINE uint64_t load_unit(const FlaggedArgs& a, const void* base, size_t
   return v.bits;
 }
 
-// Unit u of the block starting `offset` bytes into recv: the elements inside the block.
+// Unit u of the block of `count` elements starting `offset` bytes into recv: the elements
+// inside the block.
 template <DType D>
-KOLO_HD_INLINE void store_unit(const FlaggedArgs& a, size_t offset, size_t u, uint64_t bits) {
+KOLO_HD_INLINE void store_unit(const FlaggedArgs& a, size_t offset, size_t u, uint64_t bits, size_t count) {
   using S = typename DTypeTraits<D>::Storage;
   constexpr size_t kPer = kFlaggedUnitBytes / sizeof(S);
   S* block = reinterpret_cast<S*>(static_cast<char*>(a.recv) + offset);
   FlaggedUnit<S> v;
   v.bits = bits;
   const size_t first = u * kPer;
-  if (a.aligned && first + kPer <= a.count) {
+  if (a.aligned && first + kPer <= count) {
     *reinterpret_cast<uint64_t*>(block + first) = v.bits;
   } else {
-    for (size_t e = 0; e < kPer && first + e < a.count; ++e) block[first + e] = v.elem[e];
+    for (size_t e = 0; e < kPer && first + e < count; ++e) block[first + e] = v.elem[e];
   }
 }
 
@@ -265,7 +277,7 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
   constexpr size_t kBytes = sizeof(S);
   const size_t parity = (seq & 1u) * a.parity_words;
   const uint64_t start = clock_ns();
-  const size_t units = flagged_units(a.count, kBytes);
+  const size_t units = a.kind == FlaggedKind::kAllgatherv ? flagged_most_units(a) : flagged_units(a.count, kBytes);
   if (thread >= units) return;
   for (int p = 0; p < a.ranks; ++p) {
     uint64_t tag = 0;
@@ -283,6 +295,19 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
     *bits = load_unit<D>(a, a.send, mine, u);
     return true;
   };
+  if (a.kind == FlaggedKind::kAllgatherv) {
+    // Rank r's bytes, of their own length, at their own place.
+    for (size_t u = thread; u < units; u += nthreads) {
+      for (int r = 0; r < a.ranks; ++r) {
+        if (u >= flagged_units(a.vbytes[r], 1)) continue;
+        if (r == a.me && static_cast<const char*>(a.send) == static_cast<const char*>(a.recv) + a.vdispl[r]) continue;
+        uint64_t bits;
+        if (!unit_of(r, u, &bits)) return;
+        store_unit<D>(a, a.vdispl[r], u, bits, a.vbytes[r]);
+      }
+    }
+    return;
+  }
   if (!flagged_reduces(a)) {
     // broadcast: the root's input; allgather, alltoall: block r of the result from rank r.
     for (size_t u = thread; u < units; u += nthreads) {
@@ -293,7 +318,7 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
         uint64_t bits;
         if (r == a.me && static_cast<const char*>(a.send) + mine == static_cast<const char*>(a.recv) + to) continue;
         if (!unit_of(r, u, &bits)) return;
-        store_unit<D>(a, to, u, bits);
+        store_unit<D>(a, to, u, bits, a.count);
       }
     }
     return;
@@ -340,7 +365,7 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
     FlaggedUnit<S> out;
     KOLO_UNROLL
     for (size_t e = 0; e < kPer; ++e) out.elem[e] = Tr::store(post(acc[e]));
-    store_unit<D>(a, 0, u, out.bits);
+    store_unit<D>(a, 0, u, out.bits, a.count);
   }
 }
 

@@ -167,12 +167,18 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
     case CollKind::kBroadcast:
     case CollKind::kAllgather:
     case CollKind::kReduceScatter:
-    case CollKind::kAlltoall: break;
+    case CollKind::kAlltoall:
+    case CollKind::kAllgatherv: break;
     default: return false;
   }
   const bool half_wire = spec.wire == DType::kFloat16 || spec.wire == DType::kBFloat16;
   if (spec.compressed() && (spec.kind != CollKind::kAllreduce || !half_wire)) return false;
-  const size_t box_bytes = spec.compressed() ? spec.count * dtype_size(spec.wire) : spec.bytes();
+  // The most one rank sends one peer: its box holds that (allgatherv: the longest rank's).
+  size_t box_bytes = spec.compressed() ? spec.count * dtype_size(spec.wire) : spec.bytes();
+  if (spec.kind == CollKind::kAllgatherv) {
+    box_bytes = 0;
+    for (size_t c : spec.counts) box_bytes = std::max(box_bytes, c * dtype_size(spec.dtype));
+  }
   const Algorithm forced = forced_for(spec, ctx);
   return ctx.size > 1 && !ctx.device_host_barrier && (forced == Algorithm::kAuto || forced == Algorithm::kOneShot) &&
          box_bytes <= ctx.flagged_bytes;

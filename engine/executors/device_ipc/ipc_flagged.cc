@@ -21,6 +21,13 @@ Status enqueue_flagged(const IpcRun& run, const CollCall& call) {
     case CollKind::kAllgather: a.kind = FlaggedKind::kAllgather; break;
     case CollKind::kReduceScatter: a.kind = FlaggedKind::kReduceScatter; break;
     case CollKind::kAlltoall: a.kind = FlaggedKind::kAlltoall; break;
+    case CollKind::kAllgatherv:
+      a.kind = FlaggedKind::kAllgatherv;
+      for (int r = 0; r < n; ++r) {  // as bytes: the kernel copies bytes
+        a.vbytes[r] = static_cast<uint32_t>(s.counts[r] * dtype_size(s.dtype));
+        a.vdispl[r] = s.displs[r] * dtype_size(s.dtype);
+      }
+      break;
     default:
       return error(Code::kInternal, "rank ", run.rank, ": ", coll_name(s.kind), " has no one-kernel form");
   }

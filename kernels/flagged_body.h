@@ -219,6 +219,54 @@ KOLO_HD_INLINE void store_unit(const FlaggedArgs& a, size_t offset, size_t u, ui
 template <DType D>
 constexpr bool kFlaggedWire = D == DType::kFloat16 || D == DType::kBFloat16;
 
+// fp8 wires carry a scale per block of 128 values: in the box each block is 16 units of
+// codes and one unit whose low 4 bytes are the scale (units [17b, 17b + 17)).
+constexpr size_t kFlaggedFp8Block = 128;  // kWireFp8Block (compress.h), which the slot path uses
+constexpr size_t kFlaggedFp8BlockUnits = kFlaggedFp8Block / kFlaggedUnitBytes + 1;
+template <DType D>
+constexpr bool kFlaggedBlockedWire = D == DType::kFloat8E4M3 || D == DType::kFloat8E5M2;
+
+KOLO_HD_INLINE size_t flagged_fp8_units(size_t count) {
+  return (count + kFlaggedFp8Block - 1) / kFlaggedFp8Block * kFlaggedFp8BlockUnits;
+}
+
+// fp8 block b: the codes of its values [128b, 128b + 128), prescaled and encoded with the
+// scale their amax gives (zeros past the end), as 16 units, and the scale as the 17th: the
+// slot path's encoder (compress.cc), bit for bit. A block is one thread's, writing and
+// reading: an in-place call overwrites a block's values only after they were all encoded.
+template <DType D>
+KOLO_HD_INLINE void load_fp8_block(const FlaggedArgs& a, size_t b, uint64_t units[kFlaggedFp8BlockUnits]) {
+  using Tr = WireTraits<D>;
+  const size_t first = b * kFlaggedFp8Block;
+  const size_t n = a.count - first < kFlaggedFp8Block ? a.count - first : kFlaggedFp8Block;
+  const float* src = static_cast<const float*>(a.send) + first;
+  uint32_t amax = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const uint32_t x = abs_bits(codec_value<CodecOp::kCompress>(src[j], 0.0f, a.wire_pre));
+    amax = x > amax ? x : amax;
+  }
+  const BlockScale scale = block_scale<Tr>(amax);
+  for (size_t k = 0; k + 1 < kFlaggedFp8BlockUnits; ++k) {
+    FlaggedUnit<typename Tr::Code> v;
+    v.bits = 0;
+    for (size_t e = 0; e < kFlaggedUnitBytes && k * kFlaggedUnitBytes + e < n; ++e) {
+      const float x = codec_value<CodecOp::kCompress>(src[k * kFlaggedUnitBytes + e], 0.0f, a.wire_pre);
+      v.elem[e] = encode_blocked<Tr>(x, scale.inv);
+    }
+    units[k] = v.bits;
+  }
+  units[kFlaggedFp8BlockUnits - 1] = float_to_bits(scale.scale);
+}
+
+// The units of the call's box: fp8 wires' blocks, or the data's 8-byte units.
+template <DType D>
+KOLO_HD_INLINE size_t flagged_call_units(const FlaggedArgs& a) {
+  if constexpr (kFlaggedBlockedWire<D>) {
+    if (a.wire) return flagged_fp8_units(a.count);
+  }
+  return flagged_units(a.count, sizeof(typename DTypeTraits<D>::Storage));
+}
+
 // Compressed unit u: FLOAT32 values [4u, 4u + 4) of send, prescaled and encoded (zeros
 // past the end), as 8 bytes of codes.
 template <DType D>
@@ -247,7 +295,23 @@ KOLO_HD_INLINE void flagged_write(const FlaggedArgs& a, uint32_t seq, size_t thr
     }
   }
   if (a.kind == FlaggedKind::kBroadcast && a.me != a.root) return;  // receives only (send may be null)
-  const size_t units = flagged_units(a.count, kBytes);
+  if constexpr (kFlaggedBlockedWire<D>) {
+    if (a.wire) {  // a thread per fp8 block: its 17 lines to every peer
+      const size_t blocks = (a.count + kFlaggedFp8Block - 1) / kFlaggedFp8Block;
+      for (size_t b = thread; b < blocks; b += nthreads) {
+        uint64_t units[kFlaggedFp8BlockUnits];
+        load_fp8_block<D>(a, b, units);
+        for (int p = 0; p < a.ranks; ++p) {
+          if (p == a.me) continue;
+          for (size_t k = 0; k < kFlaggedFp8BlockUnits; ++k) {
+            store_line(a.out[p] + parity + 2 + 2 * (b * kFlaggedFp8BlockUnits + k), units[k], seq);
+          }
+        }
+      }
+      return;
+    }
+  }
+  const size_t units = flagged_call_units<D>(a);
   const bool per_peer = flagged_per_peer(a);
   for (size_t u = thread; u < units; u += nthreads) {
     // The same unit for every peer, loaded (and prescaled) once, unless each has a block.
@@ -277,7 +341,7 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
   constexpr size_t kBytes = sizeof(S);
   const size_t parity = (seq & 1u) * a.parity_words;
   const uint64_t start = clock_ns();
-  const size_t units = a.kind == FlaggedKind::kAllgatherv ? flagged_most_units(a) : flagged_units(a.count, kBytes);
+  const size_t units = a.kind == FlaggedKind::kAllgatherv ? flagged_most_units(a) : flagged_call_units<D>(a);
   if (thread >= units) return;
   for (int p = 0; p < a.ranks; ++p) {
     uint64_t tag = 0;
@@ -324,6 +388,48 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
     return;
   }
   if (a.kind == FlaggedKind::kReduce && a.me != a.root) return;  // sent; nothing to receive
+  if constexpr (kFlaggedBlockedWire<D>) {
+    if (a.wire) {
+      // A thread per fp8 block: every rank's codes with that rank's scale (this rank's
+      // encoded here again, as its peers did, before any of the block's values is
+      // overwritten), decoded and added in rank order, postscaled, stored as FLOAT32: the
+      // slot one-shot's decompress_sum, bit for bit.
+      using W = WireTraits<D>;
+      float* dst = static_cast<float*>(a.recv);
+      const size_t blocks = (a.count + kFlaggedFp8Block - 1) / kFlaggedFp8Block;
+      for (size_t b = thread; b < blocks; b += nthreads) {
+        uint64_t mine[kFlaggedFp8BlockUnits];
+        load_fp8_block<D>(a, b, mine);
+        const uint64_t* line0[kMaxIpcRanks];
+        float scale[kMaxIpcRanks];
+        for (int r = 0; r < a.ranks; ++r) {
+          line0[r] = a.in[r] + parity + 2 + 2 * b * kFlaggedFp8BlockUnits;
+          uint64_t bits = mine[kFlaggedFp8BlockUnits - 1];
+          if (r != a.me && !wait_line(a, line0[r] + 2 * (kFlaggedFp8BlockUnits - 1), seq, r, start, &bits)) return;
+          scale[r] = bits_to_float(static_cast<uint32_t>(bits));
+        }
+        for (size_t k = 0; k + 1 < kFlaggedFp8BlockUnits; ++k) {
+          const size_t first = b * kFlaggedFp8Block + k * kFlaggedUnitBytes;
+          if (first >= a.count) break;
+          float acc[kFlaggedUnitBytes];
+          for (int r = 0; r < a.ranks; ++r) {
+            FlaggedUnit<typename W::Code> v;
+            v.bits = mine[k];
+            if (r != a.me && !wait_line(a, line0[r] + 2 * k, seq, r, start, &v.bits)) return;
+            KOLO_UNROLL
+            for (size_t e = 0; e < kFlaggedUnitBytes; ++e) {
+              const float x = decode_blocked<W>(v.elem[e], scale[r]);
+              acc[e] = r == 0 ? x : add_rn(acc[e], x);
+            }
+          }
+          for (size_t e = 0; e < kFlaggedUnitBytes && first + e < a.count; ++e) {
+            dst[first + e] = codec_value<CodecOp::kDecompress>(0.0f, acc[e], a.wire_post);
+          }
+        }
+      }
+      return;
+    }
+  }
   if constexpr (kFlaggedWire<D>) {
     if (a.wire) {
       // Every rank's codes (this rank's encoded here, as its peers did), decoded and added

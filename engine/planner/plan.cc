@@ -12,6 +12,7 @@
 #include "engine/planner/selector.h"
 #include "engine/planner/staged_chunking.h"
 #include "engine/verifier/verifier.h"
+#include "kernels/flagged_body.h"
 #include "support/log.h"
 
 namespace kolo {
@@ -171,10 +172,13 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
     case CollKind::kAllgatherv: break;
     default: return false;
   }
-  const bool half_wire = spec.wire == DType::kFloat16 || spec.wire == DType::kBFloat16;
-  if (spec.compressed() && (spec.kind != CollKind::kAllreduce || !half_wire)) return false;
-  // The most one rank sends one peer: its box holds that (allgatherv: the longest rank's).
-  size_t box_bytes = spec.compressed() ? spec.count * dtype_size(spec.wire) : spec.bytes();
+  if (spec.compressed() && spec.kind != CollKind::kAllreduce) return false;
+  // The most one rank sends one peer: its box holds that (allgatherv: the longest rank's;
+  // fp8 wires: the codes and a scale line per 128 values).
+  const bool fp8_wire = spec.wire == DType::kFloat8E4M3 || spec.wire == DType::kFloat8E5M2;
+  size_t box_bytes = !spec.compressed() ? spec.bytes()
+                     : fp8_wire         ? flagged_fp8_units(spec.count) * kFlaggedUnitBytes
+                                        : spec.count * dtype_size(spec.wire);
   if (spec.kind == CollKind::kAllgatherv) {
     box_bytes = 0;
     for (size_t c : spec.counts) box_bytes = std::max(box_bytes, c * dtype_size(spec.dtype));

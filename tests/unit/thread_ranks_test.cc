@@ -144,11 +144,10 @@ std::string compressed_main(const kolo_unique_id& id, int n, int me) {
           if (got != static_cast<float>(fp32 * post)) ++differs;
         }
         if (why.empty() && n > 1 && count > 1000 && differs == 0) why = "no element shows compression";
-        // One-shot with fp16 or bf16 codes, one kernel up to its box (protocol flagged) or
-        // through the slots: the host twins' bits (kernels/compress.h), which the slot
+        // One-shot with fp16, bf16 or fp8 codes, one kernel up to its box (protocol flagged)
+        // or through the slots: the host twins' bits (kernels/compress.h), which the slot
         // path's kernels equal, so both paths give the same bits.
-        const bool half = w.dtype == KOLO_FLOAT16 || w.dtype == KOLO_BFLOAT16;
-        if (why.empty() && half && algo == KOLO_ALGO_ONE_SHOT && n > 1) {  // one rank: a copy, no wire
+        if (why.empty() && algo == KOLO_ALGO_ONE_SHOT && n > 1) {  // one rank: a copy, no wire
           const kolo::WireFormat fmt = kolo::wire_format(static_cast<kolo::DType>(w.dtype));
           const kolo::Scale pre_scale{avg ? 1.0 : 0.5, 1}, post_scale{avg ? 1.0 : 3.0, avg ? n : 1};
           std::vector<std::vector<char>> codes(n, std::vector<char>(kolo::wire_bytes(fmt, count)));

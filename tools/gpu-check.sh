@@ -160,6 +160,8 @@ mps_step() {
     "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 200 -c 1
   step 45 "the same with KOLO_DEVICE_FLAGGED=0 (copy, barrier and reduce kernels), for comparison" \
     env KOLO_DEVICE_FLAGGED=0 "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 200 -c 1
+  step 45 "kolo-perf allgatherv -G -t 3: small sizes in one kernel (protocol flagged), uneven blocks" \
+    "$kolorun" -np 1 "$perf" allgatherv -G -t 3 -b 8 -e 64K -f 8 -n 100 -c 1
   step 45 "kolo-perf allreduce -G -t 3 -d all -o all: every dtype and op, small sizes" \
     "$kolorun" -np 1 "$perf" allreduce -G -t 3 -d all -o all -b 4 -e 64K -f 16 -n 3 -w 1 -c 1
   mps_step
@@ -177,7 +179,7 @@ mps_step() {
     env KOLO_DEVICE_AUTO_REGISTER=0 "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 1M -e 1G -f 4 -c 1
   step 60 "kolorun -np 2 kolo-perf allreduce -G: 2 processes, plain buffers mapped through CUDA IPC at first use" \
     "$kolorun" -np 2 "$perf" allreduce -G -b 4M -e 256M -f 4 -c 1
-  for wire in half bfloat16; do
+  for wire in half bfloat16 f8e4m3; do
     step 45 "kolo-perf allreduce -G -t 2 --wire $wire: small sizes compressed, in one kernel (protocol flagged)" \
       "$kolorun" -np 1 "$perf" allreduce -G -t 2 --wire "$wire" -b 8 -e 64K -f 8 -n 200 -c 1
   done

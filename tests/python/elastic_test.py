@@ -378,7 +378,7 @@ def main():
         os.chmod(discovery, 0o755)
         out, commits, final = launch("(c) a worker joins", [kolorun, "-np", "3", "--min-np", "2", "--max-np", "4",
                                                              "--host-discovery-script", discovery] +
-                                     example + ["--epochs", "8"])
+                                     example + ["--epochs", "16"])
     joined = [m.groups() for m in JOINED.finditer(out)]
     rebuilt = [m.groups() for m in REBUILT.finditer(out)]
     expect(joined == [("1", "4", "3", "j1")], f"the joiner: epoch 1, size 4, rank 3, worker j1: {joined} (the job "
@@ -390,7 +390,7 @@ def main():
     expect(at > 0 and sizes == ["3"] * (at // every) + ["4"] * (len(sizes) - at // every),
            f"sizes: 3, then 4 once the joiner is in: {sizes}")
     if at:
-        replays("(c)", commits, final, kolorun, example + ["--epochs", "8"], 3, 4, at)
+        replays("(c)", commits, final, kolorun, example + ["--epochs", "16"], 3, 4, at)
     print(f"elastic_test: {'FAIL' if failures else 'ok'} ({len(failures)} failed)")
     sys.exit(1 if failures else 0)
 

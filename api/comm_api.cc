@@ -47,6 +47,20 @@ int query(kolo_comm_t comm, const char* function, int (kolo::Communicator::*gett
   return value;
 }
 
+// A question that may fail (it reads the job's store): *out is set only when answered.
+template <class T>
+kolo_result_t ask(kolo_comm_t comm, const char* function, const char* out_name, int* out,
+                  kolo::Result<T> (kolo::Communicator::*question)()) {
+  return api_call(function, [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (out == nullptr) return error(Code::kInvalidArgument, out_name, " is NULL");
+    kolo::Result<T> answer = (comm->impl.get()->*question)();
+    if (!answer.ok()) return answer.status();
+    *out = static_cast<int>(answer.value());
+    return Status();
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -115,36 +129,14 @@ kolo_result_t kolo_comm_rebuild(kolo_comm_t comm, kolo_comm_t* out) {
   });
 }
 
-int kolo_comm_epoch(kolo_comm_t comm) {
-  int epoch = -1;
-  api_call("kolo_comm_epoch", [&]() -> Status {
-    KOLO_TRY(kolo::check_comm(comm));
-    epoch = comm->impl->lineage().epoch;
-    return Status();
-  });
-  return epoch;
-}
+int kolo_comm_epoch(kolo_comm_t comm) { return query(comm, "kolo_comm_epoch", &kolo::Communicator::epoch); }
 
 kolo_result_t kolo_comm_pending_joiners(kolo_comm_t comm, int* count) {
-  return api_call("kolo_comm_pending_joiners", [&]() -> Status {
-    KOLO_TRY(kolo::check_comm(comm));
-    if (count == nullptr) return error(Code::kInvalidArgument, "count is NULL");
-    kolo::Result<int> pending = comm->impl->pending_joiners();
-    if (!pending.ok()) return pending.status();
-    *count = pending.value();
-    return Status();
-  });
+  return ask(comm, "kolo_comm_pending_joiners", "count", count, &kolo::Communicator::pending_joiners);
 }
 
 kolo_result_t kolo_comm_leaving(kolo_comm_t comm, int* leaving) {
-  return api_call("kolo_comm_leaving", [&]() -> Status {
-    KOLO_TRY(kolo::check_comm(comm));
-    if (leaving == nullptr) return error(Code::kInvalidArgument, "leaving is NULL");
-    kolo::Result<bool> asked = comm->impl->leaving();
-    if (!asked.ok()) return asked.status();
-    *leaving = asked.value() ? 1 : 0;
-    return Status();
-  });
+  return ask(comm, "kolo_comm_leaving", "leaving", leaving, &kolo::Communicator::leaving);
 }
 
 kolo_result_t kolo_comm_worker_id(kolo_comm_t comm, char* buf, size_t size) {

@@ -109,6 +109,7 @@ class Communicator {
   // Whether kolorun asks this rank to leave the elastic world (its host was removed). Not collective.
   Result<bool> leaving();
   const Lineage& lineage() const { return lineage_; }
+  int epoch() const { return lineage_.epoch; }
   void set_lineage(Lineage lineage) { lineage_ = std::move(lineage); }
   // From any thread: makes the running call and all later ones fail with kAborted.
   void abort();

@@ -65,6 +65,13 @@ Result<Membership> decode_outcome(const std::string& text, const std::string& me
 
 enum class Presence { kPending, kHere, kGone };
 
+// Whether old rank r's live key is still there: its process, and its connection, live.
+Result<bool> is_live(StoreClient& store, const std::string& old_prefix, int r) {
+  auto live = store.peek(live_key(old_prefix, r), Deadline(env_timeout_seconds()));
+  if (!live.ok()) return live.status();
+  return live.value().has_value();
+}
+
 // The decider: waits until each old member expected has posted that it is here or has
 // gone (its live key erased with its connection), at most until `grace` (the call's
 // deadline); then lets in the live joiners and writes the outcome for everyone. Each store
@@ -86,7 +93,7 @@ Status decide(const MembershipRequest& rq, const Deadline& grace) {
         presence[r] = Presence::kHere;
         continue;
       }
-      auto live = store.peek(live_key(rq.old_prefix, r), Deadline(op_seconds));
+      auto live = is_live(store, rq.old_prefix, r);
       if (!live.ok()) return live.status();
       if (!live.value()) presence[r] = Presence::kGone;
     }
@@ -96,7 +103,7 @@ Status decide(const MembershipRequest& rq, const Deadline& grace) {
   // the new communicator with the others.
   for (int r = 0; r < n; ++r) {
     if (presence[r] != Presence::kHere) continue;
-    auto live = store.peek(live_key(rq.old_prefix, r), Deadline(op_seconds));
+    auto live = is_live(store, rq.old_prefix, r);
     if (!live.ok()) return live.status();
     if (!live.value()) presence[r] = Presence::kGone;
   }
@@ -164,7 +171,7 @@ Result<std::string> await_outcome(const MembershipRequest& rq, const Deadline& d
     if (!decider.ok()) return decider.status();
     auto rank = decider.value() ? parse_count(*decider.value(), "the decider") : Result<int64_t>(-1);
     if (rank.ok() && rank.value() >= 0 && rank.value() != rq.my_old_rank) {
-      auto live = store.peek(live_key(rq.old_prefix, static_cast<int>(rank.value())), Deadline(op_seconds));
+      auto live = is_live(store, rq.old_prefix, static_cast<int>(rank.value()));
       if (!live.ok()) return live.status();
       if (!live.value()) {
         auto takeover = store.add(str_cat(rq.prefix, "/takeover/", rank.value()), 1, Deadline(op_seconds));

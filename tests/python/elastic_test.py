@@ -245,87 +245,82 @@ def launch(name, cmd, env_extra=None):
     return out, [m.groups() for m in COMMIT.finditer(out)], [m.groups() for m in FINAL.finditer(out)]
 
 
-def replays(name, commits, final, kolorun, example, np_before, np_after, at):
-    """The reference: np_before ranks up to global batch `at` (a commit), saved; np_after
-    ranks from that save. The elastic run must print its commit lines and final loss."""
+def replays(name, commits, final, before, after, size_after, at):
+    """The reference: `before` (a kolorun command line with the example) up to global batch
+    `at` (a commit), saved; `after` from that save, on size_after ranks. The elastic run
+    must print its commit lines and final loss."""
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = os.path.join(tmp, "commit.pt")
-        _, ref_a, _ = launch(f"{name}: reference A", [kolorun, "-np", str(np_before)] + example +
-                             ["--stop-after", str(at), "--save", ckpt])
-        _, ref_b, final_b = launch(f"{name}: reference B", [kolorun, "-np", str(np_after)] + example +
-                                   ["--resume", ckpt])
+        _, ref_a, _ = launch(f"{name}: reference A", before + ["--stop-after", str(at), "--save", ckpt])
+        _, ref_b, final_b = launch(f"{name}: reference B", after + ["--resume", ckpt])
     expect(commits == ref_a + ref_b, f"{name}: its commits = A's then B's:\n  {commits}\n  {ref_a} + {ref_b}")
-    expect(len(final) == 1 and final == final_b and final[0][1] == str(np_after),
-           f"{name}: final loss on {np_after} ranks = B's: {final} vs {final_b}")
+    expect(len(final) == 1 and final == final_b and final[0][1] == str(size_after),
+           f"{name}: final loss on {size_after} ranks = B's: {final} vs {final_b}")
 
 
-def joined_at(name, out, commits, every, after):
-    """The global batch of the commit at which the joiner came in, after checking that it
-    joined once and that the sizes went from `after - 1` to `after` there."""
-    joined = [m.groups() for m in JOINED.finditer(out)]
-    expect(len(joined) == 1 and joined[0][1] == str(after) and joined[0][3] == "j1",
-           f"{name}: the joiner j1 came into a world of {after}: {joined} (the job ended before it was let in?)")
+def changed_at(name, commits, every, before, after):
+    """The global batch of the commit from which the world had `after` ranks, after checking
+    that the sizes went from `before` to `after` there, once."""
     sizes = [c[2] for c in commits]
     at = (sizes.index(str(after)) if str(after) in sizes else 0) * every
-    expect(at > 0 and sizes == [str(after - 1)] * (at // every) + [str(after)] * (len(sizes) - at // every),
-           f"{name}: sizes {after - 1}, then {after} once the joiner is in: {sizes}")
+    expect(at > 0 and sizes == [str(before)] * (at // every) + [str(after)] * (len(sizes) - at // every),
+           f"{name}: sizes {before}, then {after}: {sizes}")
     return at
 
 
+def joined_at(name, out, commits, every, after):
+    """changed_at for a joiner coming into a world of `after`, after checking that it
+    joined once."""
+    joined = [m.groups() for m in JOINED.finditer(out)]
+    expect(len(joined) == 1 and joined[0][1] == str(after) and joined[0][3] == "j1",
+           f"{name}: the joiner j1 came into a world of {after}: {joined} (the job ended before it was let in?)")
+    return changed_at(name, commits, every, after - 1, after)
+
+
+def discovery_script(folder, body):
+    """A --host-discovery-script in `folder` that runs `body` (sh)."""
+    path = os.path.join(folder, "hosts.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body + "\nexit 0\n")
+    os.chmod(path, 0o755)
+    return path
+
+
 def main_hosts(kolorun, python, examples, prefix, launcher):
-    """(d): a host added mid-training, on test hosts."""
+    """(d) a host added mid-training and (e) one removed, on test hosts."""
     every = 4
     hosts = [f"{prefix}-h{i}" for i in range(4)]
     example = [python, os.path.join(examples, "elastic_cnn.py"), "--batches-per-epoch", "12", "--commit-every",
                str(every), "--epochs", "16"]
     base = [kolorun, "--launcher", launcher, "-x", "PYTHONPATH"]
-    with tempfile.TemporaryDirectory() as tmp:
-        discovery = os.path.join(tmp, "hosts.sh")
-        with open(discovery, "w") as f:  # the 4th host from 3 s after the job's start
-            f.write(f"#!/bin/sh\nprintf '%s\\n' {' '.join(h + ':1' for h in hosts[:3])}\n"
-                    f"[ $(( $(date +%s) - {int(time.time())} )) -ge 3 ] && echo {hosts[3]}:1\nexit 0\n")
-        os.chmod(discovery, 0o755)
-        out, commits, final = launch("(d) a host added", base + ["-H", ",".join(h + ":1" for h in hosts[:3]),
-                                                                  "--min-np", "2", "--max-np", "4",
-                                                                  "--host-discovery-script", discovery] + example)
-        expect(f"started rank 3 on {hosts[3]}" in out, "(d) kolorun started a rank on the new host")
-        at = joined_at("(d)", out, commits, every, 4)
-        if at:
-            with tempfile.TemporaryDirectory() as shared:
-                ckpt = os.path.join(shared, "commit.pt")
-                _, ref_a, _ = launch("(d): reference A", base + ["-H", ",".join(h + ":1" for h in hosts[:3])] +
-                                     example + ["--stop-after", str(at), "--save", ckpt])
-                _, ref_b, final_b = launch("(d): reference B", base + ["-H", ",".join(h + ":1" for h in hosts)] +
-                                           example + ["--resume", ckpt])
-            expect(commits == ref_a + ref_b, f"(d): its commits = A's then B's:\n  {commits}\n  {ref_a} + {ref_b}")
-            expect(final == final_b, f"(d): final loss = B's: {final} vs {final_b}")
+
+    def on(n):  # the example on the first n test hosts, one rank each
+        return base + ["-H", ",".join(h + ":1" for h in hosts[:n])]
+
+    started = int(time.time())
+    with tempfile.TemporaryDirectory() as tmp:  # the 4th host from 3 s after the job's start
+        discovery = discovery_script(tmp, f"printf '%s\\n' {' '.join(h + ':1' for h in hosts[:3])}\n"
+                                          f"[ $(( $(date +%s) - {started} )) -ge 3 ] && echo {hosts[3]}:1")
+        out, commits, final = launch("(d) a host added", on(3) + ["--min-np", "2", "--max-np", "4",
+                                                                   "--host-discovery-script", discovery] + example)
+    expect(f"started rank 3 on {hosts[3]}" in out, "(d) kolorun started a rank on the new host")
+    at = joined_at("(d)", out, commits, every, 4)
+    if at:
+        replays("(d)", commits, final, on(3) + example, on(4) + example, 4, at)
     # (e) A host removed: 3 hosts, the script stops listing the third 3 s into the run; its
     # worker leaves at the next commit (exit 0), the other two go on without restoring.
+    started = int(time.time())
     with tempfile.TemporaryDirectory() as tmp:
-        discovery = os.path.join(tmp, "hosts.sh")
-        with open(discovery, "w") as f:
-            f.write(f"#!/bin/sh\nprintf '%s\\n' {' '.join(h + ':1' for h in hosts[:2])}\n"
-                    f"[ $(( $(date +%s) - {int(time.time())} )) -lt 3 ] && echo {hosts[2]}:1\nexit 0\n")
-        os.chmod(discovery, 0o755)
-        out, commits, final = launch("(e) a host removed", base + ["-H", ",".join(h + ":1" for h in hosts[:3]),
-                                                                    "--min-np", "2", "--max-np", "3",
-                                                                    "--host-discovery-script", discovery] + example)
+        discovery = discovery_script(tmp, f"printf '%s\\n' {' '.join(h + ':1' for h in hosts[:2])}\n"
+                                          f"[ $(( $(date +%s) - {started} )) -lt 3 ] && echo {hosts[2]}:1")
+        out, commits, final = launch("(e) a host removed", on(3) + ["--min-np", "2", "--max-np", "3",
+                                                                     "--host-discovery-script", discovery] + example)
     expect("worker 2 leaves: its host was removed" in out and "rank 2 left" in out,
            "(e) the removed host's worker left, and kolorun said so")
     expect("killed by signal" not in out and "exited with status" not in out, "(e) no worker failed")
-    sizes = [c[2] for c in commits]
-    at = (sizes.index("2") if "2" in sizes else 0) * every
-    expect(at > 0 and sizes == ["3"] * (at // every) + ["2"] * (len(sizes) - at // every),
-           f"(e) sizes 3, then 2 once the host is gone: {sizes}")
+    at = changed_at("(e)", commits, every, 3, 2)
     if at:
-        with tempfile.TemporaryDirectory() as shared:
-            ckpt = os.path.join(shared, "commit.pt")
-            _, ref_a, _ = launch("(e): reference A", base + ["-H", ",".join(h + ":1" for h in hosts[:3])] +
-                                 example + ["--stop-after", str(at), "--save", ckpt])
-            _, ref_b, final_b = launch("(e): reference B", base + ["-H", ",".join(h + ":1" for h in hosts[:2])] +
-                                       example + ["--resume", ckpt])
-        expect(commits == ref_a + ref_b, f"(e): its commits = A's then B's:\n  {commits}\n  {ref_a} + {ref_b}")
-        expect(final == final_b, f"(e): final loss = B's: {final} vs {final_b}")
+        replays("(e)", commits, final, on(3) + example, on(2) + example, 2, at)
     print(f"elastic_test: {'FAIL' if failures else 'ok'} ({len(failures)} failed)")
     sys.exit(1 if failures else 0)
 
@@ -362,7 +357,7 @@ def main():
     resume = die // every * every  # the last commit before the kill (`die` is not a commit point)
     expect([c[2] for c in commits] == ["4"] * (resume // every) + ["3"] * ((2 * bpe - resume) // every),
            f"sizes: 4 up to the commit before the kill, 3 after: {commits}")
-    replays("(b)", commits, final, kolorun, short, 4, 3, resume)
+    replays("(b)", commits, final, [kolorun, "-np", "4"] + short, [kolorun, "-np", "3"] + short, 3, resume)
     _, _, final_whole = launch("(b) no failure", [kolorun, "-np", "4"] + short)
     if final and final_whole:
         a, b = float(final[0][0]), float(final_whole[0][0])
@@ -371,26 +366,20 @@ def main():
 
     # (c) A worker joins a job of 3 (the discovery script offers a 4th slot from the start):
     # a commit after its arrival raises HostsUpdatedInterrupt; it gets the state by sync().
+    long = example + ["--epochs", "16"]
     with tempfile.TemporaryDirectory() as tmp:
-        discovery = os.path.join(tmp, "hosts.sh")
-        with open(discovery, "w") as f:
-            f.write("#!/bin/sh\necho localhost:4\n")
-        os.chmod(discovery, 0o755)
+        discovery = discovery_script(tmp, "echo localhost:4")
         out, commits, final = launch("(c) a worker joins", [kolorun, "-np", "3", "--min-np", "2", "--max-np", "4",
-                                                             "--host-discovery-script", discovery] +
-                                     example + ["--epochs", "16"])
+                                                             "--host-discovery-script", discovery] + long)
     joined = [m.groups() for m in JOINED.finditer(out)]
     rebuilt = [m.groups() for m in REBUILT.finditer(out)]
     expect(joined == [("1", "4", "3", "j1")], f"the joiner: epoch 1, size 4, rank 3, worker j1: {joined} (the job "
                                               "ended before it was let in?)")
     expect(sorted(r[3] for r in rebuilt) == ["0", "1", "2"] and all(r[1] == "4" for r in rebuilt),
            f"workers 0, 1, 2 rebuilt on 4: {rebuilt}")
-    sizes = [c[2] for c in commits]
-    at = (sizes.index("4") if "4" in sizes else 0) * every  # the commit at which the joiner came in
-    expect(at > 0 and sizes == ["3"] * (at // every) + ["4"] * (len(sizes) - at // every),
-           f"sizes: 3, then 4 once the joiner is in: {sizes}")
+    at = changed_at("(c)", commits, every, 3, 4)  # the commit at which the joiner came in
     if at:
-        replays("(c)", commits, final, kolorun, example + ["--epochs", "16"], 3, 4, at)
+        replays("(c)", commits, final, [kolorun, "-np", "3"] + long, [kolorun, "-np", "4"] + long, 4, at)
     print(f"elastic_test: {'FAIL' if failures else 'ok'} ({len(failures)} failed)")
     sys.exit(1 if failures else 0)
 

@@ -90,7 +90,11 @@ class Job {
   void discover();
   void start_joiner(const HostSlots& host, int local_rank);
   Status mark_host(const std::string& host, bool leaving);
-  void stop_leavers();  // those still running past their leave_by
+  // Once per loop of run(): the discovery script when due, ranks that did not leave in
+  // time, joiners never let in before the job finished.
+  void elastic_tick(TimePoint now);
+  bool on_host(const Rank& rank, const std::string& host) const;
+  void stop(Rank& rank);  // SIGTERM, counted as stopped by kolorun
 
   const JobSpec& spec_;
   std::vector<Rank> ranks_;
@@ -106,8 +110,9 @@ class Job {
   std::optional<TimePoint> drain_until_;
   std::optional<TimePoint> next_discovery_;
   // Elastic: a rank has finished (exited 0), so the job is ending: no new ranks, and
-  // joiners still waiting to be let in are stopped at this time.
-  std::optional<TimePoint> finished_at_;
+  // joiners still waiting to be let in are stopped at stop_joiners_at_.
+  bool finished_ = false;
+  std::optional<TimePoint> stop_joiners_at_;
   int next_number_ = 0;             // kolorun's number for the next rank it starts
   // Elastic: kolorun's own client of its store, to mark the hosts whose ranks should leave.
   std::unique_ptr<StoreClient> store_;

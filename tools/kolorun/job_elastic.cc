@@ -11,7 +11,7 @@ namespace kolo::kolorun {
 // Elastic: a rank that failed is dropped; the survivors rebuild their world without it.
 // The job ends only when fewer than --min-np ranks run.
 void Job::lost(Rank& rank, const std::string& how, int code) {
-  if (rank.stopped && rank.where.joins && finished_at_) return;  // never let in before the end: not a loss
+  if (rank.stopped && rank.where.joins && finished_) return;  // never let in before the end: not a loss
   const std::string name = str_cat("rank ", rank.where.rank, rank.where.joins ? " (joined)" : "", " on ",
                                    rank.where.host.empty() ? "this host" : rank.where.host);
   lost_.push_back(name);
@@ -26,24 +26,46 @@ void Job::lost(Rank& rank, const std::string& how, int code) {
   terminate();
 }
 
+// Names for this machine (localhost, its host name) are one host.
+bool Job::on_host(const Rank& rank, const std::string& host) const {
+  return rank.where.host == host || (rank.where.local && is_local_host(host, spec_.this_hostname));
+}
+
 int Job::running_count(const std::string* host) const {
   int n = 0;
-  for (const Rank& rank : ranks_) {
-    if (!rank.running || rank.stopped) continue;
-    if (host != nullptr && !(rank.where.host == *host ||
-                             (rank.where.local && is_local_host(*host, spec_.this_hostname)))) {
-      continue;
-    }
-    ++n;
-  }
+  for (const Rank& rank : ranks_) n += rank.running && !rank.stopped && (host == nullptr || on_host(rank, *host));
   return n;
 }
 
-// Polls the discovery script: ranks on hosts it no longer lists are stopped, and hosts
-// with free slots get new ranks (KOLO_ELASTIC=join), up to --max-np.
+void Job::stop(Rank& rank) {
+  rank.stopped = true;
+  close_fd(rank.stdin_fd);
+  ::kill(-rank.pid, SIGTERM);
+}
+
+void Job::elastic_tick(TimePoint now) {
+  if (next_discovery_ && now >= *next_discovery_) discover();
+  for (Rank& rank : ranks_) {  // asked to leave, and still here after the grace
+    if (!rank.running || rank.stopped || !rank.leave_by || now < *rank.leave_by) continue;
+    say(str_cat("rank ", rank.where.rank, " did not leave within ", kLeaveGraceSeconds, " s: stopping it"));
+    stop(rank);
+  }
+  if (stop_joiners_at_ && now >= *stop_joiners_at_) {
+    for (Rank& rank : ranks_) {
+      if (!rank.running || !rank.where.joins || rank.stopped) continue;
+      say(str_cat("rank ", rank.where.rank, " (joined) still runs ", kJoinerGraceSeconds,
+                  " s after the job's first rank finished: stopping it (never let in?)"));
+      stop(rank);
+    }
+    stop_joiners_at_.reset();
+  }
+}
+
+// Polls the discovery script: ranks on hosts it no longer lists are asked to leave, and
+// hosts with free slots get new ranks (KOLO_ELASTIC=join), up to --max-np.
 void Job::discover() {
   next_discovery_ = after(spec_.discovery_interval_s);
-  if (finished_at_) return;  // the job is ending
+  if (finished_) return;  // the job is ending
   Result<std::vector<HostSlots>> hosts = discover_hosts(spec_.discovery_script, 30);
   if (!hosts.ok()) {
     if (hosts.status().message() != last_discovery_error_) say(hosts.status().message() + "; polling on");
@@ -56,16 +78,12 @@ void Job::discover() {
   for (Rank& rank : ranks_) {
     if (!rank.running || rank.stopped) continue;
     bool listed = false;
-    for (const HostSlots& h : hosts.value()) {
-      listed |= h.name == rank.where.host || (rank.where.local && is_local_host(h.name, spec_.this_hostname));
-    }
+    for (const HostSlots& h : hosts.value()) listed |= on_host(rank, h.name);
     if (listed == !rank.leave_by) continue;
     if (Status s = mark_host(rank.where.host, !listed); !s.ok()) {
       say(str_cat("cannot mark host ", rank.where.host, " in the store (", s.message(), "): stopping rank ",
                   rank.where.rank));
-      rank.stopped = true;
-      close_fd(rank.stdin_fd);
-      ::kill(-rank.pid, SIGTERM);
+      stop(rank);
       continue;
     }
     if (listed) {
@@ -108,15 +126,6 @@ Status Job::mark_host(const std::string& host, bool leaving) {
   return store_->set(leaving_host_key(host), value, Deadline(10));
 }
 
-void Job::stop_leavers() {
-  for (Rank& rank : ranks_) {
-    if (!rank.running || rank.stopped || !rank.leave_by || Clock::now() < *rank.leave_by) continue;
-    say(str_cat("rank ", rank.where.rank, " did not leave within ", kLeaveGraceSeconds, " s: stopping it"));
-    rank.stopped = true;
-    close_fd(rank.stdin_fd);
-    ::kill(-rank.pid, SIGTERM);
-  }
-}
 
 void Job::start_joiner(const HostSlots& host, int local_rank) {
   Rank rank;

@@ -326,7 +326,10 @@ void Job::reap() {
     bool exited = WIFEXITED(status);
     int code = exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     // A rank that finished (not one that left because its host went) means the job ends.
-    if (code == 0 && spec_.elastic && !rank->leave_by && !finished_at_) finished_at_ = after(kJoinerGraceSeconds);
+    if (code == 0 && spec_.elastic && !rank->leave_by && !finished_) {
+      finished_ = true;
+      stop_joiners_at_ = after(kJoinerGraceSeconds);
+    }
     if (code == 0 && rank->leave_by) say(str_cat("rank ", rank->where.rank, " left (its host is no longer listed)"));
     if (code == 0 || terminating_) continue;
     if (spec_.elastic) {
@@ -392,7 +395,7 @@ bool Job::any_stream_open() const {
 int Job::poll_timeout_ms() const {
   std::optional<TimePoint> next;
   for (const auto& at : {terminating_ ? std::optional<TimePoint>() : timeout_at_, kill_at_, drain_until_,
-                         terminating_ ? std::optional<TimePoint>() : next_discovery_, finished_at_}) {
+                         terminating_ ? std::optional<TimePoint>() : next_discovery_, stop_joiners_at_}) {
     if (at && (!next || *at < *next)) next = at;
   }
   if (!next) return -1;
@@ -469,19 +472,7 @@ int Job::run() {
       set_exit(kExitTimeout);
       terminate();
     }
-    if (next_discovery_ && now >= *next_discovery_ && !terminating_) discover();
-    if (spec_.elastic && !terminating_) stop_leavers();
-    if (finished_at_ && now >= *finished_at_) {
-      for (Rank& rank : ranks_) {
-        if (!rank.running || !rank.where.joins || rank.stopped) continue;
-        say(str_cat("rank ", rank.where.rank, " (joined) still runs ", kJoinerGraceSeconds,
-                    " s after the job's first rank finished: stopping it (never let in?)"));
-        rank.stopped = true;
-        close_fd(rank.stdin_fd);
-        ::kill(-rank.pid, SIGTERM);
-      }
-      finished_at_ = after(1e9);
-    }
+    if (spec_.elastic && !terminating_) elastic_tick(now);
     if (kill_at_ && now >= *kill_at_) {
       signal_running(SIGKILL);
       killed_ = true;

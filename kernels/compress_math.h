@@ -140,13 +140,54 @@ KOLO_HD_INLINE BlockScale block_scale(uint32_t amax_bits) {
   return {div_rn(amax, Tr::kMax), div_rn(Tr::kMax, amax)};
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+// The GPU's own fp8 conversions (sm_89 and later): one instruction where the portable code
+// takes a dozen per value, which held fp8 decoding to 55-69 % of the copy rate on an H200.
+// They give the portable code's bits wherever the blocked codecs use them: a scaled value
+// never exceeds kMax (so saturating, which the instruction always does, changes nothing
+// for e5m2 either), and a NaN on the GPU is the canonical one whichever way it is made.
+template <class Tr>
+__device__ __forceinline__ float fp8_cvt_decode(uint8_t c) {
+  const unsigned short in = c;
+  unsigned int pair;
+  if constexpr (Tr::kMax == 448.0f) {
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(pair) : "h"(in));
+  } else {
+    asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(pair) : "h"(in));
+  }
+  const unsigned short half = static_cast<unsigned short>(pair & 0xffffu);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(half));
+  return f;
+}
+template <class Tr>
+__device__ __forceinline__ uint8_t fp8_cvt_encode(float x) {
+  unsigned short pair;  // the second operand's code in the low byte
+  if constexpr (Tr::kMax == 448.0f) {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(x));
+  } else {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(x));
+  }
+  return static_cast<uint8_t>(pair & 0xffu);
+}
+#define KOLO_FP8_CVT 1
+#endif
+
 template <class Tr>
 KOLO_HD_INLINE typename Tr::Code encode_blocked(float v, float inv) {
+#if defined(KOLO_FP8_CVT)
+  return fp8_cvt_encode<Tr>(mul_rn(v, inv));
+#else
   return Tr::encode(mul_rn(v, inv));
+#endif
 }
 template <class Tr>
 KOLO_HD_INLINE float decode_blocked(typename Tr::Code c, float scale) {
+#if defined(KOLO_FP8_CVT)
+  return mul_rn(fp8_cvt_decode<Tr>(c), scale);
+#else
   return mul_rn(Tr::decode(c), scale);
+#endif
 }
 
 }  // namespace kolo

@@ -222,7 +222,8 @@ constexpr bool kFlaggedWire = D == DType::kFloat16 || D == DType::kBFloat16;
 // fp8 wires carry a scale per block of 128 values: in the box each block is 16 units of
 // codes and one unit whose low 4 bytes are the scale (units [17b, 17b + 17)).
 constexpr size_t kFlaggedFp8Block = 128;  // kWireFp8Block (compress.h), which the slot path uses
-constexpr size_t kFlaggedFp8BlockUnits = kFlaggedFp8Block / kFlaggedUnitBytes + 1;
+constexpr size_t kFlaggedFp8Lines = kFlaggedFp8Block / kFlaggedUnitBytes;  // of codes
+constexpr size_t kFlaggedFp8BlockUnits = kFlaggedFp8Lines + 1;
 template <DType D>
 constexpr bool kFlaggedBlockedWire = D == DType::kFloat8E4M3 || D == DType::kFloat8E5M2;
 
@@ -230,13 +231,12 @@ KOLO_HD_INLINE size_t flagged_fp8_units(size_t count) {
   return (count + kFlaggedFp8Block - 1) / kFlaggedFp8Block * kFlaggedFp8BlockUnits;
 }
 
-// fp8 block b: the codes of its values [128b, 128b + 128), prescaled and encoded with the
-// scale their amax gives (zeros past the end), as 16 units, and the scale as the 17th: the
-// slot path's encoder (compress.cc), bit for bit. A block is one thread's, writing and
-// reading: an in-place call overwrites a block's values only after they were all encoded.
+// fp8 block b's scale: from the amax of its values [128b, 128b + 128) prescaled, as the
+// slot path's encoder (compress.cc) takes it, bit for bit. Each of a block's 16 lines is a
+// thread's, and each finds the amax itself: the body runs on the emulated device too, where
+// threads cannot share registers.
 template <DType D>
-KOLO_HD_INLINE void load_fp8_block(const FlaggedArgs& a, size_t b, uint64_t units[kFlaggedFp8BlockUnits]) {
-  using Tr = WireTraits<D>;
+KOLO_HD_INLINE BlockScale fp8_block_scale(const FlaggedArgs& a, size_t b) {
   const size_t first = b * kFlaggedFp8Block;
   const size_t n = a.count - first < kFlaggedFp8Block ? a.count - first : kFlaggedFp8Block;
   const float* src = static_cast<const float*>(a.send) + first;
@@ -245,17 +245,21 @@ KOLO_HD_INLINE void load_fp8_block(const FlaggedArgs& a, size_t b, uint64_t unit
     const uint32_t x = abs_bits(codec_value<CodecOp::kCompress>(src[j], 0.0f, a.wire_pre));
     amax = x > amax ? x : amax;
   }
-  const BlockScale scale = block_scale<Tr>(amax);
-  for (size_t k = 0; k + 1 < kFlaggedFp8BlockUnits; ++k) {
-    FlaggedUnit<typename Tr::Code> v;
-    v.bits = 0;
-    for (size_t e = 0; e < kFlaggedUnitBytes && k * kFlaggedUnitBytes + e < n; ++e) {
-      const float x = codec_value<CodecOp::kCompress>(src[k * kFlaggedUnitBytes + e], 0.0f, a.wire_pre);
-      v.elem[e] = encode_blocked<Tr>(x, scale.inv);
-    }
-    units[k] = v.bits;
+  return block_scale<WireTraits<D>>(amax);
+}
+
+// Line k of fp8 block b: the codes of values [128b + 8k, 128b + 8k + 8), zeros past the end.
+template <DType D>
+KOLO_HD_INLINE uint64_t fp8_line(const FlaggedArgs& a, size_t b, size_t k, float inv) {
+  using Tr = WireTraits<D>;
+  const size_t first = b * kFlaggedFp8Block + k * kFlaggedUnitBytes;
+  const float* src = static_cast<const float*>(a.send) + first;
+  FlaggedUnit<typename Tr::Code> v;
+  v.bits = 0;
+  for (size_t e = 0; e < kFlaggedUnitBytes && first + e < a.count; ++e) {
+    v.elem[e] = encode_blocked<Tr>(codec_value<CodecOp::kCompress>(src[e], 0.0f, a.wire_pre), inv);
   }
-  units[kFlaggedFp8BlockUnits - 1] = float_to_bits(scale.scale);
+  return v.bits;
 }
 
 // The units of the call's box: fp8 wires' blocks, or the data's 8-byte units.
@@ -296,16 +300,20 @@ KOLO_HD_INLINE void flagged_write(const FlaggedArgs& a, uint32_t seq, size_t thr
   }
   if (a.kind == FlaggedKind::kBroadcast && a.me != a.root) return;  // receives only (send may be null)
   if constexpr (kFlaggedBlockedWire<D>) {
-    if (a.wire) {  // a thread per fp8 block: its 17 lines to every peer
-      const size_t blocks = (a.count + kFlaggedFp8Block - 1) / kFlaggedFp8Block;
-      for (size_t b = thread; b < blocks; b += nthreads) {
-        uint64_t units[kFlaggedFp8BlockUnits];
-        load_fp8_block<D>(a, b, units);
+    if (a.wire) {
+      // A thread per line of codes: 16 per block of 128 values, the first also sending the
+      // block's scale. Into this rank's own box too, where its own readers take them: a
+      // reader then knows that every value of its block was encoded before it overwrites
+      // any (in place).
+      const size_t lines = (a.count + kFlaggedFp8Block - 1) / kFlaggedFp8Block * kFlaggedFp8Lines;
+      for (size_t i = thread; i < lines; i += nthreads) {
+        const size_t b = i / kFlaggedFp8Lines, k = i % kFlaggedFp8Lines;
+        const BlockScale scale = fp8_block_scale<D>(a, b);
+        const uint64_t codes = fp8_line<D>(a, b, k, scale.inv);
         for (int p = 0; p < a.ranks; ++p) {
-          if (p == a.me) continue;
-          for (size_t k = 0; k < kFlaggedFp8BlockUnits; ++k) {
-            store_line(a.out[p] + parity + 2 + 2 * (b * kFlaggedFp8BlockUnits + k), units[k], seq);
-          }
+          uint64_t* box = a.out[p] + parity + 2 + 2 * b * kFlaggedFp8BlockUnits;
+          store_line(box + 2 * k, codes, seq);
+          if (k == 0) store_line(box + 2 * kFlaggedFp8Lines, float_to_bits(scale.scale), seq);
         }
       }
       return;
@@ -390,41 +398,44 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
   if (a.kind == FlaggedKind::kReduce && a.me != a.root) return;  // sent; nothing to receive
   if constexpr (kFlaggedBlockedWire<D>) {
     if (a.wire) {
-      // A thread per fp8 block: every rank's codes with that rank's scale (this rank's
-      // encoded here again, as its peers did, before any of the block's values is
-      // overwritten), decoded and added in rank order, postscaled, stored as FLOAT32: the
-      // slot one-shot's decompress_sum, bit for bit.
+      // A thread per line of codes: every rank's codes of it, with that rank's scale of the
+      // block, decoded and added in rank order, postscaled, stored as FLOAT32: the slot
+      // one-shot's decompress_sum, bit for bit. This rank's own come from its own box, once
+      // all 17 lines of the block are there: every value of the block was read by then.
       using W = WireTraits<D>;
       float* dst = static_cast<float*>(a.recv);
-      const size_t blocks = (a.count + kFlaggedFp8Block - 1) / kFlaggedFp8Block;
-      for (size_t b = thread; b < blocks; b += nthreads) {
-        uint64_t mine[kFlaggedFp8BlockUnits];
-        load_fp8_block<D>(a, b, mine);
-        const uint64_t* line0[kMaxIpcRanks];
-        float scale[kMaxIpcRanks];
-        for (int r = 0; r < a.ranks; ++r) {
-          line0[r] = a.in[r] + parity + 2 + 2 * b * kFlaggedFp8BlockUnits;
-          uint64_t bits = mine[kFlaggedFp8BlockUnits - 1];
-          if (r != a.me && !wait_line(a, line0[r] + 2 * (kFlaggedFp8BlockUnits - 1), seq, r, start, &bits)) return;
-          scale[r] = bits_to_float(static_cast<uint32_t>(bits));
+      const size_t lines = (a.count + kFlaggedFp8Block - 1) / kFlaggedFp8Block * kFlaggedFp8Lines;
+      for (size_t i = thread; i < lines; i += nthreads) {
+        const size_t b = i / kFlaggedFp8Lines, k = i % kFlaggedFp8Lines;
+        const size_t first = b * kFlaggedFp8Block + k * kFlaggedUnitBytes;
+        if (first >= a.count) continue;
+        const uint64_t* own = a.in[a.me] + parity + 2 + 2 * b * kFlaggedFp8BlockUnits;
+        uint64_t own_codes = 0, own_scale = 0;
+        for (size_t j = 0; j < kFlaggedFp8BlockUnits; ++j) {
+          uint64_t bits;
+          if (!wait_line(a, own + 2 * j, seq, a.me, start, &bits)) return;
+          if (j == k) own_codes = bits;
+          if (j == kFlaggedFp8Lines) own_scale = bits;
         }
-        for (size_t k = 0; k + 1 < kFlaggedFp8BlockUnits; ++k) {
-          const size_t first = b * kFlaggedFp8Block + k * kFlaggedUnitBytes;
-          if (first >= a.count) break;
-          float acc[kFlaggedUnitBytes];
-          for (int r = 0; r < a.ranks; ++r) {
-            FlaggedUnit<typename W::Code> v;
-            v.bits = mine[k];
-            if (r != a.me && !wait_line(a, line0[r] + 2 * k, seq, r, start, &v.bits)) return;
-            KOLO_UNROLL
-            for (size_t e = 0; e < kFlaggedUnitBytes; ++e) {
-              const float x = decode_blocked<W>(v.elem[e], scale[r]);
-              acc[e] = r == 0 ? x : add_rn(acc[e], x);
-            }
+        float acc[kFlaggedUnitBytes];
+        for (int r = 0; r < a.ranks; ++r) {
+          const uint64_t* box = a.in[r] + parity + 2 + 2 * b * kFlaggedFp8BlockUnits;
+          uint64_t scale_bits = own_scale;
+          FlaggedUnit<typename W::Code> v;
+          v.bits = own_codes;
+          if (r != a.me && (!wait_line(a, box + 2 * kFlaggedFp8Lines, seq, r, start, &scale_bits) ||
+                            !wait_line(a, box + 2 * k, seq, r, start, &v.bits))) {
+            return;
           }
-          for (size_t e = 0; e < kFlaggedUnitBytes && first + e < a.count; ++e) {
-            dst[first + e] = codec_value<CodecOp::kDecompress>(0.0f, acc[e], a.wire_post);
+          const float scale = bits_to_float(static_cast<uint32_t>(scale_bits));
+          KOLO_UNROLL
+          for (size_t e = 0; e < kFlaggedUnitBytes; ++e) {
+            const float x = decode_blocked<W>(v.elem[e], scale);
+            acc[e] = r == 0 ? x : add_rn(acc[e], x);
           }
+        }
+        for (size_t e = 0; e < kFlaggedUnitBytes && first + e < a.count; ++e) {
+          dst[first + e] = codec_value<CodecOp::kDecompress>(0.0f, acc[e], a.wire_post);
         }
       }
       return;

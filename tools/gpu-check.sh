@@ -20,19 +20,22 @@
 #   --out FILE      the summary (default bench/results/<date>-gpu-check-<commit>.md); each
 #                   step's last 40 lines
 #   --log FILE      every step's whole output (default: the summary's name, .log)
+#   --only REGEX    run only the steps whose title matches REGEX (grep -E): a second call
+#                   of a lease, after a fix, re-measures what the fix touched
 # KOLO_GPU_CHECK_DEVICE=emulated runs the same steps on the emulated device (no GPU
 # needed; steps that need CUDA binaries are skipped): how the check itself is tested.
 # Every step runs under `timeout`, so a hang costs one step, not the whole check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=build budget=360 out="" log=""
+build=build budget=360 out="" log="" only=""
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) build=$2; prebuilt=1; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --log) log=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --only) only=$2; shift 2 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -72,6 +75,7 @@ figure() {
 # in the summary. A kolo-perf table must also say "Out of bounds values : 0 OK".
 step() {
   local limit=$1 title=$2; shift 2
+  if [ -n "$only" ] && ! grep -Eq -- "$only" <<< "$title"; then return; fi
   echo; echo "## $title"; echo
   if [ "$budget" -gt 0 ] && [ $((SECONDS - start)) -ge "$budget" ]; then
     echo "(skipped: the check's budget of ${budget} s was spent)"
@@ -94,7 +98,9 @@ step() {
 }
 
 # skip TITLE WHY: a step that cannot run here.
-skip() { echo; echo "## $1"; echo; echo "(skipped: $2)"; printf 'skipped\t0\t%s\t%s\n' "$2" "$1" >>"$results"; }
+skip() {
+  if [ -n "$only" ] && ! grep -Eq -- "$only" <<< "$1"; then return; fi
+  echo; echo "## $1"; echo; echo "(skipped: $2)"; printf 'skipped\t0\t%s\t%s\n' "$2" "$1" >>"$results"; }
 
 # Device calls between 2 test hosts, every rank on this GPU (root, network namespaces).
 across_hosts() {

@@ -21,9 +21,9 @@
 // data, half flag, and waits once, for the data itself:
 //   flagged   a + 2 (n - 1) B / bw
 // with a, as for a barrier, a kernel that waits for its peers (calibrated on one H200:
-// params.cc) plus the links' latency; it wins at small B, and the planner takes it up to
-// its box size. Without GPUs
-// in the topology (the emulated device), host memory's figures stand in.
+// params.cc) plus the links' latency; it wins at small B, and the planner takes it where
+// the call fits its box and it costs least (plan.cc, device_ipc_flagged). Without GPUs in
+// the topology (the emulated device), host memory's figures stand in.
 #pragma once
 
 #include <cstddef>

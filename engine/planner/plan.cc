@@ -154,13 +154,15 @@ Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& c
 }
 
 // The one-kernel collectives (kernels/flagged_body.h): where each rank's data for one peer
-// fits a box, taken over the slot programs whatever their model says (they pay three
-// launches and two waits for the peers where this pays one launch), unless an algorithm
-// was forced, or the call is compressed other than an allreduce with fp16 or bf16 codes
-// (whose boxes then carry the codes). Not where the ranks wait for each other on the
-// host: the kernel waits for the peers' kernels, which a GPU time-sliced between processes
-// runs only one at a time. Its data crosses as words of half data, half flag, so past its
-// box size the slot programs move the bytes faster.
+// fits a box and the model (device_ipc_model.h) says that one kernel beats the slot
+// programs, which pay a copy into the slot, a barrier and a reduce or copy kernel (the
+// allreduce's terms stand for every collective: the others have the same launches and
+// waits). Its data crosses as words of half data, half flag, so for large enough bytes
+// the slots would win; a box holds 64 KB, below that point on every GPU calibrated so far.
+// Not where an algorithm was forced, nor for compressed calls other than allreduce (whose
+// boxes carry the codes), nor where the ranks wait for each other on the host: the kernel
+// waits for the peers' kernels, which a GPU time-sliced between processes runs only one at
+// a time.
 bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
   switch (spec.kind) {
     case CollKind::kAllreduce:
@@ -184,8 +186,19 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
     for (size_t c : spec.counts) box_bytes = std::max(box_bytes, c * dtype_size(spec.dtype));
   }
   const Algorithm forced = forced_for(spec, ctx);
-  return ctx.size > 1 && !ctx.device_host_barrier && (forced == Algorithm::kAuto || forced == Algorithm::kOneShot) &&
-         box_bytes <= ctx.flagged_bytes;
+  if (ctx.size < 2 || ctx.device_host_barrier || (forced != Algorithm::kAuto && forced != Algorithm::kOneShot) ||
+      box_bytes > ctx.flagged_bytes) {
+    return false;
+  }
+  PlanContext device_ctx = ctx;
+  device_ctx.device_memory = true;
+  const CostModel model(device_ctx);
+  // Without GPUs in the topology (the emulated device) the costs would be the emulation's,
+  // whose one kernel runs its whole grid on one CPU thread: there the plan is the one a GPU
+  // takes within the box, so that CI runs the kernels a GPU runs.
+  if (!model.device()) return true;
+  const DeviceIpcCost cost = predict_device_ipc_allreduce(device_ipc_wire_bytes(spec), model);
+  return cost.flagged_us <= std::min(cost.one_shot_us, cost.two_shot_us) + cost.copy_in_us;
 }
 
 bool device_ipc_worth_sharing(const CollSpec& spec, const PlanContext& ctx) {

@@ -123,6 +123,9 @@ bool device_ipc_worth_sharing(const CollSpec& spec, const PlanContext& ctx);
 // prescaled (both need the copy into the slot), and for allreduce the device-link model
 // prefers it to the slots (or two-shot is forced).
 bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx);
+// Whether device_ipc runs a call in one kernel (Protocol::kFlagged): it fits the box and
+// the model prefers it to the slot programs (the emulated device: whenever it fits).
+bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx);
 
 // Builds every rank's schedule with build_schedule and verifies them (verifier/): the
 // schedule executor's programs proved for `ranks` ranks.

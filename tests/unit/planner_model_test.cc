@@ -10,6 +10,7 @@
 #include "engine/planner/plan.h"
 #include "engine/planner/selector.h"
 #include "engine/planner/simulate.h"
+#include "kernels/flagged_body.h"
 #include "topology_test_util.h"
 
 namespace kolo {
@@ -211,6 +212,50 @@ TEST(PlannerModel, DeviceIpcRingWhereTheNeighboursAreFaster) {
   // the same bandwidth, with more barriers.
   EXPECT_GT(big.ring_us, big.two_shot_us);
   EXPECT_LT(big.ring_us, big.one_shot_us);
+}
+
+// The one-kernel form (protocol flagged) where the model says it costs least and the
+// call fits its box: on 2 and 8 H100s every size up to the box (one launch and one wait
+// against a copy, a barrier and a reduce), with its own figures checked against the slot
+// programs'; never past the box, nor where the ranks wait on the host or an algorithm
+// other than one-shot is forced; on the emulated device the GPU's plan.
+TEST(PlannerModel, FlaggedWhereOneKernelCostsLeast) {
+  auto spec_of = [](size_t bytes, CollKind kind = CollKind::kAllreduce) {
+    CollSpec spec = allreduce_bytes(bytes);
+    spec.kind = kind;
+    spec.device = true;
+    return spec;
+  };
+  for (int n : {2, 8}) {
+    Machine m("dgx_h100.json", 1, n, true);
+    m.ctx.device_ipc = true;
+    m.ctx.flagged_bytes = kFlaggedMaxBytes;
+    for (size_t bytes : {size_t{8}, size_t{4} << 10, kFlaggedMaxBytes}) {
+      EXPECT_TRUE(device_ipc_flagged(spec_of(bytes), m.ctx)) << n << " ranks, " << bytes;
+      PlanContext device = m.ctx;
+      device.device_memory = true;
+      const DeviceIpcCost cost = predict_device_ipc_allreduce(bytes, CostModel(device));
+      EXPECT_LT(cost.flagged_us, cost.one_shot_us + cost.copy_in_us) << n << " ranks, " << bytes;
+    }
+    EXPECT_FALSE(device_ipc_flagged(spec_of(kFlaggedMaxBytes + 4), m.ctx)) << n;
+    EXPECT_EQ(plan(spec_of(1 << 10), m.ctx).protocol, Protocol::kFlagged) << n;
+    EXPECT_TRUE(device_ipc_flagged(spec_of(1 << 10, CollKind::kBroadcast), m.ctx)) << n;
+    CollSpec two = spec_of(1 << 10);
+    two.algorithm = Algorithm::kTwoShot;
+    EXPECT_FALSE(device_ipc_flagged(two, m.ctx)) << n;
+    m.ctx.device_host_barrier = true;
+    EXPECT_FALSE(device_ipc_flagged(spec_of(1 << 10), m.ctx)) << n;
+  }
+  // Were the box much larger, the slots would win: the flags halve the bytes per word.
+  Machine eight("dgx_h100.json", 1, 8, true);
+  eight.ctx.device_ipc = true;
+  eight.ctx.flagged_bytes = size_t{1} << 30;
+  EXPECT_FALSE(device_ipc_flagged(spec_of(size_t{64} << 20), eight.ctx));
+  Machine host("dgx_h100.json", 1, 3, false);
+  host.ctx.topology = nullptr;
+  host.ctx.device_ipc = true;
+  host.ctx.flagged_bytes = kFlaggedMaxBytes;
+  EXPECT_TRUE(device_ipc_flagged(spec_of(kFlaggedMaxBytes), host.ctx));
 }
 
 // Registered buffers (kolo_mem_register): an allreduce is read in place (two-shot, a third

@@ -145,7 +145,8 @@ KOLO_HD_INLINE BlockScale block_scale(uint32_t amax_bits) {
 // takes a dozen per value, which held fp8 decoding to 55-69 % of the copy rate on an H200.
 // They give the portable code's bits wherever the blocked codecs use them: a scaled value
 // never exceeds kMax (so saturating, which the instruction always does, changes nothing
-// for e5m2 either), and a NaN on the GPU is the canonical one whichever way it is made.
+// for e5m2 either), a NaN to encode takes the portable code, and a NaN decoded is
+// multiplied by the scale, which on the GPU makes the canonical NaN whatever its bits.
 template <class Tr>
 __device__ __forceinline__ float fp8_cvt_decode(uint8_t c) {
   const unsigned short in = c;
@@ -162,6 +163,9 @@ __device__ __forceinline__ float fp8_cvt_decode(uint8_t c) {
 }
 template <class Tr>
 __device__ __forceinline__ uint8_t fp8_cvt_encode(float x) {
+  // A NaN (a block holding inf or NaN) through the portable code: the instruction's NaN
+  // code is another one of e5m2's three.
+  if (x != x) return Tr::encode(x);
   unsigned short pair;  // the second operand's code in the low byte
   if constexpr (Tr::kMax == 448.0f) {
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(x));

@@ -50,18 +50,17 @@ __device__ __forceinline__ void unpack4(float* f, float4 x) {
 }
 
 // fp8 decoding (decompress, decompress_reduce: codes in, fp32 out): a warp takes 512
-// values at a time, and lane l holds values 4l..4l+3 of each quarter of them (q = 0..3,
-// 128 values each). Every access of a warp is then one contiguous run: 128 bytes of codes,
-// 512 bytes of fp32 per quarter, where 16 codes per lane made each fp32 store a stride-64
-// scatter (decode at 47 % of copy on an H200, 69 % this way). Encoding keeps 16 codes per
-// lane (codec_units): its block amax needs fewer shuffles there, and this layout measured
-// slower for it (compress 60 % of copy against 76 %).
+// values at a time, and lane l holds values 8l..8l+7 of each half of them (h = 0, 1; 256
+// values each): one 8-byte load of codes and two 16-byte stores of fp32 per half, the
+// access pattern of fp16 decoding (90 % of copy on an H200). 16 codes per lane made each
+// fp32 store a stride-64 scatter (47 %); 4 per lane per quarter, 4-byte loads (69 %).
+// Encoding keeps 16 codes per lane (codec_units): its block amax needs fewer shuffles.
 template <DType W, CodecOp Op>
 __device__ __forceinline__ void codec_fp8(const CodecArgs& a) {
   using Tr = WireTraits<W>;
   using OpTr = CodecOpTraits<Op>;
   static_assert(sizeof(typename Tr::Code) == 1 && Tr::kBlocked && !OpTr::kWritesWire, "fp8 decoding only");
-  constexpr int kQuarter = 128, kSpan = 4 * kQuarter;
+  constexpr int kHalf = 256, kSpan = 2 * kHalf, kPer = 8;
   const size_t nspans = (a.count + kSpan - 1) / kSpan;
   const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const size_t nwarps = static_cast<size_t>(gridDim.x) * blockDim.x / 32;
@@ -69,61 +68,65 @@ __device__ __forceinline__ void codec_fp8(const CodecArgs& a) {
   for (size_t sp = warp; sp < nspans; sp += nwarps) {
     const size_t base = sp * kSpan;
     const bool vec = a.vec && base + kSpan <= a.count;
-    auto at = [&](int q, int j) { return base + q * kQuarter + 4 * lane + j; };  // value index
-    float dec[16] = {};
+    auto at = [&](int h, int j) { return base + h * kHalf + kPer * lane + j; };  // value index
+    float dec[2 * kPer] = {};
     if constexpr (OpTr::kReadsWire) {
 #pragma unroll
       for (int k = 0; k < kMaxWireInputs; ++k) {
         if (k < a.nwin) {
           const uint8_t* win = static_cast<const uint8_t*>(a.win[k]);
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            uint8_t c[4];
+          for (int h = 0; h < 2; ++h) {
+            uint8_t c[kPer];
             if (vec) {
-              const uint32_t w = reinterpret_cast<const uint32_t*>(win + base + q * kQuarter)[lane];
+              const uint2 w = reinterpret_cast<const uint2*>(win + base + h * kHalf)[lane];
 #pragma unroll
-              for (int j = 0; j < 4; ++j) c[j] = static_cast<uint8_t>(w >> (8 * j));
+              for (int j = 0; j < 4; ++j) {
+                c[j] = static_cast<uint8_t>(w.x >> (8 * j));
+                c[4 + j] = static_cast<uint8_t>(w.y >> (8 * j));
+              }
             } else {
 #pragma unroll
-              for (int j = 0; j < 4; ++j) c[j] = at(q, j) < a.count ? win[at(q, j)] : 0;
+              for (int j = 0; j < kPer; ++j) c[j] = at(h, j) < a.count ? win[at(h, j)] : 0;
             }
-            const size_t first = base + q * kQuarter;
+            const size_t first = at(h, 0);  // a lane's 8 values lie in one block
             const float sc = first < a.count ? a.scales_in[k][first >> a.block_shift] : 0.0f;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < kPer; ++j) {
               const float d = decode_blocked<Tr>(c[j], sc);
-              dec[4 * q + j] = k == 0 ? d : add_rn(dec[4 * q + j], d);
+              dec[kPer * h + j] = k == 0 ? d : add_rn(dec[kPer * h + j], d);
             }
           }
         }
       }
     }
-    float f[16] = {};
+    float f[2 * kPer] = {};
     if constexpr (OpTr::kReadsFloat) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
+      for (int h = 0; h < 2; ++h) {
         if (vec) {
-          unpack4(f + 4 * q, reinterpret_cast<const float4*>(a.fin + base + q * kQuarter)[lane]);
+          const float4* in = reinterpret_cast<const float4*>(a.fin + at(h, 0));
+          unpack4(f + kPer * h, in[0]);
+          unpack4(f + kPer * h + 4, in[1]);
         } else {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) f[4 * q + j] = at(q, j) < a.count ? a.fin[at(q, j)] : 0.0f;
+          for (int j = 0; j < kPer; ++j) f[kPer * h + j] = at(h, j) < a.count ? a.fin[at(h, j)] : 0.0f;
         }
       }
     }
-    float v[16];
+    float v[2 * kPer];
 #pragma unroll
-    for (int e = 0; e < 16; ++e) v[e] = codec_value<Op>(f[e], dec[e], a.m);
-    {  // fp32 out
+    for (int e = 0; e < 2 * kPer; ++e) v[e] = codec_value<Op>(f[e], dec[e], a.m);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        if (vec) {
-          reinterpret_cast<float4*>(a.fout + base + q * kQuarter)[lane] =
-              make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
-        } else {
+    for (int h = 0; h < 2; ++h) {  // fp32 out
+      if (vec) {
+        float4* out = reinterpret_cast<float4*>(a.fout + at(h, 0));
+        out[0] = make_float4(v[kPer * h], v[kPer * h + 1], v[kPer * h + 2], v[kPer * h + 3]);
+        out[1] = make_float4(v[kPer * h + 4], v[kPer * h + 5], v[kPer * h + 6], v[kPer * h + 7]);
+      } else {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (at(q, j) < a.count) a.fout[at(q, j)] = v[4 * q + j];
-          }
+        for (int j = 0; j < kPer; ++j) {
+          if (at(h, j) < a.count) a.fout[at(h, j)] = v[kPer * h + j];
         }
       }
     }

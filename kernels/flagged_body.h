@@ -137,6 +137,36 @@ KOLO_HD_INLINE bool wait_line(const FlaggedArgs& a, const uint64_t* p, uint32_t 
   return true;
 }
 
+// The lines of several senders at once (lines[r]; null: none from r): every load is issued
+// before any flag is looked at, so that a reader pays one round trip to its peers' memory
+// instead of one per peer (8 thread-ranks on one H200: 16-21 us at 32 KB where 8 B took
+// 11), then whatever had not arrived is waited for. Data in data[r]. Loops run to
+// kMaxIpcRanks, so that the arrays stay in registers.
+KOLO_HD_INLINE bool wait_lines(const FlaggedArgs& a, const uint64_t* const* lines, uint32_t flag, uint64_t start,
+                               uint64_t* data) {
+  uint64_t lo[kMaxIpcRanks] = {}, hi[kMaxIpcRanks] = {};
+  KOLO_UNROLL
+  for (int r = 0; r < kMaxIpcRanks; ++r) {
+    if (lines[r] != nullptr) load_line(lines[r], &lo[r], &hi[r]);
+  }
+  KOLO_UNROLL
+  for (int r = 0; r < kMaxIpcRanks; ++r) {
+    if (lines[r] == nullptr) continue;
+    if (static_cast<uint32_t>(lo[r] >> 32) == flag && static_cast<uint32_t>(hi[r] >> 32) == flag) {
+      data[r] = (lo[r] & 0xffffffffull) | (hi[r] << 32);
+    } else if (!wait_line(a, lines[r], flag, r, start, &data[r])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Line `line` of every peer's box of this parity (not this rank's own: null there).
+KOLO_HD_INLINE void peer_lines(const FlaggedArgs& a, size_t parity, size_t line, const uint64_t** lines) {
+  KOLO_UNROLL
+  for (int r = 0; r < kMaxIpcRanks; ++r) lines[r] = r < a.ranks && r != a.me ? a.in[r] + parity + line : nullptr;
+}
+
 // 8 data bytes as elements of the storage type.
 template <class S>
 union FlaggedUnit {
@@ -351,13 +381,17 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
   const uint64_t start = clock_ns();
   const size_t units = a.kind == FlaggedKind::kAllgatherv ? flagged_most_units(a) : flagged_call_units<D>(a);
   if (thread >= units) return;
-  for (int p = 0; p < a.ranks; ++p) {
-    uint64_t tag = 0;
-    if (p == a.me) continue;
-    if (!wait_line(a, a.in[p] + parity, seq, p, start, &tag)) return;
-    if (tag != a.tag) {
-      set_barrier_status(a.failed, a.status, kBarrierMismatch + static_cast<uint32_t>(p));
-      return;
+  {
+    const uint64_t* lines[kMaxIpcRanks];
+    uint64_t tags[kMaxIpcRanks] = {};
+    peer_lines(a, parity, 0, lines);
+    if (!wait_lines(a, lines, seq, start, tags)) return;
+    KOLO_UNROLL
+    for (int p = 0; p < kMaxIpcRanks; ++p) {
+      if (lines[p] != nullptr && tags[p] != a.tag) {
+        set_barrier_status(a.failed, a.status, kBarrierMismatch + static_cast<uint32_t>(p));
+        return;
+      }
     }
   }
   // Rank r's unit u: this rank's own block, or the words in r's box.
@@ -383,14 +417,22 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
   if (!flagged_reduces(a)) {
     // broadcast: the root's input; allgather, alltoall: block r of the result from rank r.
     for (size_t u = thread; u < units; u += nthreads) {
-      for (int r = 0; r < a.ranks; ++r) {
-        const bool wanted = r == a.me ? a.kind != FlaggedKind::kBroadcast || a.me == a.root : flagged_sends(a, r, a.me);
-        if (!wanted) continue;
+      const uint64_t* lines[kMaxIpcRanks];
+      uint64_t bits[kMaxIpcRanks] = {};
+      peer_lines(a, parity, 2 + 2 * u, lines);
+      KOLO_UNROLL
+      for (int r = 0; r < kMaxIpcRanks; ++r) {
+        if (lines[r] != nullptr && !flagged_sends(a, r, a.me)) lines[r] = nullptr;
+      }
+      if (!wait_lines(a, lines, seq, start, bits)) return;
+      KOLO_UNROLL
+      for (int r = 0; r < kMaxIpcRanks; ++r) {
+        if (r >= a.ranks) break;
+        const bool own = r == a.me && (a.kind != FlaggedKind::kBroadcast || a.me == a.root);
+        if (!own && lines[r] == nullptr) continue;
         const size_t to = a.kind == FlaggedKind::kBroadcast ? 0 : static_cast<size_t>(r) * a.count * kBytes;
-        uint64_t bits;
-        if (r == a.me && static_cast<const char*>(a.send) + mine == static_cast<const char*>(a.recv) + to) continue;
-        if (!unit_of(r, u, &bits)) return;
-        store_unit<D>(a, to, u, bits, a.count);
+        if (own && static_cast<const char*>(a.send) + mine == static_cast<const char*>(a.recv) + to) continue;
+        store_unit<D>(a, to, u, own ? load_unit<D>(a, a.send, mine, u) : bits[r], a.count);
       }
     }
     return;
@@ -448,14 +490,17 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
       using W = WireTraits<D>;
       float* dst = static_cast<float*>(a.recv);
       for (size_t u = thread; u < units; u += nthreads) {
-        float acc[kPer];
-        for (int r = 0; r < a.ranks; ++r) {
+        const uint64_t* lines[kMaxIpcRanks];
+        uint64_t bits[kMaxIpcRanks] = {};
+        peer_lines(a, parity, 2 + 2 * u, lines);
+        if (!wait_lines(a, lines, seq, start, bits)) return;
+        const uint64_t own = load_wire_unit<D>(a, u);
+        float acc[kPer] = {};
+        KOLO_UNROLL
+        for (int r = 0; r < kMaxIpcRanks; ++r) {
+          if (r >= a.ranks) break;
           FlaggedUnit<typename W::Code> v;
-          if (r == a.me) {
-            v.bits = load_wire_unit<D>(a, u);
-          } else if (!wait_line(a, a.in[r] + parity + 2 + 2 * u, seq, r, start, &v.bits)) {
-            return;
-          }
+          v.bits = r == a.me ? own : bits[r];
           KOLO_UNROLL
           for (size_t e = 0; e < kPer; ++e) acc[e] = r == 0 ? W::decode(v.elem[e]) : add_rn(acc[e], W::decode(v.elem[e]));
         }
@@ -469,15 +514,19 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
   const typename OpFn<O, C>::type op;
   const BodyScaler<C> post(a.post);
   for (size_t u = thread; u < units; u += nthreads) {
-    FlaggedUnit<S> v;
-    if (!unit_of(0, u, &v.bits)) return;
-    C acc[kPer];
+    const uint64_t* lines[kMaxIpcRanks];
+    uint64_t bits[kMaxIpcRanks] = {};
+    peer_lines(a, parity, 2 + 2 * u, lines);
+    if (!wait_lines(a, lines, seq, start, bits)) return;
+    const uint64_t own = load_unit<D>(a, a.send, mine, u);
+    C acc[kPer] = {};
     KOLO_UNROLL
-    for (size_t e = 0; e < kPer; ++e) acc[e] = Tr::load(v.elem[e]);
-    for (int r = 1; r < a.ranks; ++r) {
-      if (!unit_of(r, u, &v.bits)) return;
+    for (int r = 0; r < kMaxIpcRanks; ++r) {
+      if (r >= a.ranks) break;
+      FlaggedUnit<S> v;
+      v.bits = r == a.me ? own : bits[r];
       KOLO_UNROLL
-      for (size_t e = 0; e < kPer; ++e) acc[e] = op(acc[e], Tr::load(v.elem[e]));
+      for (size_t e = 0; e < kPer; ++e) acc[e] = r == 0 ? Tr::load(v.elem[e]) : op(acc[e], Tr::load(v.elem[e]));
     }
     FlaggedUnit<S> out;
     KOLO_UNROLL

@@ -425,7 +425,7 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
         if (lines[r] != nullptr && !flagged_sends(a, r, a.me)) lines[r] = nullptr;
       }
       if (!wait_lines(a, lines, seq, start, bits)) return;
-      KOLO_UNROLL
+      KOLO_ROLLED
       for (int r = 0; r < kMaxIpcRanks; ++r) {
         if (r >= a.ranks) break;
         const bool own = r == a.me && (a.kind != FlaggedKind::kBroadcast || a.me == a.root);
@@ -496,7 +496,7 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
         if (!wait_lines(a, lines, seq, start, bits)) return;
         const uint64_t own = load_wire_unit<D>(a, u);
         float acc[kPer] = {};
-        KOLO_UNROLL
+        KOLO_ROLLED
         for (int r = 0; r < kMaxIpcRanks; ++r) {
           if (r >= a.ranks) break;
           FlaggedUnit<typename W::Code> v;
@@ -520,7 +520,7 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
     if (!wait_lines(a, lines, seq, start, bits)) return;
     const uint64_t own = load_unit<D>(a, a.send, mine, u);
     C acc[kPer] = {};
-    KOLO_UNROLL
+    KOLO_ROLLED
     for (int r = 0; r < kMaxIpcRanks; ++r) {
       if (r >= a.ranks) break;
       FlaggedUnit<S> v;

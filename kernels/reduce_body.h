@@ -23,8 +23,10 @@
 
 #if defined(__CUDACC__)
 #define KOLO_UNROLL _Pragma("unroll")
+#define KOLO_ROLLED _Pragma("unroll 1")  // a loop kept whole: one body, not one per trip (compile time)
 #else
 #define KOLO_UNROLL _Pragma("GCC unroll 16")
+#define KOLO_ROLLED
 #endif
 
 namespace kolo {

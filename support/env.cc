@@ -99,10 +99,10 @@ const std::vector<EnvVar>& env_table() {
            "1 = device collectives of ranks on one host run as kernels over each other's memory (CUDA IPC); 0 = "
            "staged through pinned host memory"),
       flag("KOLO_DEVICE_FLAGGED", "1",
-           "1 = small device collectives of ranks on one host (allreduce, reduce, broadcast, allgather, "
-           "reduce_scatter, alltoall, and allreduce compressed to fp16 or bf16; up to 64 KB per peer) run as one "
-           "kernel that writes into the peers' memory with a flag beside the data; 0 = copy, barrier and reduce "
-           "kernels through the slots"),
+           "1 = small device collectives of ranks on one host (allreduce, reduce, broadcast, allgather(v), "
+           "reduce_scatter, alltoall, and allreduce compressed to fp16, bf16 or fp8; up to 64 KB per peer) run as "
+           "one kernel that writes into the peers' memory with a flag beside the data, where the device model says "
+           "it costs less; 0 = copy, barrier and reduce kernels through the slots"),
       flag("KOLO_DEVICE_AUTO_REGISTER", "1",
            "1 = large device collectives of ranks on one host read the peers' buffers in place without "
            "kolo_mem_register: each allocation is exported (CUDA IPC) the first time a call uses it and stays mapped "

@@ -4,10 +4,12 @@
 # and every shared library they load except glibc's and the driver's in DIR/lib. NCCL is
 # left out (217 MB); env.sh finds the machine's own libnccl.so.2 (PyTorch's pip package
 # ships one). On the GPU machine: `. DIR/env.sh; tools/gpu-check.sh --prebuilt DIR`.
-# usage: tools/gpu-bundle.sh BUILD_DIR DIR   (BUILD_DIR configured with CUDA and built;
-#        NCCL_TESTS_DIR=<tools/nccl-tests-build.sh's OUT_DIR> adds nccl-tests)
+# usage: tools/gpu-bundle.sh BUILD_DIR DIR [TARBALL]   (BUILD_DIR configured with CUDA and
+#        built; NCCL_TESTS_DIR=<tools/nccl-tests-build.sh's OUT_DIR> adds nccl-tests)
+# TARBALL: DIR also packed as a .tgz (about 22 MB where DIR is 73 MB: the CUDA fatbins
+# compress well), for a transfer with a size limit; unpack it in the tree's root.
 set -euo pipefail
-build=$1 dir=$2
+build=$1 dir=$2 tarball=${3:-}
 bins=(tools/kolorun/kolorun bench/perf/kolo-perf tests/multiproc/kolo_test_worker tests/multiproc/kolo_soak
       tests/gpu/kolo_gpu_tests bench/kernels/kolo_kernels_cuda_bench)
 rm -rf "$dir"; mkdir -p "$dir/lib"
@@ -40,3 +42,8 @@ export LD_LIBRARY_PATH=$here/lib${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:
 echo "bundle: libraries from $here/lib; NCCL: ${nccl:-none found}"
 EOF
 du -sh "$dir"
+if [ -n "$tarball" ]; then
+  mkdir -p "$(dirname "$tarball")"
+  tar -czf "$tarball" -C "$(dirname "$dir")" "$(basename "$dir")"
+  du -sh "$tarball"
+fi

@@ -133,6 +133,12 @@ mps_step() {
   step 60 "kolo-perf allreduce -G, 2 processes under MPS" \
     env CUDA_MPS_PIPE_DIRECTORY="$pipes" KOLO_DEBUG=INFO KOLO_DEBUG_SUBSYS=EXEC \
     "$kolorun" -np 2 "$perf" allreduce -G -b 8 -e 256M -f 4 -c 1
+  # Under MPS the small calls of every collective run in one kernel (processes; no host
+  # barrier): every collective x dtype x op, in place and not.
+  for np in 2 3; do
+    step 60 "device_collectives, $np processes under MPS: every collective, dtype, op (small ones in one kernel)" \
+      env CUDA_MPS_PIPE_DIRECTORY="$pipes" "$kolorun" -np $np "$worker" device_collectives
+  done
   echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipes nvidia-cuda-mps-control
   rm -rf "$pipes" "$logs"
 }
@@ -168,6 +174,12 @@ mps_step() {
     env KOLO_DEVICE_FLAGGED=0 "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 200 -c 1
   step 45 "kolo-perf allgatherv -G -t 3: small sizes in one kernel (protocol flagged), uneven blocks" \
     "$kolorun" -np 1 "$perf" allgatherv -G -t 3 -b 8 -e 64K -f 8 -n 100 -c 1
+  for coll in reduce broadcast allgather reduce_scatter alltoall; do
+    step 45 "kolo-perf $coll -G -t 3: small sizes in one kernel (protocol flagged)" \
+      "$kolorun" -np 1 "$perf" "$coll" -G -t 3 -b 8 -e 64K -f 8 -n 100 -c 1
+  done
+  step 45 "kolo-perf allgather --graph -t 8: small sizes in one kernel, captured in a CUDA graph" \
+    "$kolorun" -np 1 "$perf" allgather --graph -t 8 -b 8 -e 64K -f 8 -n 50 -c 1
   step 45 "kolo-perf allreduce -G -t 3 -d all -o all: every dtype and op, small sizes" \
     "$kolorun" -np 1 "$perf" allreduce -G -t 3 -d all -o all -b 4 -e 64K -f 16 -n 3 -w 1 -c 1
   mps_step

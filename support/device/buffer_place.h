@@ -31,6 +31,7 @@ class BufferPlace {
   bool seen_ = false;
   bool device_ = false;
   int index_ = -1;
+  const void* last_ = nullptr;  // the buffer added last
 };
 
 }  // namespace kolo::device

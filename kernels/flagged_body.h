@@ -140,23 +140,35 @@ KOLO_HD_INLINE bool wait_line(const FlaggedArgs& a, const uint64_t* p, uint32_t 
 // The lines of several senders at once (lines[r]; null: none from r): every load is issued
 // before any flag is looked at, so that a reader pays one round trip to its peers' memory
 // instead of one per peer (8 thread-ranks on one H200: 16-21 us at 32 KB where 8 B took
-// 11), then whatever had not arrived is waited for. Data in data[r]. Loops run to
-// kMaxIpcRanks, so that the arrays stay in registers.
+// 11), then whatever had not arrived is waited for. Data in data[r]. With `expect` (the
+// headers: the call's digest), a line that holds another value is a mismatch, reported as
+// soon as it is seen, before any wait for the lines not there yet. The loops run to
+// kMaxIpcRanks, unrolled, so that lo and hi stay in registers.
 KOLO_HD_INLINE bool wait_lines(const FlaggedArgs& a, const uint64_t* const* lines, uint32_t flag, uint64_t start,
-                               uint64_t* data) {
+                               uint64_t* data, const uint64_t* expect = nullptr) {
   uint64_t lo[kMaxIpcRanks] = {}, hi[kMaxIpcRanks] = {};
   KOLO_UNROLL
   for (int r = 0; r < kMaxIpcRanks; ++r) {
     if (lines[r] != nullptr) load_line(lines[r], &lo[r], &hi[r]);
   }
+  auto differs = [&](int r) {
+    if (expect == nullptr || data[r] == *expect) return false;
+    set_barrier_status(a.failed, a.status, kBarrierMismatch + static_cast<uint32_t>(r));
+    return true;
+  };
+  bool arrived[kMaxIpcRanks] = {};
   KOLO_UNROLL
   for (int r = 0; r < kMaxIpcRanks; ++r) {
-    if (lines[r] == nullptr) continue;
-    if (static_cast<uint32_t>(lo[r] >> 32) == flag && static_cast<uint32_t>(hi[r] >> 32) == flag) {
-      data[r] = (lo[r] & 0xffffffffull) | (hi[r] << 32);
-    } else if (!wait_line(a, lines[r], flag, r, start, &data[r])) {
-      return false;
-    }
+    arrived[r] = lines[r] != nullptr && static_cast<uint32_t>(lo[r] >> 32) == flag &&
+                 static_cast<uint32_t>(hi[r] >> 32) == flag;
+    if (!arrived[r]) continue;
+    data[r] = (lo[r] & 0xffffffffull) | (hi[r] << 32);
+    if (differs(r)) return false;
+  }
+  KOLO_UNROLL
+  for (int r = 0; r < kMaxIpcRanks; ++r) {
+    if (lines[r] == nullptr || arrived[r]) continue;
+    if (!wait_line(a, lines[r], flag, r, start, &data[r]) || differs(r)) return false;
   }
   return true;
 }
@@ -385,14 +397,7 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
     const uint64_t* lines[kMaxIpcRanks];
     uint64_t tags[kMaxIpcRanks] = {};
     peer_lines(a, parity, 0, lines);
-    if (!wait_lines(a, lines, seq, start, tags)) return;
-    KOLO_UNROLL
-    for (int p = 0; p < kMaxIpcRanks; ++p) {
-      if (lines[p] != nullptr && tags[p] != a.tag) {
-        set_barrier_status(a.failed, a.status, kBarrierMismatch + static_cast<uint32_t>(p));
-        return;
-      }
-    }
+    if (!wait_lines(a, lines, seq, start, tags, &a.tag)) return;
   }
   // Rank r's unit u: this rank's own block, or the words in r's box.
   const size_t mine = flagged_block(a, a.me, kBytes);

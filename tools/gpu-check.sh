@@ -169,9 +169,9 @@ mps_step() {
     bash tests/multiproc/device_kill_test.sh "$worker"
   across_hosts
   step 45 "kolo-perf allreduce -G -t 2: small sizes (one kernel, protocol flagged)" \
-    "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 200 -c 1
+    "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 1000 -c 1
   step 45 "the same with KOLO_DEVICE_FLAGGED=0 (copy, barrier and reduce kernels), for comparison" \
-    env KOLO_DEVICE_FLAGGED=0 "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 200 -c 1
+    env KOLO_DEVICE_FLAGGED=0 "$kolorun" -np 1 "$perf" allreduce -G -t 2 -b 8 -e 64K -f 8 -n 1000 -c 1
   step 45 "kolo-perf allgatherv -G -t 3: small sizes in one kernel (protocol flagged), uneven blocks" \
     "$kolorun" -np 1 "$perf" allgatherv -G -t 3 -b 8 -e 64K -f 8 -n 100 -c 1
   for coll in reduce broadcast allgather reduce_scatter alltoall; do

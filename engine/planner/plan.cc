@@ -197,7 +197,9 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
   // whose one kernel runs its whole grid on one CPU thread: there the plan is the one a GPU
   // takes within the box, so that CI runs the kernels a GPU runs.
   if (!model.device()) return true;
-  const DeviceIpcCost cost = predict_device_ipc_allreduce(device_ipc_wire_bytes(spec), model);
+  // The box's bytes, not the call's: an allgatherv's own count differs from rank to rank,
+  // and every rank must take the same protocol.
+  const DeviceIpcCost cost = predict_device_ipc_allreduce(box_bytes, model);
   return cost.flagged_us <= std::min(cost.one_shot_us, cost.two_shot_us) + cost.copy_in_us;
 }
 

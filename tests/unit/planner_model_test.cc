@@ -246,6 +246,25 @@ TEST(PlannerModel, FlaggedWhereOneKernelCostsLeast) {
     m.ctx.device_host_barrier = true;
     EXPECT_FALSE(device_ipc_flagged(spec_of(1 << 10), m.ctx)) << n;
   }
+  // An allgatherv's own count differs from rank to rank: every rank decides alike, from the
+  // longest rank's bytes (over PCIe the model's break-even lies inside the box).
+  for (int n : {2, 8}) {
+    Machine pcie("pcie_8gpu.json", 1, n, true);
+    pcie.ctx.device_ipc = true;
+    pcie.ctx.flagged_bytes = kFlaggedMaxBytes;
+    for (size_t small : {size_t{256}, size_t{1} << 10, size_t{4} << 10}) {
+      CollSpec v = spec_of(0, CollKind::kAllgatherv);
+      v.dtype = DType::kFloat32;
+      v.counts.assign(n, small);
+      v.counts[n - 1] = kFlaggedMaxBytes / 4;
+      v.displs.assign(n, 0);
+      for (int r = 1; r < n; ++r) v.displs[r] = v.displs[r - 1] + v.counts[r - 1];
+      CollSpec first = v, last = v;
+      first.count = v.counts[0];
+      last.count = v.counts[n - 1];
+      EXPECT_EQ(device_ipc_flagged(first, pcie.ctx), device_ipc_flagged(last, pcie.ctx)) << n << " ranks, " << small;
+    }
+  }
   // Were the box much larger, the slots would win: the flags halve the bytes per word.
   Machine eight("dgx_h100.json", 1, 8, true);
   eight.ctx.device_ipc = true;

@@ -110,8 +110,9 @@ const std::vector<EnvVar>& env_table() {
       one_of("KOLO_DEVICE_BARRIER", "auto", "auto,kernel,host",
              "how ranks of one host wait for each other between the steps of a device collective: kernel (a GPU "
              "thread spins on the peers' flags), host (the stream waits on the device for a word that a kolo thread "
-             "writes once the peers arrived, the GPU left to them), auto (host where ranks in different processes "
-             "time-slice one GPU, not under one MPS server)"),
+             "writes once the peers arrived, the GPU left to them; every size stays on the peers' memory), auto (host "
+             "where ranks in different processes time-slice one GPU, not under one MPS server, and there calls below "
+             "1 MB are staged through host memory)"),
       flag("KOLO_EMULATED_P2P", "1",
            "emulated device only: 0 = processes cannot map each other's device memory, like GPUs without peer "
            "access (tests)"),

@@ -109,12 +109,34 @@ bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool groupe
                      [&](const AlgorithmRow& row) { return row.executor == kLocal && row.kind == spec.kind; });
 }
 
+namespace {
+
+// Ranks whose processes time-slice one GPU wait for each other on the host, and every
+// device_ipc call then pays the trips of its barriers through the GPU's time slices: on an
+// H200 with 2 processes, 255-330 us per allreduce whatever its size up to 2 MB, where the
+// staged path took 47-106 us from 2 KB to 128 KB and 208-253 us at 512 KB, but 655-774 us
+// at 2 MB (four runs, bench/results/2026-11-28-gpu-h200-one-kernel-fp8.md). Below this
+// many bytes such calls are staged. Measured with 2 processes only.
+constexpr size_t kTimeSlicedStagedBelowBytes = size_t{1} << 20;
+
+// The bytes of a call that every rank agrees on: an allgatherv's longest rank's, not its own.
+size_t agreed_bytes(const CollSpec& spec) {
+  if (spec.kind != CollKind::kAllgatherv) return spec.bytes();
+  size_t most = 0;
+  for (size_t c : spec.counts) most = std::max(most, c * dtype_size(spec.dtype));
+  return most;
+}
+
+}  // namespace
+
 // Device calls on one host, when the communicator has the device_ipc executor: the
-// collectives it has kernels for, alone (not in a group), up to 8 ranks.
+// collectives it has kernels for, alone (not in a group), up to 8 ranks; not the small
+// ones of ranks time-slicing a GPU (above), unless compressed (only device_ipc compresses).
 bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   if (!spec.device || !ctx.device_ipc || ctx.device_setup == DeviceSetup::kUnmappable || grouped || spec.empty()) {
     return false;
   }
+  if (ctx.device_time_sliced && !spec.compressed() && agreed_bytes(spec) < kTimeSlicedStagedBelowBytes) return false;
   switch (spec.kind) {
     case CollKind::kAllreduce:
     case CollKind::kReduce:
@@ -181,10 +203,7 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
   size_t box_bytes = !spec.compressed() ? spec.bytes()
                      : fp8_wire         ? flagged_fp8_units(spec.count) * kFlaggedUnitBytes
                                         : spec.count * dtype_size(spec.wire);
-  if (spec.kind == CollKind::kAllgatherv) {
-    box_bytes = 0;
-    for (size_t c : spec.counts) box_bytes = std::max(box_bytes, c * dtype_size(spec.dtype));
-  }
+  if (spec.kind == CollKind::kAllgatherv) box_bytes = agreed_bytes(spec);
   const Algorithm forced = forced_for(spec, ctx);
   if (ctx.size < 2 || ctx.device_host_barrier || (forced != Algorithm::kAuto && forced != Algorithm::kOneShot) ||
       box_bytes > ctx.flagged_bytes) {

@@ -59,6 +59,9 @@ struct PlanContext {
   // processes time-slicing one GPU, or KOLO_DEVICE_BARRIER=host) instead of in a kernel.
   DeviceSetup device_setup = DeviceSetup::kNotYet;
   bool device_host_barrier = false;
+  // The host barriers are there because the ranks' processes time-slice one GPU (not
+  // forced): small device calls are staged (plan_runs_on_device_ipc).
+  bool device_time_sliced = false;
   // device_ipc's one-kernel collectives carry up to this many bytes from one rank to one
   // peer (0: none; KOLO_DEVICE_FLAGGED=0).
   size_t flagged_bytes = 0;

@@ -277,6 +277,42 @@ TEST(PlannerModel, FlaggedWhereOneKernelCostsLeast) {
   EXPECT_TRUE(device_ipc_flagged(spec_of(kFlaggedMaxBytes), host.ctx));
 }
 
+// Processes time-slicing one GPU (host barriers by auto's choice): calls below 1 MB are
+// staged, larger ones and compressed ones stay on device_ipc; a forced host barrier keeps
+// every size there; an allgatherv decides by its longest rank's bytes on every rank.
+TEST(PlannerModel, TimeSlicedProcessesStageSmallDeviceCalls) {
+  auto spec_of = [](size_t bytes) {
+    CollSpec spec = allreduce_bytes(bytes);
+    spec.device = true;
+    return spec;
+  };
+  Machine m("dgx_h100.json", 1, 2, true);
+  m.ctx.device_ipc = true;
+  m.ctx.device_setup = DeviceSetup::kMapped;
+  m.ctx.flagged_bytes = kFlaggedMaxBytes;
+  m.ctx.device_host_barrier = true;
+  EXPECT_EQ(plan(spec_of(1 << 10), m.ctx).executor, ExecutorKind::kDeviceIpc);  // forced: every size
+  m.ctx.device_time_sliced = true;
+  for (size_t bytes : {size_t{8}, size_t{64} << 10, (size_t{1} << 20) - 4}) {
+    EXPECT_EQ(plan(spec_of(bytes), m.ctx).executor, ExecutorKind::kDeviceStaged) << bytes;
+  }
+  const Plan big = plan(spec_of(size_t{1} << 20), m.ctx);
+  EXPECT_EQ(big.executor, ExecutorKind::kDeviceIpc);
+  EXPECT_EQ(big.barrier, BarrierKind::kDeviceHost);
+  CollSpec compressed = spec_of(1 << 10);
+  compressed.wire = DType::kFloat16;
+  EXPECT_EQ(plan(compressed, m.ctx).executor, ExecutorKind::kDeviceIpc);
+  CollSpec v = spec_of(0);
+  v.kind = CollKind::kAllgatherv;
+  v.counts = {16, size_t{1} << 18};
+  v.displs = {0, 16};
+  CollSpec first = v, second = v;
+  first.count = v.counts[0];
+  second.count = v.counts[1];
+  EXPECT_EQ(plan(first, m.ctx).executor, ExecutorKind::kDeviceIpc);
+  EXPECT_EQ(plan(second, m.ctx).executor, ExecutorKind::kDeviceIpc);
+}
+
 // Registered buffers (kolo_mem_register): an allreduce is read in place (two-shot, a third
 // barrier, no copy into the slot) once the copy it saves outweighs the barrier it adds;
 // the other collectives that can always are; never alltoall, a compressed or a prescaled

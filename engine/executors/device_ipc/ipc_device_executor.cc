@@ -142,6 +142,7 @@ class IpcDeviceExecutor final : public Executor {
     KOLO_TRY(ensure(call.device, deadline));
     ctx.device_setup = unavailable_ ? DeviceSetup::kUnmappable : DeviceSetup::kMapped;
     ctx.device_host_barrier = host_barrier_;
+    ctx.device_time_sliced = time_sliced_;
     return true;
   }
 
@@ -279,9 +280,10 @@ class IpcDeviceExecutor final : public Executor {
     diverged_ = true;  // until the setup has succeeded: it is not tried twice
     IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared ? env_.shared->index() : 0,
                  env_.shared ? env_.shared->size() : 1, [this] { return peers_alive(); }};
-    Result<bool> host = host_barrier_wanted(site, device, deadline);  // false for a site of one rank
+    Result<DeviceBarrierChoice> host = host_barrier_wanted(site, device, deadline);  // none for a site of one
     if (!host.ok()) return host.status().with_context(str_cat("rank ", env_.rank, ": "));
-    host_barrier_ = host.value();
+    host_barrier_ = host.value().host;
+    time_sliced_ = host.value().time_sliced;
     if (host_barrier_) log_info(Subsys::kExec, "rank ", env_.rank, ": device collectives wait for the peers on the host");
     Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
     if (!regions.ok()) {
@@ -513,6 +515,7 @@ class IpcDeviceExecutor final : public Executor {
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
   uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)
   bool host_barrier_ = false;   // barriers wait on the host (host_barrier_wanted)
+  bool time_sliced_ = false;    // because the ranks' processes time-slice one GPU
   uint64_t host_barrier_count_ = 0;  // host barriers enqueued so far: the next one's number
   std::unique_ptr<HostBarriers> host_barriers_;  // where host_barrier_
   // User buffers read in place without registration (ctx.share_buffers), and what

@@ -49,8 +49,8 @@ std::string mps_server() {
 
 }  // namespace
 
-Result<bool> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline) {
-  if (site.size < 2) return false;
+Result<DeviceBarrierChoice> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline) {
+  if (site.size < 2) return DeviceBarrierChoice{};
   Result<std::string> gpu = device::runtime().identity(device);
   if (!gpu.ok()) return gpu.status();
   const std::string want = env_string("KOLO_DEVICE_BARRIER");
@@ -85,7 +85,10 @@ Result<bool> host_barrier_wanted(const IpcSite& site, int device, const Deadline
   }
   const bool forced_host = std::count(wants.begin(), wants.end(), "host") > 0;
   const bool forced_kernel = std::count(wants.begin(), wants.end(), "kernel") > 0;
-  return forced_host || (!forced_kernel && time_sliced && !shared_process);
+  DeviceBarrierChoice choice;
+  choice.time_sliced = !forced_host && !forced_kernel && time_sliced && !shared_process;
+  choice.host = forced_host || choice.time_sliced;
+  return choice;
 }
 
 HostBarriers::~HostBarriers() {

@@ -31,7 +31,13 @@ namespace kolo {
 // a barrier kernel costs ~18 us, a host barrier ~55 us on an H100). Every rank publishes its
 // process, MPS server, GPU and setting through the site's store and decides from all of
 // them, so all decide alike.
-Result<bool> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline);
+// `time_sliced` says the host barrier is auto's choice for processes that time-slice a
+// GPU (not KOLO_DEVICE_BARRIER=host): there small calls go staged instead (plan.cc).
+struct DeviceBarrierChoice {
+  bool host = false;
+  bool time_sliced = false;
+};
+Result<DeviceBarrierChoice> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline);
 
 // The words a host barrier reports in, all pinned host memory the device maps: the status
 // the executor's watcher reads, the abort word, the device copy of the status that the

@@ -163,7 +163,7 @@ mps_step() {
     step 60 "kolorun -np 2 kolo-perf $coll -G, staged (KOLO_DEVICE_IPC=0)" \
       env KOLO_DEVICE_IPC=0 "$kolorun" -np 2 "$perf" "$coll" -G -b 8 -e 256M -f 4 -c 1
   done
-  # Staged, 512 B and less have cost ~270 us per call in every H200 run, 2 KB-32 KB 55-65 us,
+  # Staged, 512 B and less have cost 239-300 us per call in every H200 run, 2 KB-32 KB 48-75 us,
   # with the same host plan (fast_box): where the step lies, and whether threads show it.
   step 45 "kolo-perf allreduce -G staged, 2 processes, 256 B-4 KB (the step between 512 B and 2 KB)" \
     env KOLO_DEVICE_IPC=0 "$kolorun" -np 2 "$perf" allreduce -G -b 256 -e 4K -f 2 -n 100 -c 1

@@ -113,9 +113,9 @@ namespace {
 
 // Ranks whose processes time-slice one GPU wait for each other on the host, and every
 // device_ipc call then pays the trips of its barriers through the GPU's time slices: on an
-// H200 with 2 processes, 255-330 us per allreduce whatever its size up to 2 MB, where the
-// staged path took 47-106 us from 2 KB to 128 KB and 208-253 us at 512 KB, but 655-774 us
-// at 2 MB (four runs, bench/results/2026-11-28-gpu-h200-one-kernel-fp8.md). Below this
+// H200 with 2 processes, 239-328 us per allreduce whatever its size up to 2 MB, where the
+// staged path took 48-106 us from 2 KB to 128 KB and 213-253 us at 512 KB, but 681-774 us
+// at 2 MB (three runs, bench/results/2026-11-28-gpu-h200-one-kernel-fp8.md). Below this
 // many bytes such calls are staged. Measured with 2 processes only.
 constexpr size_t kTimeSlicedStagedBelowBytes = size_t{1} << 20;
 

@@ -286,10 +286,9 @@ Status device_flagged(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Sc
   const bool varying = a.kind == FlaggedKind::kAllgatherv;  // vbytes, vdispl given; count unused
   if (varying && (a.me < 0 || a.me >= kMaxIpcRanks)) return error(Code::kInvalidArgument, "device_flagged: rank ", a.me);
   // The most one rank sends one peer: the box holds that.
-  const bool fp8_wire = a.wire && (a.dtype == DType::kFloat8E4M3 || a.dtype == DType::kFloat8E5M2);
-  const size_t block = varying    ? flagged_most_units(a) * kFlaggedUnitBytes
-                       : fp8_wire ? flagged_fp8_units(a.count) * kFlaggedUnitBytes  // codes and scales
-                                  : a.count * dtype_size(a.dtype);
+  const size_t block = varying  ? flagged_most_units(a) * kFlaggedUnitBytes
+                       : a.wire ? flagged_wire_box_bytes(a.dtype, a.count)  // a.dtype: the wire type
+                                : a.count * dtype_size(a.dtype);
   const bool rooted = a.kind == FlaggedKind::kReduce || a.kind == FlaggedKind::kBroadcast;
   // Only the root's send of a broadcast, and the root's recv of a reduce, are read.
   const bool reads_send = a.kind != FlaggedKind::kBroadcast || a.me == a.root;
@@ -306,7 +305,7 @@ Status device_flagged(const device::DeviceOps& dev, FlaggedArgs a, Scale pre, Sc
   const bool reduces = flagged_reduces(a);
   if (a.wire) {
     // Compressed allreduce: FLOAT32 in and out, `block` bytes of codes per rank.
-    if (a.kind != FlaggedKind::kAllreduce || (a.dtype != DType::kFloat16 && a.dtype != DType::kBFloat16 && !fp8_wire) ||
+    if (a.kind != FlaggedKind::kAllreduce || (a.dtype != DType::kFloat16 && a.dtype != DType::kBFloat16 && !flagged_fp8(a.dtype)) ||
         a.op != ReduceOp::kSum || pre.divisor < 1 || post.divisor < 1) {
       return error(Code::kInvalidArgument, "device_flagged: a compressed call must be an allreduce (sum) with an "
                    "fp16, bf16 or fp8 wire, not ", dtype_name(a.dtype), " ", op_name(a.op));

@@ -220,17 +220,16 @@ KOLO_HD_INLINE size_t flagged_block(const FlaggedArgs& a, int to, size_t element
 template <DType D>
 KOLO_HD_INLINE uint64_t load_unit(const FlaggedArgs& a, const void* base, size_t offset, size_t u) {
   using Tr = DTypeTraits<D>;
-  const size_t count = a.count;
   using S = typename Tr::Storage;
   constexpr size_t kPer = kFlaggedUnitBytes / sizeof(S);
   const S* block = reinterpret_cast<const S*>(static_cast<const char*>(base) + offset);
   FlaggedUnit<S> v;
   v.bits = 0;
   const size_t first = u * kPer;
-  if (a.aligned && first + kPer <= count) {
+  if (a.aligned && first + kPer <= a.count) {
     v.bits = *reinterpret_cast<const uint64_t*>(block + first);
   } else {
-    for (size_t e = 0; e < kPer && first + e < count; ++e) v.elem[e] = block[first + e];
+    for (size_t e = 0; e < kPer && first + e < a.count; ++e) v.elem[e] = block[first + e];
   }
   if (a.prescaled) {
     const BodyScaler<typename Tr::Compute> sc(a.pre);
@@ -266,11 +265,24 @@ constexpr bool kFlaggedWire = D == DType::kFloat16 || D == DType::kBFloat16;
 constexpr size_t kFlaggedFp8Block = 128;  // kWireFp8Block (compress.h), which the slot path uses
 constexpr size_t kFlaggedFp8Lines = kFlaggedFp8Block / kFlaggedUnitBytes;  // of codes
 constexpr size_t kFlaggedFp8BlockUnits = kFlaggedFp8Lines + 1;
+KOLO_HD_INLINE constexpr bool flagged_fp8(DType wire) { return wire == DType::kFloat8E4M3 || wire == DType::kFloat8E5M2; }
 template <DType D>
-constexpr bool kFlaggedBlockedWire = D == DType::kFloat8E4M3 || D == DType::kFloat8E5M2;
+constexpr bool kFlaggedBlockedWire = flagged_fp8(D);
 
 KOLO_HD_INLINE size_t flagged_fp8_units(size_t count) {
   return (count + kFlaggedFp8Block - 1) / kFlaggedFp8Block * kFlaggedFp8BlockUnits;
+}
+// The lines of codes of `count` values, one thread's each: 16 per block.
+KOLO_HD_INLINE size_t flagged_fp8_lines(size_t count) {
+  return (count + kFlaggedFp8Block - 1) / kFlaggedFp8Block * kFlaggedFp8Lines;
+}
+// Where line j (0..15 codes, 16 the scale) of fp8 block b sits in a box: words after the header.
+KOLO_HD_INLINE size_t flagged_fp8_word(size_t b, size_t j) { return 2 + 2 * (b * kFlaggedFp8BlockUnits + j); }
+
+// The box bytes of a compressed call of `count` FLOAT32 values with this wire type: codes,
+// and for fp8 a scale line per block (the planner and the launcher ask alike).
+inline size_t flagged_wire_box_bytes(DType wire, size_t count) {
+  return flagged_fp8(wire) ? flagged_fp8_units(count) * kFlaggedUnitBytes : count * dtype_size(wire);
 }
 
 // fp8 block b's scale: from the amax of its values [128b, 128b + 128) prescaled, as the
@@ -347,15 +359,14 @@ KOLO_HD_INLINE void flagged_write(const FlaggedArgs& a, uint32_t seq, size_t thr
       // block's scale. Into this rank's own box too, where its own readers take them: a
       // reader then knows that every value of its block was encoded before it overwrites
       // any (in place).
-      const size_t lines = (a.count + kFlaggedFp8Block - 1) / kFlaggedFp8Block * kFlaggedFp8Lines;
+      const size_t lines = flagged_fp8_lines(a.count);
       for (size_t i = thread; i < lines; i += nthreads) {
         const size_t b = i / kFlaggedFp8Lines, k = i % kFlaggedFp8Lines;
         const BlockScale scale = fp8_block_scale<D>(a, b);
         const uint64_t codes = fp8_line<D>(a, b, k, scale.inv);
         for (int p = 0; p < a.ranks; ++p) {
-          uint64_t* box = a.out[p] + parity + 2 + 2 * b * kFlaggedFp8BlockUnits;
-          store_line(box + 2 * k, codes, seq);
-          if (k == 0) store_line(box + 2 * kFlaggedFp8Lines, float_to_bits(scale.scale), seq);
+          store_line(a.out[p] + parity + flagged_fp8_word(b, k), codes, seq);
+          if (k == 0) store_line(a.out[p] + parity + flagged_fp8_word(b, kFlaggedFp8Lines), float_to_bits(scale.scale), seq);
         }
       }
       return;
@@ -451,30 +462,31 @@ KOLO_HD_INLINE void flagged_read(const FlaggedArgs& a, uint32_t seq, size_t thre
       // all 17 lines of the block are there: every value of the block was read by then.
       using W = WireTraits<D>;
       float* dst = static_cast<float*>(a.recv);
-      const size_t lines = (a.count + kFlaggedFp8Block - 1) / kFlaggedFp8Block * kFlaggedFp8Lines;
+      const size_t lines = flagged_fp8_lines(a.count);
       for (size_t i = thread; i < lines; i += nthreads) {
         const size_t b = i / kFlaggedFp8Lines, k = i % kFlaggedFp8Lines;
         const size_t first = b * kFlaggedFp8Block + k * kFlaggedUnitBytes;
         if (first >= a.count) continue;
-        const uint64_t* own = a.in[a.me] + parity + 2 + 2 * b * kFlaggedFp8BlockUnits;
         uint64_t own_codes = 0, own_scale = 0;
         for (size_t j = 0; j < kFlaggedFp8BlockUnits; ++j) {
           uint64_t bits;
-          if (!wait_line(a, own + 2 * j, seq, a.me, start, &bits)) return;
+          if (!wait_line(a, a.in[a.me] + parity + flagged_fp8_word(b, j), seq, a.me, start, &bits)) return;
           if (j == k) own_codes = bits;
           if (j == kFlaggedFp8Lines) own_scale = bits;
         }
-        float acc[kFlaggedUnitBytes];
-        for (int r = 0; r < a.ranks; ++r) {
-          const uint64_t* box = a.in[r] + parity + 2 + 2 * b * kFlaggedFp8BlockUnits;
-          uint64_t scale_bits = own_scale;
+        const uint64_t* lines_of[kMaxIpcRanks];
+        uint64_t scales[kMaxIpcRanks] = {}, codes[kMaxIpcRanks] = {};
+        peer_lines(a, parity, flagged_fp8_word(b, kFlaggedFp8Lines), lines_of);
+        if (!wait_lines(a, lines_of, seq, start, scales)) return;
+        peer_lines(a, parity, flagged_fp8_word(b, k), lines_of);
+        if (!wait_lines(a, lines_of, seq, start, codes)) return;
+        float acc[kFlaggedUnitBytes] = {};
+        KOLO_ROLLED
+        for (int r = 0; r < kMaxIpcRanks; ++r) {
+          if (r >= a.ranks) break;
           FlaggedUnit<typename W::Code> v;
-          v.bits = own_codes;
-          if (r != a.me && (!wait_line(a, box + 2 * kFlaggedFp8Lines, seq, r, start, &scale_bits) ||
-                            !wait_line(a, box + 2 * k, seq, r, start, &v.bits))) {
-            return;
-          }
-          const float scale = bits_to_float(static_cast<uint32_t>(scale_bits));
+          v.bits = r == a.me ? own_codes : codes[r];
+          const float scale = bits_to_float(static_cast<uint32_t>(r == a.me ? own_scale : scales[r]));
           KOLO_UNROLL
           for (size_t e = 0; e < kFlaggedUnitBytes; ++e) {
             const float x = decode_blocked<W>(v.elem[e], scale);

@@ -199,11 +199,7 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
   if (spec.compressed() && spec.kind != CollKind::kAllreduce) return false;
   // The most one rank sends one peer: its box holds that (allgatherv: the longest rank's;
   // fp8 wires: the codes and a scale line per 128 values).
-  const bool fp8_wire = spec.wire == DType::kFloat8E4M3 || spec.wire == DType::kFloat8E5M2;
-  size_t box_bytes = !spec.compressed() ? spec.bytes()
-                     : fp8_wire         ? flagged_fp8_units(spec.count) * kFlaggedUnitBytes
-                                        : spec.count * dtype_size(spec.wire);
-  if (spec.kind == CollKind::kAllgatherv) box_bytes = agreed_bytes(spec);
+  const size_t box_bytes = spec.compressed() ? flagged_wire_box_bytes(spec.wire, spec.count) : agreed_bytes(spec);
   const Algorithm forced = forced_for(spec, ctx);
   if (ctx.size < 2 || ctx.device_host_barrier || (forced != Algorithm::kAuto && forced != Algorithm::kOneShot) ||
       box_bytes > ctx.flagged_bytes) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <vector>
 
 #include "engine/planner/compressed_model.h"
 #include "engine/planner/device_ipc_model.h"
@@ -33,6 +34,25 @@ struct Machine {
 CollSpec allreduce_bytes(size_t bytes) {
   CollSpec spec;
   spec.count = bytes / 4;
+  return spec;
+}
+
+// A collective of `bytes` (FLOAT32) on device buffers.
+CollSpec device_spec(size_t bytes, CollKind kind = CollKind::kAllreduce) {
+  CollSpec spec = allreduce_bytes(bytes);
+  spec.kind = kind;
+  spec.device = true;
+  return spec;
+}
+
+// Rank `rank`'s view of a device allgatherv of these FLOAT32 counts, packed in rank order:
+// its own count differs from the others'.
+CollSpec device_allgatherv(const std::vector<size_t>& counts, int rank) {
+  CollSpec spec = device_spec(0, CollKind::kAllgatherv);
+  spec.counts = counts;
+  spec.displs.assign(counts.size(), 0);
+  for (size_t r = 1; r < counts.size(); ++r) spec.displs[r] = spec.displs[r - 1] + counts[r - 1];
+  spec.count = counts[rank];
   return spec;
 }
 
@@ -190,11 +210,7 @@ TEST(PlannerModel, DeviceIpcOneShotOrTwoShotFromTheDeviceLinks) {
 // round partial sums); by the model only where the neighbours' links beat the slowest
 // path between any two ranks, never over NVSwitch (every pair alike).
 TEST(PlannerModel, DeviceIpcRingWhereTheNeighboursAreFaster) {
-  auto spec_of = [](size_t bytes) {
-    CollSpec spec = allreduce_bytes(bytes);
-    spec.device = true;
-    return spec;
-  };
+  auto spec_of = [](size_t bytes) { return device_spec(bytes); };
   Machine eight("dgx_h100.json", 1, 8, true);
   for (size_t bytes : {size_t{1} << 10, size_t{1} << 20, size_t{1} << 30}) {
     EXPECT_NE(choose_device_ipc_algorithm(spec_of(bytes), eight.ctx), Algorithm::kRing) << bytes;
@@ -220,12 +236,7 @@ TEST(PlannerModel, DeviceIpcRingWhereTheNeighboursAreFaster) {
 // programs'; never past the box, nor where the ranks wait on the host or an algorithm
 // other than one-shot is forced; on the emulated device the GPU's plan.
 TEST(PlannerModel, FlaggedWhereOneKernelCostsLeast) {
-  auto spec_of = [](size_t bytes, CollKind kind = CollKind::kAllreduce) {
-    CollSpec spec = allreduce_bytes(bytes);
-    spec.kind = kind;
-    spec.device = true;
-    return spec;
-  };
+  auto spec_of = [](size_t bytes, CollKind kind = CollKind::kAllreduce) { return device_spec(bytes, kind); };
   for (int n : {2, 8}) {
     Machine m("dgx_h100.json", 1, n, true);
     m.ctx.device_ipc = true;
@@ -253,16 +264,11 @@ TEST(PlannerModel, FlaggedWhereOneKernelCostsLeast) {
     pcie.ctx.device_ipc = true;
     pcie.ctx.flagged_bytes = kFlaggedMaxBytes;
     for (size_t small : {size_t{256}, size_t{1} << 10, size_t{4} << 10}) {
-      CollSpec v = spec_of(0, CollKind::kAllgatherv);
-      v.dtype = DType::kFloat32;
-      v.counts.assign(n, small);
-      v.counts[n - 1] = kFlaggedMaxBytes / 4;
-      v.displs.assign(n, 0);
-      for (int r = 1; r < n; ++r) v.displs[r] = v.displs[r - 1] + v.counts[r - 1];
-      CollSpec first = v, last = v;
-      first.count = v.counts[0];
-      last.count = v.counts[n - 1];
-      EXPECT_EQ(device_ipc_flagged(first, pcie.ctx), device_ipc_flagged(last, pcie.ctx)) << n << " ranks, " << small;
+      std::vector<size_t> counts(n, small);
+      counts[n - 1] = kFlaggedMaxBytes / 4;
+      EXPECT_EQ(device_ipc_flagged(device_allgatherv(counts, 0), pcie.ctx),
+                device_ipc_flagged(device_allgatherv(counts, n - 1), pcie.ctx))
+          << n << " ranks, " << small;
     }
   }
   // Were the box much larger, the slots would win: the flags halve the bytes per word.
@@ -281,11 +287,7 @@ TEST(PlannerModel, FlaggedWhereOneKernelCostsLeast) {
 // staged, larger ones and compressed ones stay on device_ipc; a forced host barrier keeps
 // every size there; an allgatherv decides by its longest rank's bytes on every rank.
 TEST(PlannerModel, TimeSlicedProcessesStageSmallDeviceCalls) {
-  auto spec_of = [](size_t bytes) {
-    CollSpec spec = allreduce_bytes(bytes);
-    spec.device = true;
-    return spec;
-  };
+  auto spec_of = [](size_t bytes) { return device_spec(bytes); };
   Machine m("dgx_h100.json", 1, 2, true);
   m.ctx.device_ipc = true;
   m.ctx.device_setup = DeviceSetup::kMapped;
@@ -302,15 +304,9 @@ TEST(PlannerModel, TimeSlicedProcessesStageSmallDeviceCalls) {
   CollSpec compressed = spec_of(1 << 10);
   compressed.wire = DType::kFloat16;
   EXPECT_EQ(plan(compressed, m.ctx).executor, ExecutorKind::kDeviceIpc);
-  CollSpec v = spec_of(0);
-  v.kind = CollKind::kAllgatherv;
-  v.counts = {16, size_t{1} << 18};
-  v.displs = {0, 16};
-  CollSpec first = v, second = v;
-  first.count = v.counts[0];
-  second.count = v.counts[1];
-  EXPECT_EQ(plan(first, m.ctx).executor, ExecutorKind::kDeviceIpc);
-  EXPECT_EQ(plan(second, m.ctx).executor, ExecutorKind::kDeviceIpc);
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(plan(device_allgatherv({16, size_t{1} << 18}, rank), m.ctx).executor, ExecutorKind::kDeviceIpc) << rank;
+  }
 }
 
 // Registered buffers (kolo_mem_register): an allreduce is read in place (two-shot, a third
@@ -319,9 +315,7 @@ TEST(PlannerModel, TimeSlicedProcessesStageSmallDeviceCalls) {
 // call; a forced algorithm is honoured (two-shot reads in place, one-shot uses the slots).
 TEST(PlannerModel, RegisteredBuffersReadInPlaceWhenItPays) {
   auto spec_of = [](size_t bytes, CollKind kind = CollKind::kAllreduce) {
-    CollSpec spec = allreduce_bytes(bytes);
-    spec.kind = kind;
-    spec.device = true;
+    CollSpec spec = device_spec(bytes, kind);
     spec.registered = true;
     return spec;
   };

@@ -1,6 +1,7 @@
 // A communicator's set-up that is not the collectives: who is on which host (local and
-// cross ranks), every host's topology, and the network between hosts measured (all
-// through the communicator's store). Communicator::create (communicator.cc) calls these.
+// cross ranks) and which transports each rank allows, every host's topology (both over the
+// start-up exchange's tree, bootstrap_net.h), and the network between hosts measured.
+// Communicator::create (communicator.cc) calls these.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -29,15 +30,19 @@ Result<HostTopology> this_host_topology() {
 
 }  // namespace
 
-Status Communicator::exchange_hosts(const Deadline& deadline) {
-  StoreClient& store = *store_->client;
-  KOLO_TRY(store.set(str_cat(id_.prefix, "/host/", id_.rank), host_identity(), deadline));
-  std::vector<std::string> hosts(id_.size);
+// Each rank's entry: its host's identity, a newline, its transports (connect.h).
+Result<std::vector<std::string>> Communicator::exchange_hosts(BootstrapNet& net, const Deadline& deadline) {
+  Result<std::string> transports = Connections::transports_entry();
+  if (!transports.ok()) return transports.status();
+  auto entries = net.allgather(str_cat(host_identity(), "\n", transports.value()), deadline);
+  if (!entries.ok()) return entries.status();
+  std::vector<std::string> hosts(id_.size), transports_of(id_.size);
   for (int r = 0; r < id_.size; ++r) {
-    Result<std::string> host = store.get(str_cat(id_.prefix, "/host/", r), deadline);
-    if (!host.ok()) return host.status().with_context(str_cat("waiting for rank ", r, " to join: "));
-    if (host.value().empty()) return error(Code::kInternal, "rank ", r, " announced an empty host entry");
-    hosts[r] = host.value();
+    const std::string& entry = entries.value()[r];
+    const size_t cut = entry.find('\n');
+    if (cut == 0 || cut == std::string::npos) return error(Code::kRemote, "rank ", r, " announced a malformed host entry");
+    hosts[r] = entry.substr(0, cut);
+    transports_of[r] = entry.substr(cut + 1);
   }
   // local: ranks on my host, in rank order. cross: ranks with my local rank (Horovod's meaning).
   local_rank_ = 0;
@@ -61,24 +66,27 @@ Status Communicator::exchange_hosts(const Deadline& deadline) {
     if (r < id_.rank) ++cross_rank_;
     ++cross_size_;
   }
-  return Status();
+  return transports_of;
 }
 
-Status Communicator::exchange_topology(const Deadline& deadline) {
-  StoreClient& store = *store_->client;
-  // The first rank of each host discovers (or reads KOLO_TOPO_FILE) and publishes it.
+Status Communicator::exchange_topology(BootstrapNet& net, const Deadline& deadline) {
+  // The first rank of each host discovers (or reads KOLO_TOPO_FILE) and publishes it; the
+  // others' entries are empty.
+  std::string mine;
   if (local_rank_ == 0) {
-    Result<HostTopology> mine = this_host_topology();
-    if (!mine.ok()) return mine.status();
-    KOLO_TRY(store.set(str_cat(id_.prefix, "/topo/", host_of_rank_[id_.rank]), topology_to_json(mine.value()), deadline));
+    Result<HostTopology> topo = this_host_topology();
+    if (!topo.ok()) return topo.status();
+    mine = topology_to_json(topo.value());
   }
+  auto entries = net.allgather(mine, deadline);
+  if (!entries.ok()) return entries.status().with_context("the hosts' topologies: ");
   int hosts = host_of_rank_.empty() ? 0 : *std::max_element(host_of_rank_.begin(), host_of_rank_.end()) + 1;
+  std::vector<int> first_rank(hosts, -1);
+  for (int r = id_.size - 1; r >= 0; --r) first_rank[host_of_rank_[r]] = r;
   topology_.hosts.clear();
   for (int h = 0; h < hosts; ++h) {
-    Result<std::string> text = store.get(str_cat(id_.prefix, "/topo/", h), deadline);
-    if (!text.ok()) return text.status().with_context(str_cat("waiting for the topology of host ", h, ": "));
     // Another process wrote it: parse it as the untrusted input it is.
-    Result<HostTopology> topo = topology_from_json(text.value());
+    Result<HostTopology> topo = topology_from_json(entries.value()[first_rank[h]]);
     if (!topo.ok()) return topo.status().with_context(str_cat("topology of host ", h, ": "));
     topology_.hosts.push_back(topo.take());
   }

@@ -21,8 +21,16 @@ namespace kolo {
 Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id,
                                                            const Deadline* within) {
   const Deadline deadline = within != nullptr ? *within : Deadline(env_timeout_seconds());
+  double mark = now_seconds();
+  auto lap = [&mark](double& into) {
+    const double now = now_seconds();
+    into = now - mark;
+    mark = now;
+  };
   auto own = own_store(*bootstrap, id.prefix, id.rank, deadline);
   if (!own.ok()) return own.status();
+  StartupTimes times;
+  lap(times.store);
   // `bootstrap` stays until the closing barrier: its server may be in this process (rank 0
   // under KOLO_ADDR), and the others may not have read the address yet. Dropped on return.
   // Alive while this rank's store connection is (elastic.h): a shrink sees a dead rank gone at once.
@@ -32,14 +40,35 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   std::unique_ptr<Communicator> comm(new Communicator(own.take(), std::move(id)));
   for (int r = 0; r < comm->id_.size; ++r) comm->lineage_.members.push_back(std::to_string(r));
   KOLO_TRY(comm->read_environment());
-  KOLO_TRY(comm->exchange_hosts(deadline));
-  KOLO_TRY(comm->exchange_topology(deadline));
-  KOLO_TRY(comm->connect(deadline));
+  {
+    // The start-up exchange's tree: its links go when the exchanges are done.
+    CommSite site{comm->store_->client.get(), comm->store_->secret, comm->id_.prefix, comm->id_.rank, comm->id_.size, {}};
+    auto net = BootstrapNet::create(site, liveness, str_cat(comm->id_.prefix, "/live/"), deadline);
+    if (!net.ok()) return net.status();
+    lap(times.tree);
+    auto transports = comm->exchange_hosts(*net.value(), deadline);
+    if (!transports.ok()) return transports.status();
+    lap(times.hosts);
+    KOLO_TRY(comm->exchange_topology(*net.value(), deadline));
+    lap(times.topology);
+    KOLO_TRY(comm->connect(deadline, transports.value()));
+    lap(times.connect);
+  }
   KOLO_TRY(comm->calibrate_network(deadline));
+  lap(times.calibrate);
   KOLO_TRY(comm->barrier(&deadline).with_context("at the end of the communicator's init: "));
+  lap(times.barrier);
+  comm->startup_ = times;
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
-           comm->cross_size_, comm->plan_context_.shared_memory ? ", one-host collectives in shared memory" : "");
+           comm->cross_size_, comm->plan_context_.shared_memory ? ", one-host collectives in shared memory" : "",
+           "; made in ", static_cast<int>((times.store + times.tree + times.hosts + times.topology + times.connect +
+                                          times.calibrate + times.barrier) * 1e3),
+           " ms (store ", static_cast<int>(times.store * 1e3), ", tree ", static_cast<int>(times.tree * 1e3),
+           ", hosts ", static_cast<int>(times.hosts * 1e3),
+           ", topology ", static_cast<int>(times.topology * 1e3), ", connect ", static_cast<int>(times.connect * 1e3),
+           ", calibrate ", static_cast<int>(times.calibrate * 1e3), ", barrier ",
+           static_cast<int>(times.barrier * 1e3), ")");
   return comm;
 }
 
@@ -78,9 +107,9 @@ Communicator::~Communicator() {
 
 // The transports (engine/connect.h), then one executor per row of the table that can run
 // here, then the planner's view of the communicator.
-Status Communicator::connect(const Deadline& deadline) {
+Status Communicator::connect(const Deadline& deadline, const std::vector<std::string>& transports) {
   ConnectRequest request{store_->client.get(), store_->secret, id_.prefix, id_.rank, id_.size, host_of_rank_};
-  auto connections = Connections::create(request, deadline);
+  auto connections = Connections::create(request, deadline, transports);
   if (!connections.ok()) return connections.status();
   connections_ = connections.take();
   ExecutorEnv env;

@@ -12,6 +12,7 @@
 
 #include "engine/call_runner.h"
 #include "engine/collective.h"
+#include "engine/bootstrap_net.h"
 #include "engine/connect.h"
 #include "engine/executors/executor.h"
 #include "engine/planner/plan.h"
@@ -108,6 +109,14 @@ class Communicator {
   Result<int> pending_joiners();
   // Whether kolorun asks this rank to leave the elastic world (its host was removed). Not collective.
   Result<bool> leaving();
+  // How long each step of this communicator's creation took, in seconds (bench/scale reads
+  // them; the INIT log prints them): its own store, the start-up exchange's tree
+  // (bootstrap_net.h), hosts and transports, topology, transports and links, the network
+  // measurement, the closing barrier.
+  struct StartupTimes {
+    double store = 0, tree = 0, hosts = 0, topology = 0, connect = 0, calibrate = 0, barrier = 0;
+  };
+  const StartupTimes& startup_times() const { return startup_; }
   const Lineage& lineage() const { return lineage_; }
   int epoch() const { return lineage_.epoch; }
   void set_lineage(Lineage lineage) { lineage_ = std::move(lineage); }
@@ -122,10 +131,11 @@ class Communicator {
   Status read_environment();
   Result<std::unique_ptr<Communicator>> made_with_all(Result<std::unique_ptr<Communicator>> made,
                                                       const Deadline& deadline);
-  Status connect(const Deadline& deadline);
+  Status connect(const Deadline& deadline, const std::vector<std::string>& transports);
   Status usable();  // the first error again once the communicator has failed
-  Status exchange_hosts(const Deadline& deadline);
-  Status exchange_topology(const Deadline& deadline);
+  // Hosts and transports in one exchange; the transports' entries are returned for connect.
+  Result<std::vector<std::string>> exchange_hosts(BootstrapNet& net, const Deadline& deadline);
+  Status exchange_topology(BootstrapNet& net, const Deadline& deadline);
   Status calibrate_network(const Deadline& deadline);
   Status run_locked(const CollCall* calls, size_t n);
   Status drain_device();
@@ -159,6 +169,7 @@ class Communicator {
   uint32_t split_seq_ = 0;
   uint32_t shrink_seq_ = 0;
   Lineage lineage_;  // members "0".."size-1" at creation
+  StartupTimes startup_;
   std::vector<PlannedCall> group_;
   // From the environment, read once at creation (not on every call).
   size_t chunk_bytes_ = 1 << 20;

@@ -20,7 +20,12 @@ using ConnectRequest = CommSite;
 
 class Connections {
  public:
-  static Result<std::unique_ptr<Connections>> create(const ConnectRequest& request, const Deadline& deadline);
+  // `transports`: every rank's entry of transports_entry(), in rank order (the start-up
+  // exchange carries them); empty = exchanged through the store here.
+  static Result<std::unique_ptr<Connections>> create(const ConnectRequest& request, const Deadline& deadline,
+                                                     const std::vector<std::string>& transports = {});
+  // This rank's transports as the others read them (KOLO_TRANSPORTS, checked).
+  static Result<std::string> transports_entry();
   ~Connections();
 
   Fabric& fabric() const { return *fabric_; }
@@ -35,7 +40,7 @@ class Connections {
 
  private:
   Connections() = default;
-  Status connect(const ConnectRequest& request, const Deadline& deadline);
+  Status connect(const ConnectRequest& request, const Deadline& deadline, const std::vector<std::string>& transports);
 
   std::unique_ptr<SharedDomain> domain_;  // declared before fabric_: its links point into it
   bool whole_ = false;

@@ -20,6 +20,8 @@ Result<double> post_and_wait(Fabric& fabric, int next, int prev, int round, std:
                              std::vector<char>& in, TransferRequest& sent, TransferRequest& received,
                              const Deadline& deadline) {
   const auto start = std::chrono::steady_clock::now();
+  KOLO_TRY(fabric.connect(prev, deadline));
+  KOLO_TRY(fabric.connect(next, deadline));
   KOLO_TRY(fabric.link(prev)->post_recv(kCalibrationTag + round, in.data(), in.size(), &received));
   KOLO_TRY(fabric.link(next)->post_send(kCalibrationTag + round, out.data(), out.size(), &sent));
   while (!(sent.done && received.done)) {
@@ -70,12 +72,13 @@ Result<NetCalibration> calibrate_network(Fabric& fabric, StoreClient& store, con
     KOLO_TRY(store.set(str_cat(prefix, "/netcal/", me), str_cat(gbs), deadline));
   }
   cal.host_gbs.assign(hosts, 0);
+  auto values = store.gather(str_cat(prefix, "/netcal/"), hosts, deadline);
+  if (!values.ok()) return values.status();
   for (int h = 0; h < hosts; ++h) {
-    auto value = store.get(str_cat(prefix, "/netcal/", h), deadline);
-    if (!value.ok()) return value.status();
-    cal.host_gbs[h] = std::strtod(value.value().c_str(), nullptr);
+    const std::string& value = values.value()[h];
+    cal.host_gbs[h] = std::strtod(value.c_str(), nullptr);
     if (!(cal.host_gbs[h] > 0)) {
-      return error(Code::kRemote, "host ", h, " published a network figure of '", value.value(), "'");
+      return error(Code::kRemote, "host ", h, " published a network figure of '", value, "'");
     }
   }
   // The topology's hosts are in the order of their first rank, as host_of_rank counts them.

@@ -27,19 +27,22 @@ def frame(body):
     return struct.pack("<I", len(body)) + body + b"\0" * 32
 
 
-hello = bytes([1]) + sbytes("kolo-store/3")
+hello = bytes([1]) + sbytes("kolo-store/4")
 set_ = bytes([2]) + sbytes("job/rank/0") + sbytes("10.0.0.1:4242")
 get = bytes([3]) + sbytes("job/rank/0")
 add = bytes([4]) + sbytes("job/count") + struct.pack("<q", 1)
 wait = bytes([5]) + struct.pack("<q", 2) + sbytes("a") + sbytes("b")
+gather = bytes([9]) + sbytes("job/host/") + struct.pack("<q", 2) + struct.pack("<q", 1500) + struct.pack("<q", 0)
 reply_ok = bytes([6]) + struct.pack("<q", 0) + sbytes("") + struct.pack("<q", 0)
 reply_get = bytes([6]) + struct.pack("<q", 0) + sbytes("10.0.0.1:4242") + struct.pack("<q", 7)
 reply_err = bytes([6]) + struct.pack("<q", 4) + sbytes("client speaks store protocol 'x'") + struct.pack("<q", 0)
+reply_gather = bytes([6]) + struct.pack("<q", 0) + sbytes(sbytes("host-a") + sbytes("host-b")) + struct.pack("<q", 2)
 for name, body in [("hello", hello), ("set", set_), ("get", get), ("add", add), ("wait", wait),
-                   ("reply_ok", reply_ok), ("reply_get", reply_get), ("reply_error", reply_err)]:
+                   ("gather", gather), ("reply_ok", reply_ok), ("reply_get", reply_get), ("reply_error", reply_err),
+                   ("reply_gather", reply_gather)]:
     write("store_protocol_fuzz", "body_" + name, body)
 nonce = bytes(range(32))
-write("store_protocol_fuzz", "stream_session", nonce + frame(hello) + frame(set_) + frame(get) + frame(add) + frame(wait))
+write("store_protocol_fuzz", "stream_session", nonce + frame(hello) + frame(set_) + frame(get) + frame(add) + frame(wait) + frame(gather))
 write("store_protocol_fuzz", "stream_replies", nonce + frame(reply_ok) + frame(reply_get) + frame(reply_err))
 write("store_protocol_fuzz", "stream_partial", nonce + frame(hello) + struct.pack("<I", 40) + b"\3")
 

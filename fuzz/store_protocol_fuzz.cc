@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/fuzz_check.h"
 #include "transport/bootstrap/store_protocol.h"
@@ -40,6 +41,10 @@ void round_trip(std::string_view body) {
     Result<std::string> again = encode_reply(reply.value());
     KOLO_FUZZ_CHECK(again.ok());
     KOLO_FUZZ_CHECK(again.value() == body);
+    // A GATHER reply's payload, read with the count the reply itself claims: whatever
+    // parses must hold exactly that many values.
+    Result<std::vector<std::string>> values = parse_gathered(reply.value().payload, reply.value().number);
+    if (values.ok()) KOLO_FUZZ_CHECK(values.value().size() == static_cast<size_t>(reply.value().number));
   }
   // What one end seals, the other opens, byte for byte, and only once.
   if (!body.empty() && body.size() <= kMaxBodyBytes) {

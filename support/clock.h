@@ -24,6 +24,7 @@ class Deadline {
     if (left < 0) return 0;
     return left > cap_ms ? cap_ms : static_cast<int>(left);
   }
+  Clock::time_point at() const { return at_; }
   double remaining_seconds() const {
     return std::chrono::duration<double>(at_ - Clock::now()).count();
   }

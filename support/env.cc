@@ -87,6 +87,9 @@ const std::vector<EnvVar>& env_table() {
       flag("KOLO_SHM_SINGLE_COPY", "1",
            "1 = large shared-memory messages are copied once with process_vm_readv where the kernel permits; "
            "0 = through the shared ring"),
+      flag("KOLO_LAZY_CONNECT", "1",
+           "1 = a TCP link is made when a call first needs it (ring and tree neighbours, a send's peer); "
+           "0 = every pair at start-up. The same on every rank"),
       text("KOLO_SOCKET_IFNAME", "the interface that reaches the store", "network interface for data connections (e.g. eth0)"),
       // Devices.
       one_of("KOLO_DEVICE", "auto", "auto,cuda,emulated,none",

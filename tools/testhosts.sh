@@ -39,7 +39,7 @@ link_names() { ip -o link show | while read -r _ name _; do name=${name%:}; echo
 link_exists() { ip link show "$1" >/dev/null 2>&1; }
 hosts_of() { # the namespaces of set $1, in index order
   local name
-  netns_names | while read -r name; do [[ $name =~ ^$1-h[0-9]$ ]] && echo "$name"; done | sort
+  netns_names | while read -r name; do [[ $name =~ ^$1-h[0-9]+$ ]] && echo "$name"; done | sort -V
   return 0
 }
 
@@ -103,7 +103,7 @@ cmd_down() { # removes set $1 whatever state it is in
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
     ip netns del "$ns"
   done
-  rm -rf /etc/netns/"$p"-h[0-9] "${STATE_ROOT:?}/$p"
+  rm -rf /etc/netns/"$p"-h[0-9] /etc/netns/"$p"-h[0-9][0-9] "${STATE_ROOT:?}/$p"
   # The last set gone: no empty folders left either (iproute2 needs neither).
   rmdir "$STATE_ROOT" /etc/netns 2>/dev/null || true
   return 0
@@ -119,7 +119,8 @@ undo_failed_up() { # the EXIT trap of up: $? is the script's exit status
 
 cmd_up() { # cmd_up PREFIX N RATE DELAY NET
   local p=$1 n=$2 rate=$3 delay=$4 k=$5 i ns addr
-  [[ $n =~ ^[2-4]$ ]] || die "up: N must be 2, 3 or 4 (got '$n')"
+  # Up to 64 hosts: 10.77.K.1-64 in one /24, one bridge (a Linux bridge takes 1024 ports).
+  { [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 64 ]; } || die "up: N must be 2 to 64 (got '$n')"
   [ -z "$rate" ] || rate_bits "$rate" >/dev/null
   if [ -n "$(hosts_of "$p")" ] || link_exists "$p-br" || [ -d "$STATE_ROOT/$p" ]; then
     die "set '$p' is already up (or half there): run '$0 --prefix $p down' first"

@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
+#include "support/clock.h"
 #include "support/status.h"
 
 namespace kolo {
@@ -42,6 +44,20 @@ class Link {
   virtual void close_after_failure() { close(); }
   // Wakes a blocked poll from another thread (kolo_comm_abort); must be async-safe.
   virtual void interrupt() = 0;
+};
+
+// Links a backend makes when a call first needs them, not when the communicator is made
+// (tcp, KOLO_LAZY_CONNECT=1): a job of N ranks then holds the links its plans use (ring and
+// tree neighbours), not N-1. Whichever end needs a link first connects; the other end
+// answers from a thread of its own, so neither waits on the other's calls.
+class LinkMaker {
+ public:
+  virtual ~LinkMaker() = default;
+  // The link to `peer` (one this maker was given), made now or taken from the peer's own
+  // connection if that came first.
+  virtual Result<std::unique_ptr<Link>> make(int peer, const Deadline& deadline) = 0;
+  // Stops answering peers (idempotent); links made stay.
+  virtual void stop() = 0;
 };
 
 }  // namespace kolo

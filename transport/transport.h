@@ -41,6 +41,7 @@ struct TransportOutput {
                                              // (declared first: the links point into it)
   std::vector<std::unique_ptr<Link>> links;  // index = peer (sized to the communicator); set at the peers given
   std::unique_ptr<WakeSource> wake;          // for links with no descriptor to poll
+  std::unique_ptr<LinkMaker> maker;          // makes the links to the peers given that `links` leaves null
 };
 
 struct TransportRow {
@@ -56,6 +57,10 @@ struct TransportRow {
 
 // The rows built in, in default order (transports.cc).
 const std::vector<TransportRow>& transport_table();
+// Links for a communicator's start-up exchange (engine/bootstrap_net.h), made on demand
+// between any two of its ranks (site.prefix keys their addresses): TCP, which reaches
+// every rank that reaches the store, whatever KOLO_TRANSPORTS allows for the data.
+Result<std::unique_ptr<LinkMaker>> bootstrap_link_maker(const CommSite& site, const Deadline& deadline);
 // Why no row reached some peers, and what to allow: appended to that error (transports.cc).
 const char* transport_unreachable_hint();
 

@@ -39,6 +39,10 @@ const std::vector<TransportRow>& transport_table() {
   return table;
 }
 
+Result<std::unique_ptr<LinkMaker>> bootstrap_link_maker(const CommSite& site, const Deadline& deadline) {
+  return tcp_bootstrap_maker(site, deadline);
+}
+
 const char* transport_unreachable_hint() { return " (another host, or shm not allowed there); add tcp"; }
 
 }  // namespace kolo

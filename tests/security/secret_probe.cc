@@ -122,6 +122,12 @@ int main(int argc, char** argv) {
   unsigned port = text.rfind(':') == std::string::npos ? 0 : std::stoul(text.substr(text.rfind(':') + 1));
   std::set<std::string> mine = my_socket_inodes();
   int own_stores = 0;
+  // Lazy TCP links (KOLO_LAZY_CONNECT=1, the default): each rank listens for its peers'
+  // links while the communicator lives, on the chosen address (127.0.0.1 here), never on
+  // every interface; the handshake proves the secret.
+  const char* lazy_setting = std::getenv("KOLO_LAZY_CONNECT");  // env-table: exempt (a test program)
+  const bool lazy = lazy_setting == nullptr || std::strcmp(lazy_setting, "0") != 0;
+  int link_listeners = 0;
   for (const Listener& l : listeners()) {
     // Rank 0 hosts the store itself outside kolorun: that one listener is expected. Rank 0
     // also hosts the communicator's own store (engine/comm_store.h) while the communicator
@@ -130,6 +136,12 @@ int main(int argc, char** argv) {
     if (rank == 0 && own_stores++ == 0) {
       if (store_loopback && l.address != "0100007F") {
         fail("rank 0's communicator store listens on " + l.address + ", not 127.0.0.1 alone");
+      }
+      continue;
+    }
+    if (lazy && link_listeners++ == 0) {
+      if (store_loopback && l.address != "0100007F") {
+        fail("rank " + std::to_string(rank) + "'s tcp link listener is on " + l.address + ", not 127.0.0.1 alone");
       }
       continue;
     }

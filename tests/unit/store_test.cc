@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <thread>
@@ -41,6 +42,8 @@ std::vector<Request> sample_requests() {
       Request{Op::kWait, {}, "", 0},
       Request{Op::kPeek, {"elastic/joiners"}, "", 0},
       Request{Op::kSetOwned, {"w/live/2"}, "1", 0},
+      Request{Op::kGather, {"c/host/"}, "", 5, 1500, 7},
+      Request{Op::kGather, {""}, "", 0, 0},
   };
 }
 
@@ -54,6 +57,8 @@ TEST(StoreProtocol, RequestRoundTrip) {
     EXPECT_EQ(decoded.value().keys, request.keys);
     EXPECT_EQ(decoded.value().value, request.value);
     EXPECT_EQ(decoded.value().number, request.number);
+    EXPECT_EQ(decoded.value().wait_ms, request.wait_ms);
+    EXPECT_EQ(decoded.value().first, request.first);
   }
 }
 
@@ -103,6 +108,23 @@ TEST(StoreProtocol, LimitsAreChecked) {
   uint64_t count = uint64_t{1} << 40;
   wait.append(reinterpret_cast<const char*>(&count), 8);
   EXPECT_FALSE(decode_request(wait).ok());
+
+  // A GATHER of more keys than the limit, or with a negative wait, is refused both ways.
+  EXPECT_FALSE(encode_request(Request{Op::kGather, {"p/"}, "", kMaxGatherKeys + 1, 0}).ok());
+  EXPECT_FALSE(encode_request(Request{Op::kGather, {"p/"}, "", -1, 0}).ok());
+  std::string gather = encode_request(Request{Op::kGather, {"p/"}, "", 3, 0}).take();
+  const uint64_t huge = uint64_t{1} << 40;
+  std::memcpy(gather.data() + 1 + 4 + 2, &huge, 8);  // the count
+  EXPECT_FALSE(decode_request(gather).ok());
+  // A reply that claims more values than its bytes hold, or holds more than it claims.
+  std::string payload;
+  append_gathered(payload, "a");
+  append_gathered(payload, "bc");
+  ASSERT_TRUE(parse_gathered(payload, 2).ok());
+  EXPECT_EQ(parse_gathered(payload, 2).value()[1], "bc");
+  EXPECT_FALSE(parse_gathered(payload, 1).ok());
+  EXPECT_FALSE(parse_gathered(payload, 3).ok());
+  EXPECT_FALSE(parse_gathered(payload, 1 << 30).ok());
 
   EXPECT_FALSE(decode_request(std::string(1, '\x7f')).ok());                          // unknown op
   EXPECT_FALSE(decode_request(std::string(1, static_cast<char>(Op::kReply))).ok());  // reply as request
@@ -363,6 +385,71 @@ TEST(StoreServerTest, WaitForSeveralKeys) {
   }
   waiter.join();
   EXPECT_EQ(written_when_done.load(), 3);
+}
+
+// Every client posts its key and gathers all: each sees every value, in key order, once
+// the last one lands.
+TEST(StoreServerTest, GatherReturnsEveryValueInOrder) {
+  auto server = start_server();
+  constexpr int kClients = 5;
+  std::vector<std::thread> threads;
+  std::atomic<int> right{0};
+  for (int r = 0; r < kClients; ++r) {
+    threads.emplace_back([&, r] {
+      auto client = connect_client(*server);
+      if (!client) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * (kClients - r)));
+      ASSERT_TRUE(client->set(str_cat("g/host/", r), std::string(r, 'x') + std::to_string(r), Deadline(5)).ok());
+      Result<std::vector<std::string>> all = client->gather("g/host/", kClients, Deadline(10));
+      ASSERT_TRUE(all.ok()) << all.status().to_string();
+      ASSERT_EQ(all.value().size(), static_cast<size_t>(kClients));
+      bool same = true;
+      for (int i = 0; i < kClients; ++i) same = same && all.value()[i] == std::string(i, 'x') + std::to_string(i);
+      if (same) right++;
+      // The connection goes on serving.
+      EXPECT_TRUE(client->gather("g/host/", 0, Deadline(5)).ok());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(right.load(), kClients);
+}
+
+// Ranks that never post are named by index, before the caller's deadline, and the
+// connection stays usable.
+TEST(StoreServerTest, GatherTimeoutNamesTheMissingKeys) {
+  auto server = start_server();
+  auto client = connect_client(*server);
+  for (int i : {0, 1, 3}) ASSERT_TRUE(client->set(str_cat("m/", i), "v", Deadline(5)).ok());
+  std::vector<int> missing;
+  auto start = Clock::now();
+  Result<std::vector<std::string>> got = client->gather("m/", 6, Deadline(1.5), &missing);
+  double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(got.status().code(), Code::kTimeout) << got.status().to_string();
+  EXPECT_EQ(missing, (std::vector<int>{2, 4, 5}));
+  EXPECT_NE(got.status().message().find("3 of 6"), std::string::npos) << got.status().message();
+  EXPECT_GE(waited, 0.8);
+  EXPECT_LT(waited, 1.5);
+  // One key from the middle, as a timed GET: it waits, then names the key.
+  Result<std::vector<std::string>> one = client->gather_range("m/", 3, 1, Deadline(5));
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ(one.value(), std::vector<std::string>{"v"});
+  missing.clear();
+  EXPECT_EQ(client->gather_range("m/", 4, 1, Deadline(1.2), &missing).status().code(), Code::kTimeout);
+  EXPECT_EQ(missing, std::vector<int>{4});
+  EXPECT_TRUE(client->set("m/2", "v", Deadline(5)).ok());
+}
+
+// A gather whose values would pass the reply limit is refused with the limit, not cut.
+TEST(StoreServerTest, GatherPastTheReplyLimitIsRefused) {
+  auto server = start_server();
+  auto client = connect_client(*server);
+  const std::string big(kStoreMaxValueBytes / 2, 'b');
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client->set(str_cat("big/", i), big, Deadline(10)).ok());
+  Result<std::vector<std::string>> got = client->gather("big/", 3, Deadline(10));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument) << got.status().to_string();
+  EXPECT_NE(got.status().message().find("reply limit"), std::string::npos) << got.status().message();
+  EXPECT_TRUE(client->gather("big/", 1, Deadline(10)).ok());
 }
 
 TEST(StoreServerTest, BarrierWithFourClients) {

@@ -57,6 +57,19 @@ class StoreClient {
   virtual Result<int64_t> add(const std::string& key, int64_t delta, const Deadline& deadline) = 0;
   // Waits until every key exists.
   virtual Status wait(const std::vector<std::string>& keys, const Deadline& deadline) = 0;
+  // Waits until the keys prefix+"0" .. prefix+(count-1) exist, and returns their values in
+  // that order: a communicator's exchanges at start-up, one request per rank instead of one
+  // per rank and peer. When the deadline is near and some are still missing, the server
+  // answers kTimeout and `missing` (if given) gets their indices, so that the caller can
+  // name the ranks that never came; the connection stays usable.
+  Result<std::vector<std::string>> gather(const std::string& prefix, int count, const Deadline& deadline,
+                                          std::vector<int>* missing = nullptr) {
+    return gather_range(prefix, 0, count, deadline, missing);
+  }
+  // The same for prefix+first .. prefix+(first+count-1): with count 1, a GET that times out
+  // as an answer (the connection stays usable) rather than by closing the connection.
+  virtual Result<std::vector<std::string>> gather_range(const std::string& prefix, int first, int count,
+                                                        const Deadline& deadline, std::vector<int>* missing = nullptr) = 0;
   // Returns once `count` callers have entered the barrier called `name`.
   virtual Status barrier(const std::string& name, int count, const Deadline& deadline) = 0;
   // The local socket's IP address: the interface that reaches the store.

@@ -2,6 +2,8 @@
 // callers), every wait bounded by the caller's deadline. After a timeout or a lost
 // connection the stream is out of step with the server, so it is closed for good and
 // every later call says why.
+#include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <utility>
 
@@ -84,6 +86,37 @@ class StoreClientImpl final : public StoreClient {
     Result<Reply> reply = call(Request{Op::kWait, keys, "", 0}, deadline);
     if (!reply.ok()) return reply.status().with_context(str_cat("wait for ", keys.size(), " key(s): "));
     return reply_status(reply.value());
+  }
+
+  Result<std::vector<std::string>> gather_range(const std::string& prefix, int first, int count,
+                                                const Deadline& deadline, std::vector<int>* missing) override {
+    // The server gives up a little before this rank would, and says who is missing.
+    const double left = deadline.remaining_seconds();
+    const double server_wait = left > 1.0 ? left - 0.5 : left / 2;
+    Request request{Op::kGather, {prefix}, "", count};
+    request.wait_ms = static_cast<int64_t>(std::max(0.0, server_wait) * 1e3);
+    request.first = first;
+    Result<Reply> reply = call(request, deadline);
+    if (!reply.ok()) return reply.status().with_context(str_cat("gather of ", count, " keys '", prefix, "*': "));
+    if (reply.value().code == Code::kTimeout) {
+      std::vector<int> absent;
+      const std::string& list = reply.value().payload;
+      for (size_t at = 0; at < list.size();) {
+        size_t comma = std::min(list.find(',', at), list.size());
+        absent.push_back(std::atoi(list.substr(at, comma - at).c_str()));
+        at = comma + 1;
+      }
+      if (missing != nullptr) *missing = absent;
+      return error(Code::kTimeout, "timed out with ", absent.size(), " of ", count, " keys '", prefix,
+                   "*' missing (", list.substr(0, 200), list.size() > 200 ? ",..." : "", ")");
+    }
+    if (reply.value().code == Code::kOk && count > 0 && reply.value().payload.empty()) {
+      return error(Code::kRemote, "store at ", server_.to_string(), ": empty GATHER reply");
+    }
+    KOLO_TRY(reply_status(reply.value()));
+    auto values = store::parse_gathered(reply.value().payload, count);
+    if (!values.ok()) return values.status().with_context(str_cat("store at ", server_.to_string(), ": "));
+    return values;
   }
 
   // Each name is for one use: a second round under the same name would find the count

@@ -104,7 +104,8 @@ size_t keys_expected(Op op) {
     case Op::kGet:
     case Op::kAdd:
     case Op::kPeek:
-    case Op::kSetOwned: return 1;
+    case Op::kSetOwned:
+    case Op::kGather: return 1;
     default: return 0;
   }
 }
@@ -121,12 +122,13 @@ const char* op_name(Op op) {
     case Op::kReply: return "REPLY";
     case Op::kPeek: return "PEEK";
     case Op::kSetOwned: return "SET_OWNED";
+    case Op::kGather: return "GATHER";
   }
   return "?";
 }
 
 Result<std::string> encode_request(const Request& request) {
-  if (request.op < Op::kHello || request.op > Op::kSetOwned || request.op == Op::kReply) {
+  if (request.op < Op::kHello || request.op > Op::kGather || request.op == Op::kReply) {
     return error(Code::kInternal, "not a store request op: ", static_cast<int>(request.op));
   }
   if (request.op != Op::kWait && request.keys.size() != keys_expected(request.op)) {
@@ -150,8 +152,19 @@ Result<std::string> encode_request(const Request& request) {
     case Op::kGet:
     case Op::kPeek: put_bytes(body, request.keys[0]); break;
     case Op::kAdd:
+    case Op::kGather:
+      if (request.op == Op::kGather && (request.number < 0 || request.number > kMaxGatherKeys)) {
+        return error(Code::kInvalidArgument, "store GATHER of ", request.number, " keys (at most ", kMaxGatherKeys, ")");
+      }
       put_bytes(body, request.keys[0]);
       put_u64(body, static_cast<uint64_t>(request.number));
+      if (request.op == Op::kGather) {
+        if (request.wait_ms < 0 || request.first < 0 || request.first > kMaxGatherKeys) {
+          return error(Code::kInvalidArgument, "store GATHER from key ", request.first, " waiting ", request.wait_ms, " ms");
+        }
+        put_u64(body, static_cast<uint64_t>(request.wait_ms));
+        put_u64(body, static_cast<uint64_t>(request.first));
+      }
       break;
     case Op::kWait:
       put_u64(body, request.keys.size());
@@ -186,6 +199,19 @@ Result<Request> decode_request(std::string_view body) {
     case Op::kAdd:
       request.keys.push_back(reader.bytes(kStoreMaxKeyBytes, "key"));
       request.number = reader.i64("delta");
+      break;
+    case Op::kGather:
+      request.keys.push_back(reader.bytes(kStoreMaxKeyBytes, "key prefix"));
+      request.number = reader.i64("key count");
+      request.wait_ms = reader.i64("wait");
+      request.first = reader.i64("first key");
+      if (request.wait_ms < 0 || request.first < 0 || request.first > kMaxGatherKeys) {
+        reader.fail(error(Code::kRemote, "store GATHER message from key ", request.first, " waits ", request.wait_ms, " ms"));
+      }
+      if (request.number < 0 || request.number > kMaxGatherKeys) {
+        reader.fail(error(Code::kRemote, "store GATHER message asks for ", request.number, " keys (at most ",
+                          kMaxGatherKeys, ")"));
+      }
       break;
     case Op::kWait: {
       int64_t count = reader.i64("key count");
@@ -305,6 +331,22 @@ Result<std::optional<std::string>> FrameCodec::open(std::string& in) {
   ++recv_sequence_;
   in.erase(0, total);
   return std::optional<std::string>(std::move(body));
+}
+
+void append_gathered(std::string& payload, std::string_view value) { put_bytes(payload, value); }
+
+Result<std::vector<std::string>> parse_gathered(std::string_view payload, int64_t count) {
+  BodyReader reader(payload);
+  std::vector<std::string> values;
+  // Each value takes at least its 4-byte length: a count the payload cannot hold is refused
+  // before anything is sized by it.
+  if (count < 0 || static_cast<uint64_t>(count) > payload.size() / 4) {
+    return error(Code::kRemote, "store GATHER reply of ", payload.size(), " bytes cannot hold ", count, " values");
+  }
+  values.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) values.push_back(reader.bytes(kStoreMaxValueBytes, "gathered value"));
+  KOLO_TRY(reader.finish("GATHER reply"));
+  return values;
 }
 
 }  // namespace kolo::store

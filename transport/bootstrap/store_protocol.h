@@ -35,8 +35,11 @@ constexpr size_t kLengthBytes = 4;
 constexpr size_t kMaxBodyBytes = kStoreMaxValueBytes + kStoreMaxKeyBytes + 64;
 constexpr size_t kMaxFrameBytes = kLengthBytes + kMaxBodyBytes + kMacBytes;
 // Sent in HELLO so that two builds with incompatible protocols fail clearly.
-// 2: the client sends a nonce too; 3: PEEK and SET_OWNED (elastic jobs' liveness).
-constexpr std::string_view kProtocolMagic = "kolo-store/3";
+// 2: the client sends a nonce too; 3: PEEK and SET_OWNED (elastic jobs' liveness);
+// 4: GATHER (a communicator's start-up exchanges, one request per rank).
+constexpr std::string_view kProtocolMagic = "kolo-store/4";
+// Most keys one GATHER may ask for (its reply must also fit kStoreMaxValueBytes).
+constexpr int64_t kMaxGatherKeys = 1 << 20;
 
 using Nonce = std::array<uint8_t, kNonceBytes>;
 
@@ -52,13 +55,19 @@ enum class Op : uint8_t {
   kReply = 6,  // int64 code, payload, int64 number (server to client only)
   kPeek = 7,   // key                         -> number = 1 and value if it exists, else 0 (never parked)
   kSetOwned = 8,  // key, value               -> ok; the key is erased when this connection closes
+  kGather = 9,    // prefix, int64 count, int64 wait_ms, int64 first
+                  //   -> the values of prefix+first .. prefix+(first+count-1), each as a byte string, in
+                  //      order (parked until all exist); after wait_ms, TIMEOUT with the indices
+                  //      still missing, comma-separated, as its payload (so the caller can name them)
 };
 
 struct Request {
   Op op = Op::kHello;
-  std::vector<std::string> keys;  // one for SET/GET/ADD/PEEK/SET_OWNED, any number for WAIT, none for HELLO
+  std::vector<std::string> keys;  // one for SET/GET/ADD/PEEK/SET_OWNED/GATHER, any number for WAIT, none for HELLO
   std::string value;              // SET value; HELLO magic
-  int64_t number = 0;             // ADD delta
+  int64_t number = 0;             // ADD delta; GATHER count
+  int64_t wait_ms = 0;            // GATHER: how long the server waits before answering TIMEOUT
+  int64_t first = 0;              // GATHER: the first key's number
 };
 
 struct Reply {
@@ -114,5 +123,10 @@ class FrameCodec {
 };
 
 const char* op_name(Op op);
+
+// A GATHER reply's payload: the values, each as a byte string, in key order; and back,
+// checking that exactly `count` values and nothing else are there.
+void append_gathered(std::string& payload, std::string_view value);
+Result<std::vector<std::string>> parse_gathered(std::string_view payload, int64_t count);
 
 }  // namespace kolo::store

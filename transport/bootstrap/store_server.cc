@@ -88,6 +88,11 @@ struct Conn {
   // replies go out in request order.
   std::optional<Request> parked;
   std::string parked_on;  // the missing key under which it is registered in waiters_
+  // Keys of the parked request known to exist (they are never erased while it waits but
+  // for owned keys, which are checked again when answering): a WAIT or GATHER of N keys
+  // woken N times scans each key once, not N times.
+  int64_t parked_next = 0;
+  double parked_until = 0;  // a GATHER answers TIMEOUT then (0: waits for ever)
 };
 
 class StoreServerImpl final : public StoreServer {
@@ -125,6 +130,8 @@ class StoreServerImpl final : public StoreServer {
   void accept_all();
   void read_input(Conn& c);
   bool process_input(Conn& c);
+  int poll_ms() const;
+  void expire_gathers();
   void handle(Conn& c, Request request);
   bool try_answer(Conn& c);
   void key_changed(const std::string& key);
@@ -213,7 +220,7 @@ void StoreServerImpl::run() {
       fds.push_back({c->fd.get(), events, 0});
       polled.push_back(c.get());
     }
-    int ready = ::poll(fds.data(), fds.size(), 1000);
+    int ready = ::poll(fds.data(), fds.size(), poll_ms());
     if (ready < 0) {
       if (errno == EINTR) continue;
       log_warn(Subsys::kBootstrap, "store: poll failed (", std::strerror(errno), "); server stops");
@@ -245,6 +252,7 @@ void StoreServerImpl::run() {
       progress = false;
       for (auto& [id, c] : conns_) progress = process_input(*c) || progress;
     }
+    expire_gathers();
     double now = now_seconds();
     for (auto& [id, c] : conns_) {
       if (!c->closed && !c->authenticated && now - c->accepted_at > kHandshakeSeconds) {
@@ -406,7 +414,10 @@ void StoreServerImpl::handle(Conn& c, Request request) {
     }
     case Op::kGet:
     case Op::kWait:
+    case Op::kGather:
+      c.parked_until = request.op == Op::kGather ? now_seconds() + static_cast<double>(request.wait_ms) / 1e3 : 0;
       c.parked = std::move(request);
+      c.parked_next = 0;
       try_answer(c);
       return;
     case Op::kReply: break;  // decode_request never yields it
@@ -414,23 +425,74 @@ void StoreServerImpl::handle(Conn& c, Request request) {
   reject(c, str_cat("unexpected op ", static_cast<int>(request.op)));
 }
 
-// Answers a parked GET/WAIT if all its keys exist; otherwise registers it under the first
-// missing key.
+// Answers a parked GET/WAIT/GATHER if all its keys exist; otherwise registers it under the
+// first missing key.
 bool StoreServerImpl::try_answer(Conn& c) {
   const Request& request = *c.parked;
-  for (const std::string& key : request.keys) {
+  const bool gather = request.op == Op::kGather;
+  const int64_t count = gather ? request.number : static_cast<int64_t>(request.keys.size());
+  auto key_at = [&](int64_t i) { return gather ? str_cat(request.keys[0], request.first + i) : request.keys[i]; };
+  for (; c.parked_next < count; ++c.parked_next) {
+    std::string key = key_at(c.parked_next);
     if (data_.count(key) == 0) {
-      c.parked_on = key;
-      waiters_[key].push_back(c.id);
+      c.parked_on = std::move(key);
+      waiters_[c.parked_on].push_back(c.id);
       return false;
+    }
+  }
+  // An owned key may have gone with its owner since it was counted: start again.
+  for (int64_t i = 0; i < count; ++i) {
+    if (data_.count(key_at(i)) == 0) {
+      c.parked_next = 0;
+      return try_answer(c);
     }
   }
   Reply reply;
   if (request.op == Op::kGet) reply.payload = data_[request.keys[0]];
+  if (gather) {
+    for (int64_t i = 0; i < count && reply.code == Code::kOk; ++i) {
+      const std::string& value = data_[key_at(i)];
+      if (reply.payload.size() + value.size() + 4 > kStoreMaxValueBytes) {
+        reply = Reply{Code::kInvalidArgument,
+                      str_cat("GATHER of ", count, " keys under '", request.keys[0].substr(0, 60), "' exceeds the ",
+                              kStoreMaxValueBytes, "-byte reply limit at key ", i),
+                      0};
+        break;
+      }
+      store::append_gathered(reply.payload, value);
+    }
+  }
   c.parked.reset();
   c.parked_on.clear();
   send_reply(c, reply);
   return true;
+}
+
+// Until the next GATHER gives up, at most a second.
+int StoreServerImpl::poll_ms() const {
+  double wake = now_seconds() + 1.0;
+  for (const auto& [id, c] : conns_) {
+    if (c->parked && c->parked_until > 0) wake = std::min(wake, c->parked_until);
+  }
+  return std::max(0, static_cast<int>((wake - now_seconds()) * 1e3) + 1);
+}
+
+// A GATHER past its wait: TIMEOUT, with the indices still missing (the ranks that never
+// posted, which the caller names in its error).
+void StoreServerImpl::expire_gathers() {
+  const double now = now_seconds();
+  for (auto& [id, c] : conns_) {
+    if (c->closed || !c->parked || c->parked_until <= 0 || now < c->parked_until) continue;
+    const Request request = *c->parked;
+    unregister_waiter(*c);
+    std::string missing;
+    for (int64_t i = 0; i < request.number && missing.size() < 4096; ++i) {
+      const int64_t key = request.first + i;
+      if (data_.count(str_cat(request.keys[0], key)) == 0) missing += str_cat(missing.empty() ? "" : ",", key);
+    }
+    send_reply(*c, Reply{Code::kTimeout, missing, 0});
+    flush(*c);
+  }
 }
 
 void StoreServerImpl::key_changed(const std::string& key) {

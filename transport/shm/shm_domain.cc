@@ -117,10 +117,10 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   const std::string key = options.key_prefix + "/shm/";
   KOLO_TRY(store.set(str_cat(key, "pid/", my_index_), std::to_string(::getpid()), deadline));
   pids_.assign(n, 0);
+  Result<std::vector<std::string>> texts = store.gather(str_cat(key, "pid/"), n, deadline);
+  if (!texts.ok()) return texts.status();
   for (int i = 0; i < n; ++i) {
-    Result<std::string> text = store.get(str_cat(key, "pid/", i), deadline);
-    if (!text.ok()) return text.status();
-    Result<pid_t> pid = parse_pid(text.value());
+    Result<pid_t> pid = parse_pid(texts.value()[i]);
     if (!pid.ok()) return error(Code::kInternal, "rank ", members_[i], " announced an ", pid.status().message());
     pids_[i] = pid.value();
   }

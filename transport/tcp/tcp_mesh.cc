@@ -1,8 +1,17 @@
 #include "transport/tcp/tcp_mesh.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "support/crypto.h"
 #include "support/log.h"
@@ -74,31 +83,6 @@ Result<int> answer_peer(int fd, const MeshOptions& options, const std::vector<st
   return from.value();
 }
 
-Status accept_peers(int listen_fd, const MeshOptions& options, std::vector<std::unique_ptr<Link>>& links,
-                    const Deadline& deadline) {
-  int expected = 0;
-  for (int r = options.rank + 1; r < options.size; ++r) expected += wanted(options, r);
-  int accepted = 0;
-  while (accepted < expected) {
-    Result<Fd> fd = accept_tcp(listen_fd, deadline);
-    if (!fd.ok()) {
-      return fd.status().with_context(str_cat("rank ", options.rank, " waiting for ", expected - accepted,
-                                              " higher ranks to connect: "));
-    }
-    // A stray connection that sends nothing must not hold up the peers behind it.
-    Deadline handshake_deadline(std::min(5.0, deadline.remaining_seconds()));
-    Result<int> from = answer_peer(fd.value().get(), options, links, handshake_deadline);
-    if (!from.ok()) {
-      log_warn(Subsys::kTransport, "rank ", options.rank, " dropped a connection with a bad handshake: ",
-               from.status().message());
-      continue;
-    }
-    links[from.value()] = std::make_unique<TcpLink>(options.rank, from.value(), fd.take());
-    ++accepted;
-  }
-  return Status();
-}
-
 // The connector's half: answers the challenge and checks that the acceptor knows the secret
 // too (the address came from the store, but whoever listens there now may not be the rank).
 Status greet_peer(int fd, const MeshOptions& options, int peer, const Deadline& deadline) {
@@ -134,8 +118,9 @@ Result<int> check_link_hello(const uint8_t (&bytes)[kLinkHelloBytes], const Mesh
   if (hello.magic != kHandshakeMagic) {
     return error(Code::kRemote, "not a kolo link handshake (magic ", hello.magic, "; another kolo version?)");
   }
-  if (hello.to != options.rank || hello.from <= options.rank || hello.from >= options.size ||
-      !wanted(options, hello.from)) {
+  const bool direction_ok = options.any_direction ? hello.from >= 0 && hello.from != options.rank
+                                                  : hello.from > options.rank;
+  if (hello.to != options.rank || !direction_ok || hello.from >= options.size || !wanted(options, hello.from)) {
     return error(Code::kRemote, "handshake from rank ", hello.from, " to rank ", hello.to,
                  " is not one this rank expects");
   }
@@ -147,36 +132,232 @@ Result<int> check_link_hello(const uint8_t (&bytes)[kLinkHelloBytes], const Mesh
   return static_cast<int>(hello.from);
 }
 
+// The maker's state, shared by the rank's threads and its acceptor thread.
+class TcpLinkMaker::Impl {
+ public:
+  // Per peer: nothing yet; this rank is connecting to it; this rank waits for it to
+  // connect; its connection is here (accepted, or this rank's own, answered); handed out.
+  enum class State : uint8_t { kNone, kConnecting, kWaiting, kLinked, kTaken };
+
+  Impl(StoreClient& store, MeshOptions options, Fd listener, Fd wake)
+      : store_(store),
+        options_(std::move(options)),
+        listener_(std::move(listener)),
+        wake_(std::move(wake)),
+        state_(options_.size, State::kNone),
+        accepted_(options_.size),
+        no_links_(options_.size) {}
+
+  ~Impl() { stop(); }
+
+  void start_thread() { thread_ = std::thread([this] { accept_loop(); }); }
+  int rank() const { return options_.rank; }
+
+  void stop() {
+    if (stopped_.exchange(true)) return;
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof(one));
+    if (thread_.joinable()) thread_.join();
+    listener_.reset();
+  }
+
+  Result<std::unique_ptr<Link>> connect_now(int peer, bool lazy, const Deadline& deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (state_[peer] == State::kLinked) return take(peer);
+      if (state_[peer] != State::kNone) return busy(peer);
+      state_[peer] = State::kConnecting;
+    }
+    // A timed GET: a peer that never came is an answer naming it, and the store connection
+    // stays usable for the error's diagnosis.
+    Result<std::vector<std::string>> addresses = store_.gather_range(str_cat(options_.prefix, "/tcp/"), peer, 1, deadline);
+    Result<std::string> address = addresses.ok() ? Result<std::string>(addresses.value()[0])
+                                                 : Result<std::string>(addresses.status().with_context(
+                                                       str_cat("rank ", peer, " never published its address: ")));
+    Status greeted = address.status();
+    Fd fd;
+    if (address.ok()) {
+      Result<HostPort> target = parse_host_port(address.value());
+      Result<Fd> connected = target.ok() ? connect_tcp(target.value(), deadline) : Result<Fd>(target.status());
+      greeted = connected.ok() ? greet_peer(connected.value().get(), options_, peer, deadline)
+                               : connected.status();
+      if (connected.ok()) fd = connected.take();
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (greeted.ok()) {
+      if (state_[peer] == State::kLinked) {  // the peer's acceptor took ours and ours took theirs
+        return error(Code::kInternal, "rank ", options_.rank, " and rank ", peer, " both made their link");
+      }
+      state_[peer] = State::kTaken;
+      return std::unique_ptr<Link>(std::make_unique<TcpLink>(options_.rank, peer, std::move(fd)));
+    }
+    const std::string where = address.ok() ? str_cat(" at ", address.value()) : "";
+    Status failed =
+        greeted.with_context(str_cat("rank ", options_.rank, " connecting to rank ", peer, where, ": "));
+    // Declined: the peer connects to this rank itself (it is the lower rank and connects
+    // too), or its connection came first. Its link arrives through the acceptor.
+    if (lazy && address.ok()) {
+      changed_.wait_until(lock, deadline.at(), [&] { return state_[peer] == State::kLinked || stopped_; });
+      if (state_[peer] == State::kLinked) return take(peer);
+      state_[peer] = State::kNone;
+      return failed.with_context(str_cat("rank ", peer, " did not connect either: "));
+    }
+    state_[peer] = State::kNone;
+    return failed;
+  }
+
+  Result<std::unique_ptr<Link>> wait_for(int peer, const Deadline& deadline) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (state_[peer] == State::kNone) state_[peer] = State::kWaiting;
+    changed_.wait_until(lock, deadline.at(), [&] { return state_[peer] == State::kLinked || stopped_; });
+    if (state_[peer] == State::kLinked) return take(peer);
+    state_[peer] = State::kNone;
+    return error(Code::kTimeout, "rank ", options_.rank, " waiting for rank ", peer,
+                 " to connect: it did not (is it alive, and is KOLO_LAZY_CONNECT the same on every rank?)");
+  }
+
+ private:
+  // Caller holds mutex_ and state_[peer] is kLinked.
+  Result<std::unique_ptr<Link>> take(int peer) {
+    state_[peer] = State::kTaken;
+    return std::unique_ptr<Link>(std::make_unique<TcpLink>(options_.rank, peer, std::move(accepted_[peer])));
+  }
+
+  Status busy(int peer) const {
+    return error(Code::kInternal, "rank ", options_.rank, " asked twice for its link to rank ", peer);
+  }
+
+  void accept_loop() {
+    while (!stopped_) {
+      pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+        log_warn(Subsys::kTransport, "rank ", options_.rank, ": tcp acceptor stops: poll failed");
+        return;
+      }
+      if (fds[1].revents != 0 || stopped_) return;
+      if ((fds[0].revents & POLLIN) == 0) continue;
+      Result<Fd> fd = accept_tcp(listener_.get(), Deadline(0));
+      if (!fd.ok()) {
+        // Out of descriptors (EMFILE): the peer's connect waits in the backlog; try again soon.
+        log_warn(Subsys::kTransport, "rank ", options_.rank, ": accepting a tcp link: ", fd.status().message());
+        ::poll(nullptr, 0, 50);
+        continue;
+      }
+      answer(fd.take());
+    }
+  }
+
+  // One accepted connection: challenge, hello, then the choice (under the lock, so that a
+  // connect of this rank's own to the same peer sees it), then the answer or a close.
+  void answer(Fd fd) {
+    // A stray connection that sends nothing must not hold up the peers behind it.
+    const Deadline handshake(5.0);
+    Challenge a{};
+    Status s = random_bytes(a.data(), a.size());
+    if (s.ok()) s = write_full(fd.get(), a.data(), a.size(), handshake);
+    uint8_t bytes[kLinkHelloBytes];
+    if (s.ok()) s = read_full(fd.get(), bytes, sizeof(bytes), handshake);
+    Result<int> from = s.ok() ? check_link_hello(bytes, options_, no_links_, a) : Result<int>(s);
+    if (!from.ok()) {
+      log_warn(Subsys::kTransport, "rank ", options_.rank, " dropped a connection with a bad handshake: ",
+               from.status().message());
+      return;
+    }
+    const int peer = from.value();
+    Hello hello;
+    std::memcpy(&hello, bytes, sizeof(hello));
+    const Mac reply = handshake_mac(options_, "answer", hello.from, hello.to, a, hello.challenge);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const State st = state_[peer];
+      // The lower rank's connection wins a race; a second one is a duplicate.
+      const bool take_it = st == State::kNone || st == State::kWaiting ||
+                           (st == State::kConnecting && peer < options_.rank);
+      if (!take_it) {
+        log_trace(Subsys::kTransport, "rank ", options_.rank, " declined rank ", peer,
+                  "'s connection: its own to that rank stands");
+        return;  // closing it tells the peer to take ours
+      }
+      if (!write_full(fd.get(), reply.data(), reply.size(), handshake).ok()) return;
+      accepted_[peer] = std::move(fd);
+      state_[peer] = State::kLinked;
+    }
+    changed_.notify_all();
+  }
+
+  StoreClient& store_;
+  const MeshOptions options_;
+  Fd listener_;
+  Fd wake_;  // eventfd: stop() wakes the acceptor's poll
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<State> state_;
+  std::vector<Fd> accepted_;  // kLinked: the connection to hand out
+  const std::vector<std::unique_ptr<Link>> no_links_;  // check_link_hello's duplicate check: the states do it
+  std::atomic<bool> stopped_{false};
+  std::thread thread_;
+};
+
+TcpLinkMaker::TcpLinkMaker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpLinkMaker::~TcpLinkMaker() = default;
+
+Result<std::unique_ptr<TcpLinkMaker>> TcpLinkMaker::start(StoreClient& store, const MeshOptions& options,
+                                                         const Deadline& deadline) {
+  Result<Fd> listener = listen_tcp(options.listen_ip, 0, 1024);
+  if (!listener.ok()) return listener.status().with_context("tcp transport: ");
+  Result<uint16_t> port = local_port(listener.value().get());
+  if (!port.ok()) return port.status();
+  Fd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) return error(Code::kSystem, "tcp transport: eventfd: ", std::strerror(errno));
+  HostPort self{options.listen_ip, port.value()};
+  auto impl = std::make_unique<Impl>(store, options, listener.take(), std::move(wake));
+  impl->start_thread();
+  std::unique_ptr<TcpLinkMaker> maker(new TcpLinkMaker(std::move(impl)));
+  maker->address_ = self.to_string();
+  KOLO_TRY(store.set(str_cat(options.prefix, "/tcp/", options.rank), maker->address_, deadline));
+  log_trace(Subsys::kTransport, "rank ", options.rank, " listens for tcp links at ", maker->address_,
+            options.any_direction ? " (each made when first needed)" : "");
+  return maker;
+}
+
+Result<std::unique_ptr<Link>> TcpLinkMaker::make(int peer, const Deadline& deadline) {
+  auto link = impl_->connect_now(peer, /*lazy=*/true, deadline);
+  if (link.ok()) log_trace(Subsys::kTransport, "rank ", impl_->rank(), " linked to rank ", peer, " over tcp (", address_, ")");
+  return link;
+}
+
+Result<std::unique_ptr<Link>> TcpLinkMaker::connect_now(int peer, bool wait_if_declined, const Deadline& deadline) {
+  return impl_->connect_now(peer, wait_if_declined, deadline);
+}
+
+Result<std::unique_ptr<Link>> TcpLinkMaker::wait_for(int peer, const Deadline& deadline) {
+  return impl_->wait_for(peer, deadline);
+}
+
+void TcpLinkMaker::stop() { impl_->stop(); }
+
 Result<std::vector<std::unique_ptr<Link>>> connect_tcp_mesh(StoreClient& store, const MeshOptions& options,
                                                            const Deadline& deadline) {
   std::vector<std::unique_ptr<Link>> links(options.size);
   int peers = 0;
   for (int r = 0; r < options.size; ++r) peers += wanted(options, r);
   if (peers == 0) return links;
-  Result<Fd> listener = listen_tcp(options.listen_ip, 0);
-  if (!listener.ok()) return listener.status().with_context("tcp transport: ");
-  Result<uint16_t> port = local_port(listener.value().get());
-  if (!port.ok()) return port.status();
-  HostPort self{options.listen_ip, port.value()};
-  KOLO_TRY(store.set(str_cat(options.prefix, "/tcp/", options.rank), self.to_string(), deadline));
-
+  auto maker = TcpLinkMaker::start(store, options, deadline);
+  if (!maker.ok()) return maker.status();
   for (int peer = 0; peer < options.rank; ++peer) {
     if (!wanted(options, peer)) continue;
-    Result<std::string> address = store.get(str_cat(options.prefix, "/tcp/", peer), deadline);
-    if (!address.ok()) return address.status();
-    Result<HostPort> target = parse_host_port(address.value());
-    if (!target.ok()) return target.status();
-    Result<Fd> fd = connect_tcp(target.value(), deadline);
-    Status greeted = fd.ok() ? greet_peer(fd.value().get(), options, peer, deadline) : fd.status();
-    if (!greeted.ok()) {
-      return greeted.with_context(str_cat("rank ", options.rank, " connecting to rank ", peer, " at ",
-                                          address.value(), ": "));
-    }
-    links[peer] = std::make_unique<TcpLink>(options.rank, peer, fd.take());
+    auto link = maker.value()->connect_now(peer, /*wait_if_declined=*/false, deadline);
+    if (!link.ok()) return link.status();
+    links[peer] = link.take();
   }
-  KOLO_TRY(accept_peers(listener.value().get(), options, links, deadline));
+  for (int peer = options.rank + 1; peer < options.size; ++peer) {
+    if (!wanted(options, peer)) continue;
+    auto link = maker.value()->wait_for(peer, deadline);
+    if (!link.ok()) return link.status();
+    links[peer] = link.take();
+  }
   log_info(Subsys::kTransport, "rank ", options.rank, " connected to ", peers, " peers over tcp (",
-           self.to_string(), ")");
+           maker.value()->address(), ")");
   return links;
 }
 

@@ -22,6 +22,8 @@ struct MeshOptions {
   std::string secret;     // raw bytes; authenticates the link handshake (empty = none)
   std::string listen_ip;  // address peers connect to
   std::vector<bool> connect;  // per rank: join it over tcp (empty = every rank); symmetric
+  // Lazy links (TcpLinkMaker::make): lower ranks connect too, not only higher ones.
+  bool any_direction = false;
 };
 
 // The link handshake's hello, as the acceptor reads it off the wire (tcp_mesh.cc has the
@@ -33,8 +35,35 @@ Result<int> check_link_hello(const uint8_t (&hello)[kLinkHelloBytes], const Mesh
                              const std::vector<std::unique_ptr<Link>>& links,
                              const std::array<uint8_t, kLinkChallengeBytes>& challenge);
 
-// Returns one link per peer (null at `rank` and at ranks not to connect). Rank r connects to every lower rank and
-// accepts every higher one; each connection opens with an authenticated handshake.
+// Makes a rank's TCP links: it listens, publishes its address under prefix/tcp/rank, and a
+// thread of its own answers the peers' connections, each opening with the authenticated
+// handshake. make(peer) is lazy (MeshOptions::any_direction): whichever end needs the link
+// first connects. When both connect at once, the connection made by the lower rank is the
+// link: the higher rank's acceptor takes it, the lower rank's acceptor closes the other, and
+// its maker then finds the peer's connection taken by its acceptor.
+class TcpLinkMaker final : public LinkMaker {
+ public:
+  static Result<std::unique_ptr<TcpLinkMaker>> start(StoreClient& store, const MeshOptions& options,
+                                                     const Deadline& deadline);
+  ~TcpLinkMaker() override;
+  Result<std::unique_ptr<Link>> make(int peer, const Deadline& deadline) override;
+  // The eager mesh's halves: connect to `peer` now (failing at once if the handshake
+  // fails), or wait for `peer` to connect.
+  Result<std::unique_ptr<Link>> connect_now(int peer, bool wait_if_declined, const Deadline& deadline);
+  Result<std::unique_ptr<Link>> wait_for(int peer, const Deadline& deadline);
+  void stop() override;
+  const std::string& address() const { return address_; }
+
+  class Impl;
+
+ private:
+  explicit TcpLinkMaker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::string address_;
+};
+
+// Returns one link per peer (null at `rank` and at ranks not to connect), all made now. Rank r connects to every lower
+// rank and accepts every higher one; each connection opens with an authenticated handshake.
 Result<std::vector<std::unique_ptr<Link>>> connect_tcp_mesh(StoreClient& store, const MeshOptions& options,
                                                            const Deadline& deadline);
 

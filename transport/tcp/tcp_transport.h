@@ -6,5 +6,7 @@
 namespace kolo {
 
 TransportRow tcp_transport_row();
+// The start-up exchange's links (bootstrap_link_maker in transport.h), over tcp.
+Result<std::unique_ptr<LinkMaker>> tcp_bootstrap_maker(const CommSite& site, const Deadline& deadline);
 
 }  // namespace kolo

@@ -227,6 +227,7 @@ Status CompressedLinkExecutor::hierarchical(const PlannedCall& planned, const De
     gather_out_[i].resize(chunks_of(me));
     scatter_out_[i].resize(chunks_of(i));
     gather_in_[i].resize(chunks_of(i));
+    KOLO_TRY(context(fabric_.connect(local.ranks[i], deadline)));
     Link* link = fabric_.link(local.ranks[i]);
     for (size_t c = 0; c < chunks_of(me); ++c) {
       Status s = link->post_recv(planned.tag_base + kLocalScatterTag + c, partials_.data() + i * len(me) + c * K,
@@ -330,6 +331,7 @@ Status CompressedLinkExecutor::two_shot(const Group& g, const Part& part, const 
       ch.sends[q].done = q == me || !scatter;
       ch.sends[p + q].done = q == me || !gather;
       if (q == me) continue;
+      KOLO_TRY(context(fabric_.connect(g.ranks[q], deadline)));
       Link* link = fabric_.link(g.ranks[q]);
       Status s;
       if (scatter) s = link->post_recv(tag(c, 0), gathered(c, q), L.wire(c, me), &ch.gathered[q]);

@@ -84,6 +84,11 @@ class Run {
   Status start(size_t i) {
     const Step& step = s_.steps[i];
     const CallBinding& call = calls_[step.call];
+    // A link is made when a step first needs it (lazy links: Fabric::connect).
+    if (step.peer >= 0) {
+      Status linked = fabric_.connect(step.peer, deadline_);
+      if (!linked.ok()) return step_error(i, linked);
+    }
     switch (step.kind) {
       case StepKind::kSend: {
         state_[i] = State::kInFlight;

@@ -36,14 +36,41 @@ Result<std::vector<std::string>> Communicator::exchange_hosts(BootstrapNet& net,
   if (!transports.ok()) return transports.status();
   auto entries = net.allgather(str_cat(host_identity(), "\n", transports.value()), deadline);
   if (!entries.ok()) return entries.status();
-  std::vector<std::string> hosts(id_.size), transports_of(id_.size);
+  host_ids_.assign(id_.size, std::string());
+  transports_of_.assign(id_.size, std::string());
   for (int r = 0; r < id_.size; ++r) {
     const std::string& entry = entries.value()[r];
     const size_t cut = entry.find('\n');
     if (cut == 0 || cut == std::string::npos) return error(Code::kRemote, "rank ", r, " announced a malformed host entry");
-    hosts[r] = entry.substr(0, cut);
-    transports_of[r] = entry.substr(cut + 1);
+    host_ids_[r] = entry.substr(0, cut);
+    transports_of_[r] = entry.substr(cut + 1);
   }
+  place_on_hosts();
+  return transports_of_;
+}
+
+// A communicator made from another (a split, a dup) takes its members' hosts, transports
+// and the hosts' topologies (with the network figures measured) from it: no exchange, no
+// measurement again.
+void Communicator::inherit(const Inherited& from) {
+  const Communicator& parent = *from.parent;
+  host_ids_.resize(id_.size);
+  transports_of_.resize(id_.size);
+  for (int r = 0; r < id_.size; ++r) {
+    host_ids_[r] = parent.host_ids_[from.parent_rank[r]];
+    transports_of_[r] = parent.transports_of_[from.parent_rank[r]];
+  }
+  place_on_hosts();
+  int hosts = *std::max_element(host_of_rank_.begin(), host_of_rank_.end()) + 1;
+  topology_.hosts.assign(hosts, HostTopology());
+  for (int r = id_.size - 1; r >= 0; --r) {
+    topology_.hosts[host_of_rank_[r]] = parent.topology_.hosts[parent.host_of_rank_[from.parent_rank[r]]];
+  }
+}
+
+// From host_ids_: host_of_rank_, and the local and cross ranks.
+void Communicator::place_on_hosts() {
+  const std::vector<std::string>& hosts = host_ids_;
   // local: ranks on my host, in rank order. cross: ranks with my local rank (Horovod's meaning).
   local_rank_ = 0;
   local_size_ = 0;
@@ -66,7 +93,6 @@ Result<std::vector<std::string>> Communicator::exchange_hosts(BootstrapNet& net,
     if (r < id_.rank) ++cross_rank_;
     ++cross_size_;
   }
-  return transports_of;
 }
 
 Status Communicator::exchange_topology(BootstrapNet& net, const Deadline& deadline) {

@@ -19,7 +19,7 @@ namespace kolo {
 // done their last store call of the init: a rank that returns and exits (its process
 // hosting a store, the unique id's maker) breaks no one.
 Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id,
-                                                           const Deadline* within) {
+                                                           const Deadline* within, const Inherited* from) {
   const Deadline deadline = within != nullptr ? *within : Deadline(env_timeout_seconds());
   double mark = now_seconds();
   auto lap = [&mark](double& into) {
@@ -40,7 +40,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   std::unique_ptr<Communicator> comm(new Communicator(own.take(), std::move(id)));
   for (int r = 0; r < comm->id_.size; ++r) comm->lineage_.members.push_back(std::to_string(r));
   KOLO_TRY(comm->read_environment());
-  {
+  if (from != nullptr) {
+    comm->inherit(*from);
+    lap(times.hosts);
+    KOLO_TRY(comm->connect(deadline, comm->transports_of_));
+    lap(times.connect);
+  } else {
     // The start-up exchange's tree: its links go when the exchanges are done.
     CommSite site{comm->store_->client.get(), comm->store_->secret, comm->id_.prefix, comm->id_.rank, comm->id_.size, {}};
     auto net = BootstrapNet::create(site, liveness, str_cat(comm->id_.prefix, "/live/"), deadline);
@@ -53,9 +58,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
     lap(times.topology);
     KOLO_TRY(comm->connect(deadline, transports.value()));
     lap(times.connect);
+    KOLO_TRY(comm->calibrate_network(deadline));
+    lap(times.calibrate);
   }
-  KOLO_TRY(comm->calibrate_network(deadline));
-  lap(times.calibrate);
   KOLO_TRY(comm->barrier(&deadline).with_context("at the end of the communicator's init: "));
   lap(times.barrier);
   comm->startup_ = times;
@@ -354,13 +359,17 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   int new_rank = 0;
   while (members[new_rank].second != id_.rank) ++new_rank;
   CommIdentity child{str_cat(id_.prefix, "/split", seq, "/", color), new_rank, static_cast<int>(members.size())};
-  return made_with_all(create(store_, child, &deadline), deadline);
+  Inherited from{this, {}};
+  for (const auto& member : members) from.parent_rank.push_back(member.second);
+  return made_with_all(create(store_, child, &deadline, &from), deadline);
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::duplicate(const std::string& name) {
   const Deadline deadline(timeout_seconds_);
-  return made_with_all(create(store_, CommIdentity{str_cat(id_.prefix, "/dup/", name), id_.rank, id_.size}, &deadline),
-                       deadline);
+  Inherited from{this, {}};
+  for (int r = 0; r < id_.size; ++r) from.parent_rank.push_back(r);
+  return made_with_all(
+      create(store_, CommIdentity{str_cat(id_.prefix, "/dup/", name), id_.rank, id_.size}, &deadline, &from), deadline);
 }
 
 // The new communicators were bootstrapped from this one's store, in its rank 0's process:

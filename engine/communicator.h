@@ -48,13 +48,22 @@ struct CommIdentity {
   int size = 1;
 };
 
+class Communicator;
+// A communicator made from another (split, dup): what it takes from it instead of
+// exchanging again (Communicator::inherit).
+struct Inherited {
+  const Communicator* parent = nullptr;
+  std::vector<int> parent_rank;  // new rank -> the parent's rank
+};
+
 class Communicator {
  public:
   // Collective over id's ranks; `bootstrap` gives only the address of the communicator's own
   // store (comm_store.h). `within`: the deadline of the whole creation (a split's), else
   // KOLO_TIMEOUT from now.
   static Result<std::unique_ptr<Communicator>> create(std::shared_ptr<StoreSession> bootstrap, CommIdentity id,
-                                                      const Deadline* within = nullptr);
+                                                      const Deadline* within = nullptr,
+                                                      const Inherited* from = nullptr);
   ~Communicator();
 
   int rank() const { return id_.rank; }
@@ -136,6 +145,8 @@ class Communicator {
   // Hosts and transports in one exchange; the transports' entries are returned for connect.
   Result<std::vector<std::string>> exchange_hosts(BootstrapNet& net, const Deadline& deadline);
   Status exchange_topology(BootstrapNet& net, const Deadline& deadline);
+  void inherit(const Inherited& from);
+  void place_on_hosts();
   Status calibrate_network(const Deadline& deadline);
   Status run_locked(const CollCall* calls, size_t n);
   Status drain_device();
@@ -155,6 +166,8 @@ class Communicator {
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts
+  std::vector<std::string> host_ids_;       // rank -> its host's identity (topology/host_identity.h)
+  std::vector<std::string> transports_of_;  // rank -> the transports it allows (Connections::transports_entry)
   ClusterTopology topology_;
   std::unique_ptr<Connections> connections_;  // before executors_: they use its links
   IpcWindows windows_;  // registered buffers; before executors_, which read them

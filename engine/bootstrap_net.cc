@@ -111,11 +111,16 @@ Status BootstrapNet::link_tree(const Deadline& deadline) {
 }
 
 // A step that fails closes its links while its requests still exist (a link fails its
-// pending requests when it closes).
+// pending requests when it closes): the requests live here, the step's work in step().
 Status BootstrapNet::exchange(uint64_t tag, const std::vector<int>& send_to, const std::string& out,
                               const std::vector<int>& recv_from, std::vector<std::string>* in,
                               const Deadline& deadline) {
-  Status s = exchange_once(tag, send_to, out, recv_from, in, deadline);
+  Requests r;
+  r.sends.resize(2 * send_to.size());
+  r.lengths.resize(recv_from.size());
+  r.length_reqs.resize(recv_from.size());
+  r.data_reqs.resize(recv_from.size());
+  Status s = step(tag, send_to, out, recv_from, in, deadline, r);
   if (!s.ok()) {
     for (int peer : send_to) links_[peer]->close_after_failure();
     for (int peer : recv_from) links_[peer]->close_after_failure();
@@ -123,17 +128,19 @@ Status BootstrapNet::exchange(uint64_t tag, const std::vector<int>& send_to, con
   return s;
 }
 
-Status BootstrapNet::exchange_once(uint64_t tag, const std::vector<int>& send_to, const std::string& out,
-                                   const std::vector<int>& recv_from, std::vector<std::string>* in,
-                                   const Deadline& deadline) {
-  const uint64_t length_out = out.size();
-  std::vector<uint64_t> lengths(recv_from.size());
-  std::vector<TransferRequest> sends(2 * send_to.size()), length_reqs(recv_from.size()), data_reqs(recv_from.size());
+Status BootstrapNet::step(uint64_t tag, const std::vector<int>& send_to, const std::string& out,
+                          const std::vector<int>& recv_from, std::vector<std::string>* in, const Deadline& deadline,
+                          Requests& r) {
+  r.length_out = out.size();
+  std::vector<uint64_t>& lengths = r.lengths;
+  std::vector<TransferRequest>& sends = r.sends;
+  std::vector<TransferRequest>& length_reqs = r.length_reqs;
+  std::vector<TransferRequest>& data_reqs = r.data_reqs;
   std::vector<bool> data_posted(recv_from.size(), false);
   in->assign(recv_from.size(), std::string());
   for (size_t i = 0; i < send_to.size(); ++i) {
     Link& link = *links_[send_to[i]];
-    KOLO_TRY(link.post_send(tag, &length_out, sizeof(length_out), &sends[2 * i]));
+    KOLO_TRY(link.post_send(tag, &r.length_out, sizeof(r.length_out), &sends[2 * i]));
     if (!out.empty()) KOLO_TRY(link.post_send(tag + 1, out.data(), out.size(), &sends[2 * i + 1]));
     else sends[2 * i + 1].done = true;
   }

@@ -35,10 +35,15 @@ class BootstrapNet {
   BootstrapNet() = default;
   Status link_tree(const Deadline& deadline);
   // Sends and receives one length-prefixed blob per peer, all at once, until done.
-  Status exchange(uint64_t tag, const std::vector<int>& send_to, const std::string& out, const std::vector<int>& recv_from,
-                  std::vector<std::string>* in, const Deadline& deadline);
-  Status exchange_once(uint64_t tag, const std::vector<int>& send_to, const std::string& out, const std::vector<int>& recv_from,
-                       std::vector<std::string>* in, const Deadline& deadline);
+  struct Requests {
+    uint64_t length_out = 0;
+    std::vector<uint64_t> lengths;
+    std::vector<TransferRequest> sends, length_reqs, data_reqs;
+  };
+  Status exchange(uint64_t tag, const std::vector<int>& send_to, const std::string& out,
+                  const std::vector<int>& recv_from, std::vector<std::string>* in, const Deadline& deadline);
+  Status step(uint64_t tag, const std::vector<int>& send_to, const std::string& out, const std::vector<int>& recv_from,
+              std::vector<std::string>* in, const Deadline& deadline, Requests& r);
   // A step that failed: who is not alive, from the store, if anyone.
   Status explain(const Status& failure);
 

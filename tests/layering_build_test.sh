@@ -2,7 +2,7 @@
 # The layering is enforced by the build (CMakeLists.txt: each layer compiles against a view
 # holding only the layers cmake/layers.txt lets it include). Compiles one-line probes the
 # way a layer's files are compiled: an include a layer may make must compile, one it may
-# not make must fail with the compiler's "No such file or directory", which is printed.
+# not make must fail with the compiler's "No such file or directory" (clang: "file not found"), which is printed.
 #   tests/layering_build_test.sh CXX VIEWS_DIR
 set -uo pipefail
 cxx=$1 views=$2
@@ -17,7 +17,7 @@ probe() {  # probe LAYER INCLUDE ok|refused
     echo "FAIL: layer $layer including \"$include\": $got, expected $want"; echo "$out" | head -5
     failures=$((failures + 1))
   elif [ "$want" = refused ]; then
-    if ! grep -q "No such file or directory" <<<"$out"; then
+    if ! grep -qE "No such file or directory|file not found" <<<"$out"; then  # gcc, clang
       echo "FAIL: layer $layer including \"$include\" failed for another reason:"; echo "$out" | head -5
       failures=$((failures + 1))
     else

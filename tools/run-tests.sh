@@ -31,10 +31,13 @@ phase ctest-asan-mp    ctest_logged asan-multiproc ctest --preset asan-multiproc
 # 2 cores run past 15 minutes under TSan) and ThreadRanks.HostBarriersWorkForThreadsOfOneProcess
 # (TSan reports a slot copied in by one thread-rank and read by another's reduce as racing
 # through the host barrier's event, word and release chain; not understood yet, open in
-# docs/device.md), and the same multi-process sample but the fault test that times how
-# fast ranks stop (TSan slows them past its limits).
+# docs/device.md), nor the suites that start no thread (Verifier, PlannerAlgorithms,
+# PlannerModel, LocalProgramVerify, Schedules: schedules and plans checked in one thread,
+# where TSan has nothing to find; they ran 4 minutes under it. The default build and ASan
+# run them), and the same multi-process sample but the fault test that times how fast ranks
+# stop (TSan slows them past its limits).
 phase build-tsan       sh -c 'cmake --preset tsan >/dev/null && cmake --build --preset tsan'
 phase ctest-tsan       ctest_logged tsan ctest --preset tsan
 phase ctest-tsan-mp    ctest_logged tsan-multiproc ctest --preset tsan-multiproc
 # Every fuzz target for 20 s from its seed corpus (fuzz/README.md; clang, ASan, UBSan).
-phase fuzz             bash tools/fuzz.sh "${KOLO_CI_FUZZ_SECONDS:-20}"
+phase fuzz             bash tools/fuzz.sh --preset asan "${KOLO_CI_FUZZ_SECONDS:-20}"

@@ -43,6 +43,30 @@ std::string describe(const char* coll, const Case& c, size_t count, bool in_plac
 // Every collective x dtype x op x in-place x count (x two roots for rooted ones). With
 // `device`, the buffers are device memory (KOLO_DEVICE=emulated in CI) and the calls are
 // enqueued on a stream; the results are read back after the stream is done.
+// Each collective once or twice, float sums, small and odd counts, in place and not, the
+// first and last roots: the scale tests' check at many ranks, where the whole cross
+// product of "quick" would take minutes.
+void scenario_every_collective(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm);
+  for (const std::string& name : collective_names()) {
+    const Collective& coll = *find_collective(name);
+    std::vector<int> roots{0};
+    if (coll.rooted && p > 1) roots.push_back(p - 1);
+    for (int root : roots) {
+      for (size_t count : {size_t{1}, size_t{1007}}) {
+        for (bool in_place : {false, true}) {
+          Case c{KOLO_FLOAT32, KOLO_SUM, root, kolo_comm_rank(comm), p};
+          Buffers b;
+          coll.prepare(b, count, c, in_place);
+          must(coll.call(b, count, c, in_place, comm), describe(coll.name, c, count, in_place));
+          size_t wrong = coll.check(b, count, c, in_place);
+          expect(wrong == 0, describe(coll.name, c, count, in_place) + ": " + std::to_string(wrong) + " wrong");
+        }
+      }
+    }
+  }
+}
+
 void scenario_collectives(kolo_comm_t comm, bool quick, bool device = false) {
   const int p = kolo_comm_size(comm);
   std::vector<size_t> counts{0, 1, 7, 1000};
@@ -500,6 +524,7 @@ int main(int argc, char** argv) {
   else if (scenario == "device_big_group") device_scenarios::device_big_group(comm);
   else if (scenario == "device_shared_buffers") device_scenarios::device_shared_buffers(comm);
   else if (scenario == "quick") scenario_collectives(comm, true);
+  else if (scenario == "every_collective") scenario_every_collective(comm);
   else if (scenario == "options") scenario_options(comm);
   else if (scenario == "split") scenario_split(comm);
   else if (scenario == "p2p") scenario_p2p(comm);

@@ -343,9 +343,10 @@ int kolorun_main(int argc, char** argv) {
     if (elastic && name == "KOLO_ELASTIC") continue;  // kolorun sets it per rank (1 or join)
     job.env.emplace_back(name, text.substr(eq + 1));
   }
-  for (auto& [name, value] : options.exports) {
-    std::erase_if(job.env, [&](const auto& var) { return var.first == name; });
-    job.env.emplace_back(name, value);
+  for (const auto& exported : options.exports) {
+    // Not a structured binding: clang 14 (the sanitizer builds') cannot capture one.
+    std::erase_if(job.env, [&](const auto& var) { return var.first == exported.first; });
+    job.env.emplace_back(exported.first, exported.second);
   }
   if (options.nccl) {
     Result<std::string> folder = nccl_dropin_folder();

@@ -1,5 +1,10 @@
 #include "support/crypto.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -17,9 +22,18 @@ Mac hmac_sha256(const std::string& key, const void* data, size_t size) {
 
 bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
 
+// The kernel's CSPRNG (getrandom(2), which OpenSSL seeds from too): OpenSSL's RAND_bytes
+// spends about 3 ms of CPU setting up its generator on first use, in every rank's start-up.
 Status random_bytes(void* out, size_t size) {
-  if (RAND_bytes(static_cast<unsigned char*>(out), static_cast<int>(size)) != 1) {
-    return error(Code::kSystem, "OpenSSL RAND_bytes failed");
+  auto* at = static_cast<unsigned char*>(out);
+  while (size > 0) {
+    const ssize_t got = ::getrandom(at, size, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return error(Code::kSystem, "getrandom failed: ", std::strerror(errno));
+    }
+    at += got;
+    size -= static_cast<size_t>(got);
   }
   return Status();
 }

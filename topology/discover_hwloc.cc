@@ -158,6 +158,12 @@ bool add_hwloc(HostTopology* topo) {
   hwloc_topology_t hw;
   if (hwloc_topology_init(&hw) != 0) return false;
   hwloc_topology_set_io_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_ALL);
+#if HWLOC_API_VERSION >= 0x00020100
+  // hwloc's GL component asks an X server for its GPUs (connecting to X11 sockets, a few ms
+  // per host at every start-up); kolo finds GPUs through CUDA and sysfs. OpenCL likewise.
+  hwloc_topology_set_components(hw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
+  hwloc_topology_set_components(hw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
+#endif
   if (hwloc_topology_load(hw) != 0) {
     hwloc_topology_destroy(hw);
     log_warn(Subsys::kTopo, "hwloc could not load this machine's topology; using sysfs");

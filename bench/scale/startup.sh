@@ -34,7 +34,7 @@ kolorun=$build/tools/kolorun/kolorun
 for f in "$probe" "$kolorun"; do [ -x "$f" ] || { echo "startup.sh: $f is missing (build the default preset)" >&2; exit 2; }; done
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
-copy=$("$build/tools/kolo_plan/kolo-plan" allreduce 2>/dev/null | sed -n 's/.*memcpy of 4 MiB \([0-9.]*\) GB\/s.*/\1/p' | head -n 1 || true)
+copy=$("$build/tools/kolo_plan/kolo-plan" 2>/dev/null | sed -n 's/.*memcpy of 4 MiB \([0-9.]*\) GB\/s.*/\1/p' | head -n 1 || true)
 echo "# $(date -u +%F) $cpu, $(nproc) cores, memcpy ${copy:-?} GB/s (4 MiB); kolo $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "# $( [ "$hosts" -gt 0 ] && echo "$hosts test hosts (TCP between them)" || echo "one host (shared memory)"); env: ${extra_env:-none}"
 
@@ -66,7 +66,7 @@ for n in $ranks; do
   for run in $(seq 1 "$runs"); do
     launch=$(date +%s.%N)
     # shellcheck disable=SC2086  # extra_env is a list of K=V words
-    if ! line=$(env STARTUP_BENCH_LAUNCH="$launch" $extra_env "$kolorun" --timeout 600 "${launch_args[@]}" "${host_args[@]}" \
+    if ! line=$(env STARTUP_BENCH_LAUNCH="$launch" $extra_env "$kolorun" --no-prefix --timeout 600 "${launch_args[@]}" "${host_args[@]}" \
                   "$probe" 2>/tmp/kolo-startup-err.$$ | grep '^{'); then
       echo "startup.sh: $n ranks, run $run failed:" >&2; tail -n 20 /tmp/kolo-startup-err.$$ >&2
       rm -f /tmp/kolo-startup-err.$$; exit 1
@@ -81,11 +81,11 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 by_n = {}
 for r in rows: by_n.setdefault(r["ranks"], []).append(r)
-print("\n| ranks | launch→first allreduce s | store | hosts | topology | connect | barrier | first call | CPU/rank s | sockets max | threads max | RSS MB/rank | shared MB/rank | 8 B us | 1 MB us |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("\n| ranks | launch→first allreduce s | store | tree | hosts | topology | connect | barrier | first call | CPU/rank s | sockets/rank (max; rank 0) | threads max | RSS MB/rank | shared MB/rank | 8 B us | 1 MB us |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in sorted(by_n):
     runs = sorted(by_n[n], key=lambda r: r["launch_to_first_s"])
     m = runs[len(runs) // 2]; p = m["phases"]
     each = ", ".join("%.2f" % r["launch_to_first_s"] for r in runs)
-    print(f"| {n} | {m['launch_to_first_s']:.2f} (runs {each}) | {p['store']:.3f} | {p['hosts']:.3f} | {p['topology']:.3f} | {p['connect']:.3f} | {p['barrier']:.3f} | {p['first_call']:.3f} | {m['cpu_per_rank_s']:.3f} | {m['sockets_max']:.0f} | {m['threads_max']:.0f} | {m['rss_mb_median']:.0f} | {m['shared_mb_median']:.1f} | {m['allreduce_8b_us']:.1f} | {m['allreduce_1mb_us']:.0f} |")
+    print(f"| {n} | {m['launch_to_first_s']:.2f} (runs {each}) | {p['store']:.3f} | {p['tree']:.3f} | {p['hosts']:.3f} | {p['topology']:.3f} | {p['connect']:.3f} | {p['barrier']:.3f} | {p['first_call']:.3f} | {m['cpu_per_rank_s']:.3f} | {m['sockets_max']:.0f}; {m['sockets_rank0']:.0f} | {m['threads_max']:.0f} | {m['rss_mb_median']:.0f} | {m['shared_mb_median']:.1f} | {m['allreduce_8b_us']:.1f} | {m['allreduce_1mb_us']:.0f} |")
 PY

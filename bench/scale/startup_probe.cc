@@ -6,7 +6,8 @@
 //                       last rank's first allreduce return
 //   phases              the communicator's start-up steps, max over ranks (seconds)
 //   cpu_per_rank_s      user + sys to the first allreduce, summed over ranks, / N
-//   sockets, threads    per rank (max, and median)
+//   sockets, threads    per rank (max and median over ranks 1..N-1; rank 0's own, which
+//                       serves the communicator's store: one connection per rank)
 //   rss_mb, shared_mb   per rank (median), and rss summed over the ranks
 //   allreduce_8b_us, allreduce_1mb_us   median over 200 / 20 calls (rank 0's)
 #include <dirent.h>
@@ -104,7 +105,7 @@ double time_allreduce(kolo_comm_t comm, size_t count, int calls) {
 }
 
 // One rank's figures, gathered at rank 0 (all doubles).
-enum Field { kFirstDone, kCpu, kStore, kHosts, kTopology, kConnect, kCalibrate, kBarrier, kFirstCall, kSockets,
+enum Field { kFirstDone, kCpu, kStore, kTree, kHosts, kTopology, kConnect, kCalibrate, kBarrier, kFirstCall, kSockets,
              kThreads, kRss, kShared, kFieldCount };
 
 }  // namespace
@@ -123,6 +124,7 @@ int main() {
   mine[kCpu] = cpu_seconds();
   const auto& t = comm->impl->startup_times();
   mine[kStore] = t.store;
+  mine[kTree] = t.tree;
   mine[kHosts] = t.hosts;
   mine[kTopology] = t.topology;
   mine[kConnect] = t.connect;
@@ -149,15 +151,19 @@ int main() {
     double cpu_sum = 0, rss_sum = 0;
     for (double c : column(kCpu)) cpu_sum += c;
     for (double m : column(kRss)) rss_sum += m;
+    std::vector<double> sockets = column(kSockets);
+    const double sockets_rank0 = sockets[0];
+    if (size > 1) sockets.erase(sockets.begin());
     std::printf(
-        "{\"ranks\": %d, \"launch_to_first_s\": %.3f, \"phases\": {\"store\": %.3f, \"hosts\": %.3f, "
+        "{\"ranks\": %d, \"launch_to_first_s\": %.3f, \"phases\": {\"store\": %.3f, \"tree\": %.3f, \"hosts\": %.3f, "
         "\"topology\": %.3f, \"connect\": %.3f, \"calibrate\": %.3f, \"barrier\": %.3f, \"first_call\": %.3f}, "
-        "\"cpu_per_rank_s\": %.4f, \"sockets_max\": %.0f, \"sockets_median\": %.0f, \"threads_max\": %.0f, "
+        "\"cpu_per_rank_s\": %.4f, \"sockets_max\": %.0f, \"sockets_median\": %.0f, \"sockets_rank0\": %.0f, "
+        "\"threads_max\": %.0f, "
         "\"rss_mb_median\": %.1f, \"shared_mb_median\": %.1f, \"rss_mb_sum\": %.0f, "
         "\"allreduce_8b_us\": %.1f, \"allreduce_1mb_us\": %.1f}\n",
-        size, max_of(column(kFirstDone)) - launch, max_of(column(kStore)), max_of(column(kHosts)),
+        size, max_of(column(kFirstDone)) - launch, max_of(column(kStore)), max_of(column(kTree)), max_of(column(kHosts)),
         max_of(column(kTopology)), max_of(column(kConnect)), max_of(column(kCalibrate)), max_of(column(kBarrier)),
-        max_of(column(kFirstCall)), cpu_sum / size, max_of(column(kSockets)), median(column(kSockets)),
+        max_of(column(kFirstCall)), cpu_sum / size, max_of(sockets), median(sockets), sockets_rank0,
         max_of(column(kThreads)), median(column(kRss)), median(column(kShared)), rss_sum, small_us, large_us);
     std::fflush(stdout);
   }

@@ -139,9 +139,9 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
     h.ring_bytes = geometry_.ring_bytes;
     h.total_bytes = geometry_.total_bytes();
     for (int i = 0; i < n; ++i) new (&control(i)) RankControl();
-    for (int from = 0; from < n; ++from) {
-      for (int to = 0; to < n; ++to) new (&channel(from, to)) ChannelControl();
-    }
+    // The channels are left as the memfd gives them, zero pages: a zero ChannelControl is
+    // head 0, tail 0. Constructing them touched one page per pair (65,536 pages, 256 MiB, at
+    // 256 ranks) at start-up; now a pair's page is touched when the pair first talks.
     h.magic = kSegmentMagic;
     Result<FdOffer> offer = FdOffer::open();
     if (!offer.ok()) return offer.status();
@@ -169,8 +169,13 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   RankControl& me = control(my_index_);
   me.probe_address.store(reinterpret_cast<uint64_t>(&kProbeValue), std::memory_order_release);
   publish_cpu_mask(me.cpu_mask);
-  me.copy_mbs.store(static_cast<uint64_t>(host_rates().copy_gbs * 1000), std::memory_order_release);
-  me.cache_kb.store(static_cast<uint64_t>(host_rates().cache_bytes / 1024), std::memory_order_release);
+  // The host's copy rate and cache, measured once per domain, by its first rank: the
+  // measurement (8 MiB touched, a few 4 MiB copies) cost every rank ~5 ms of CPU at start-up,
+  // the same figure 256 times on a host of 256 ranks. The others publish 0 (not measured).
+  if (my_index_ == 0) {
+    me.copy_mbs.store(std::max<uint64_t>(1, static_cast<uint64_t>(host_rates().copy_gbs * 1000)), std::memory_order_release);
+    me.cache_kb.store(std::max<uint64_t>(1, static_cast<uint64_t>(host_rates().cache_bytes / 1024)), std::memory_order_release);
+  }
   pidfds_.resize(n);
   for (int i = 0; i < n; ++i) {
     if (i != my_index_) pidfds_[i] = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pids_[i], 0)));
@@ -187,11 +192,18 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
     agreed_cores_ += __builtin_popcountll(any);
   }
   agreed_cores_ = std::max(agreed_cores_, 1);
-  uint64_t slowest = UINT64_MAX;
-  for (int i = 0; i < n; ++i) slowest = std::min(slowest, control(i).copy_mbs.load(std::memory_order_acquire));
+  // What the ranks that measured published (the first; 0 = not measured), the same for all.
+  uint64_t slowest = UINT64_MAX, smallest = UINT64_MAX;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t copy = control(i).copy_mbs.load(std::memory_order_acquire);
+    const uint64_t cache = control(i).cache_kb.load(std::memory_order_acquire);
+    if (copy != 0) slowest = std::min(slowest, copy);
+    if (cache != 0) smallest = std::min(smallest, cache);
+  }
+  if (slowest == UINT64_MAX || smallest == UINT64_MAX) {
+    return error(Code::kInternal, "shared memory: no rank of the host published its copy rate");
+  }
   agreed_copy_gbs_ = static_cast<double>(slowest) / 1000;
-  uint64_t smallest = UINT64_MAX;
-  for (int i = 0; i < n; ++i) smallest = std::min(smallest, control(i).cache_kb.load(std::memory_order_acquire));
   agreed_cache_bytes_ = static_cast<double>(smallest) * 1024;
   oversubscribed_ = n > agreed_cores_;
   KOLO_TRY(probe_cma(options.single_copy));

@@ -148,6 +148,7 @@ Status Communicator::connect(const Deadline& deadline, const std::vector<std::st
   env.host_of_rank = &host_of_rank_;
   plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
   plan_context_.nccl_backend = nccl_backend_;
+  plan_context_.lazy_links = env_string("KOLO_LAZY_CONNECT") == "1";
   for (int k = 0; k < kExecutorCount; ++k) {
     MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);
     if (!made.ok()) return made.status().with_context(str_cat("rank ", id_.rank, ": "));

@@ -260,8 +260,32 @@ Algorithm choose_compressed_algorithm(const CollSpec& spec, const PlanContext& c
                                                                          : Algorithm::kTwoShot;
 }
 
+bool all_peers_affordable(const PlanContext& ctx) {
+  if (!ctx.lazy_links || ctx.host_of_rank == nullptr || ctx.size <= 2) return true;
+  // The same answer on every rank: the ranks off the smallest host, against 2 log2 N.
+  std::vector<int> per_host;
+  for (int h : *ctx.host_of_rank) {
+    if (h >= static_cast<int>(per_host.size())) per_host.resize(h + 1, 0);
+    ++per_host[h];
+  }
+  int smallest = ctx.size;
+  for (int count : per_host) {
+    if (count > 0) smallest = std::min(smallest, count);
+  }
+  const int remote = ctx.size - smallest;
+  int log2n = 0;
+  while ((1 << log2n) < ctx.size) ++log2n;
+  return remote <= 2 * log2n;
+}
+
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx) {
   if (find_row(algorithm, executor, spec.kind) == nullptr) return false;
+  // All-peer schedules over lazy links: not past 2 log2 N remote peers (alltoall, barrier,
+  // send and recv keep theirs: choose_algorithm gives them their one schedule).
+  const bool all_peers =
+      executor == ExecutorKind::kSchedule &&
+      (algorithm == Algorithm::kDirect || algorithm == Algorithm::kOneShot || algorithm == Algorithm::kTwoShot);
+  if (all_peers && spec.kind != CollKind::kAlltoall && !all_peers_affordable(ctx)) return false;
   return algorithm != Algorithm::kHierarchical || balanced_hosts(ctx);
 }
 
@@ -351,7 +375,25 @@ Algorithm choose_algorithm(const CollSpec& spec, const PlanContext& ctx) {
   // Alltoall, barrier, send and recv have one schedule each.
   if (!algorithm_serves(Algorithm::kRing, kSched, spec, ctx)) return Algorithm::kDirect;
   if (ctx.size == 1) return Algorithm::kRing;  // every algorithm is one copy
+  if (ctx.size > kSimulatedRanksMost) return large_communicator_choice(spec, ctx);
   return select_algorithm(predict_all(spec, ctx, CostModel(ctx)));
+}
+
+// Past kSimulatedRanksMost ranks the event simulator is not asked: it builds and runs every
+// rank's schedule for every algorithm, O(N^2) steps per rank and size (0.5 s of CPU and
+// 100 MB at 256 ranks, on every rank, for every new size: a job of 256 ranks on one machine
+// ran out of memory in its first call). Instead the choice the simulator makes at 64 ranks
+// for every size: latency-bound sizes by halving-doubling (log2 N steps; tree where it is
+// the one with log2 N steps), bandwidth-bound ones by the two-level schedule over balanced
+// hosts, else the ring. An analytic model that keeps the cost table's choice at any N is
+// the next step (docs/scale.md).
+Algorithm large_communicator_choice(const CollSpec& spec, const PlanContext& ctx) {
+  const bool large = spec.bytes() >= (size_t{1} << 20);
+  auto serves = [&](Algorithm a) { return algorithm_serves(a, kSched, spec, ctx); };
+  if (large) return serves(Algorithm::kHierarchical) ? Algorithm::kHierarchical : Algorithm::kRing;
+  if (serves(Algorithm::kHalvingDoubling)) return Algorithm::kHalvingDoubling;
+  if (serves(Algorithm::kTree)) return Algorithm::kTree;
+  return Algorithm::kRing;
 }
 
 Schedule schedule_of(Algorithm algorithm, const CollSpec& spec, const PlanContext& ctx) {

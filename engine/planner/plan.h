@@ -134,6 +134,15 @@ Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes);
 Status verify_collective(const CollSpec& spec, const PlanContext& ctx);
 
 // Whether `algorithm` has a program for spec on `executor` (the table in plan.cc).
+// With lazy links, whether an algorithm in which every rank talks to every other may run:
+// its first call makes a link to every peer, so it runs only while the ranks on other hosts
+// are at most 2 log2 N (the same answer on every rank). Past that, ring, tree and
+// halving-doubling serve (log2 N peers or fewer), and a rank keeps O(log N) sockets.
+bool all_peers_affordable(const PlanContext& ctx);
+// Communicators of more ranks than this are planned by large_communicator_choice, not by
+// simulating every algorithm (plan.cc says why).
+constexpr int kSimulatedRanksMost = 64;
+Algorithm large_communicator_choice(const CollSpec& spec, const PlanContext& ctx);
 bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec& spec, const PlanContext& ctx);
 
 // The schedule executor's part of plan(): the algorithm (a forced one where it has a

@@ -47,6 +47,9 @@ struct PlanContext {
   const PlannerParams* local_params = nullptr;
   // KOLO_BACKEND=nccl: device calls go to NCCL, not kolo's device path.
   bool nccl_backend = false;
+  // KOLO_LAZY_CONNECT=1 (the same on every rank): links between hosts are made when a call
+  // first needs them, so an algorithm's peers are sockets it opens (all_peers_affordable).
+  bool lazy_links = false;
   // The device_ipc executor runs here (one host, a device runtime that maps peers' memory).
   bool device_ipc = false;
   // What the executors declare (Executor::describe) and learn (Executor::set_up), for

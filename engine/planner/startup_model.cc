@@ -42,12 +42,16 @@ StartupEstimate estimate_startup(int hosts, int ranks_per_host, int cores, const
 
 StartupParams fitted_startup_params() {
   StartupParams p;
-  // Fitted on the development VM (AMD EPYC, 2 cores), bench/results/2026-12-06-startup-scale.md.
-  p.rank_cpu_s = 0.010;
-  p.rank_cpu_per_log2_s = 0.0005;
-  p.rank_cpu_per_rank_s = 0.000002;
-  p.store_connection_s = 40e-6;
-  p.store_request_s = 8e-6;
+  // Fitted on the development VM (AMD EPYC, 2 cores, memcpy 48.9 GB/s), one host,
+  // bench/results/2026-12-06-startup-scale.md: CPU per rank 11-13 ms from 8 to 256 ranks.
+  p.rank_cpu_s = 0.0105;
+  p.rank_cpu_per_log2_s = 0.0003;
+  p.rank_cpu_per_rank_s = 0;
+  // kolo-scale-model --measure-store, 64 clients on the same 2 cores: per connection
+  // (accept, nonces, HELLO) and per request, round trips under load (upper bounds).
+  p.store_connection_s = 159e-6;
+  p.store_request_s = 22e-6;
+  p.store_requests_per_rank = 14;
   p.net_latency_s = 30e-6;  // veth between network namespaces
   p.net_gbs = 2.0;
   p.link_setup_s = 300e-6;
@@ -57,6 +61,12 @@ StartupParams fitted_startup_params() {
 
 StartupParams cluster_startup_params() {
   StartupParams p = fitted_startup_params();
+  // Assumptions (docs/scale.md): the store's thread on a core of its own spends 40 us per
+  // authenticated connection (two HMACs, a nonce, accept) and 8 us per request; a lazy
+  // link's handshake 100 us; hosts 5 us apart on 400 Gbit/s links; a rank makes about
+  // log2 N lazy links' address lookups more than at 256 ranks.
+  p.store_connection_s = 40e-6;
+  p.store_request_s = 8e-6;
   p.net_latency_s = 5e-6;
   p.net_gbs = 50.0;  // 400 Gbit/s
   p.link_setup_s = 100e-6;

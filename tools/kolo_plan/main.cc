@@ -217,6 +217,7 @@ int main(int argc, char** argv) {
   ctx.topology = &cluster;
   ctx.host_of_rank = &host_of;
   ctx.device_memory = device;
+  ctx.lazy_links = env_string("KOLO_LAZY_CONNECT") == "1";  // as communicator.cc sets it
   CostModel model(ctx);
   // One host with host memory and the shm transport allowed (KOLO_TRANSPORTS): the
   // communicator runs single collectives on the one-host executor (engine/local/), whose

@@ -66,8 +66,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   comm->startup_ = times;
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
-           comm->cross_size_, comm->plan_context_.shared_memory ? ", one-host collectives in shared memory" : "",
-           "; made in ", static_cast<int>((times.store + times.tree + times.hosts + times.topology + times.connect +
+           comm->cross_size_, comm->plan_context_.shared_memory ? ", one-host collectives in shared memory" : "");
+  log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " made in ", static_cast<int>((times.store + times.tree + times.hosts + times.topology + times.connect +
                                           times.calibrate + times.barrier) * 1e3),
            " ms (store ", static_cast<int>(times.store * 1e3), ", tree ", static_cast<int>(times.tree * 1e3),
            ", hosts ", static_cast<int>(times.hosts * 1e3),

@@ -24,7 +24,7 @@ run() { # run WHAT COMMAND...: kolorun over the hosts, its output in $out
 }
 
 run "start-up probe" "$probe"
-line=$(grep '^{' <<< "$out") || fail "the probe printed no figures"
+line=$(grep -o '{"ranks".*}' <<< "$out") || fail "the probe printed no figures"
 echo "$line"
 sockets=$(sed -n 's/.*"sockets_max": \([0-9]*\).*/\1/p' <<< "$line")
 limit=$(awk -v n="$np" -v s="$slots" 'BEGIN { printf "%d", 2 * log(n) / log(2) + s + 4 }')

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -185,6 +186,14 @@ Status Job::start(Rank& rank) {
       (remote && ::pipe2(in, O_CLOEXEC) != 0)) {
     int saved = errno;
     close_all();
+    if (saved == EMFILE || saved == ENFILE) {
+      // kolorun holds 6-8 descriptors per rank it starts (its output, errors, reports).
+      rlimit limit{};
+      ::getrlimit(RLIMIT_NOFILE, &limit);
+      return error(Code::kSystem, "pipe: ", std::strerror(saved), ": kolorun holds about 8 file descriptors per rank, and ",
+                   "the limit is ", static_cast<long long>(limit.rlim_cur), " (hard ", static_cast<long long>(limit.rlim_max),
+                   "): raise it with `ulimit -n`");
+    }
     return error(Code::kSystem, "pipe: ", std::strerror(saved));
   }
   int stdin_source = remote ? in[0] : null_fd_;

@@ -11,6 +11,8 @@ namespace {
 
 constexpr uint64_t kBootTag = uint64_t{0x7ffffff1} << 32;  // apart from collective and calibration tags
 constexpr size_t kMaxEntryBytes = 16u << 20;
+// A peer's claimed blob length is checked before anything is sized by it.
+constexpr uint64_t kMaxBlobBytes = uint64_t{256} << 20;
 // Left of the deadline for asking the store who is missing after a step fails.
 constexpr double kExplainSeconds = 1.0;
 
@@ -22,13 +24,6 @@ uint32_t get_u32(const char* p) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(p[i]);
   return v;
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text;
-  for (size_t i = 0; i < ranks.size() && i < 16; ++i) text += str_cat(i ? "," : "", ranks[i]);
-  if (ranks.size() > 16) text += str_cat(",...(", ranks.size() - 16, " more)");
-  return text;
 }
 
 }  // namespace
@@ -159,8 +154,9 @@ Status BootstrapNet::step(uint64_t tag, const std::vector<int>& send_to, const s
       }
       KOLO_TRY(length_reqs[i].status);
       if (!data_posted[i]) {
-        if (lengths[i] > (uint64_t{1} << 31)) {
-          return error(Code::kRemote, "start-up exchange: rank ", recv_from[i], " sends ", lengths[i], " bytes");
+        if (lengths[i] > kMaxBlobBytes) {
+          return error(Code::kRemote, "start-up exchange: rank ", recv_from[i], " sends ", lengths[i],
+                       " bytes (at most ", kMaxBlobBytes, ")");
         }
         data_posted[i] = true;
         (*in)[i].resize(lengths[i]);
@@ -232,7 +228,7 @@ Status BootstrapNet::explain(const Status& failure) {
   Result<std::vector<std::string>> live =
       liveness_->gather(live_prefix_, site_.size, Deadline(kExplainSeconds * 0.8), &missing);
   if (live.ok() || missing.empty()) return failure;
-  return Status(failure.code(), str_cat("waiting for ", missing.size() == 1 ? "rank " : "ranks ", rank_list(missing),
+  return Status(failure.code(), str_cat("waiting for ", missing.size() == 1 ? "rank " : "ranks ", rank_list(missing, 16),
                                         " to join: not alive (never started, or exited); here: ", failure.message()));
 }
 

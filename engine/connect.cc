@@ -11,12 +11,6 @@
 namespace kolo {
 namespace {
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
-  return text.empty() ? "none" : text;
-}
-
 std::string name_list(const std::vector<std::string>& names) {
   std::string text;
   for (const std::string& name : names) text += (text.empty() ? "" : ",") + name;

@@ -29,4 +29,12 @@ Status Status::with_context(const std::string& context) const {
   return Status(code_, context + message_);
 }
 
+std::string rank_list(const std::vector<int>& ranks, size_t most) {
+  if (ranks.empty()) return "none";
+  std::string text;
+  for (size_t i = 0; i < ranks.size() && i < most; ++i) text += str_cat(i ? "," : "", ranks[i]);
+  if (ranks.size() > most) text += str_cat(",...(", ranks.size() - most, " more)");
+  return text;
+}
+
 }  // namespace kolo

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <utility>
 
 namespace kolo {
@@ -73,6 +74,9 @@ class [[nodiscard]] Result {
   Status status_;
   std::optional<T> value_;
 };
+
+// Ranks for a message: "3,7,9"; past `most` of them, "3,7,...(40 more)"; none: "none".
+std::string rank_list(const std::vector<int>& ranks, size_t most = 64);
 
 }  // namespace kolo
 

@@ -30,8 +30,6 @@ class Fabric {
   Status connect(int peer, const Deadline& deadline) {
     return links_[peer] ? Status() : make_link(peer, deadline);
   }
-  // Links up now (made, not only makeable), and how many sockets they and the makers hold.
-  int links_up() const { return static_cast<int>(active_.size()); }
 
   // Progresses every link once; the first link error is returned (naming the peer).
   Status progress();

@@ -7,12 +7,6 @@
 namespace kolo::runtime {
 namespace {
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) out += str_cat(i ? "," : "", ranks[i]);
-  return out;
-}
-
 // The operation of an entry, as its first reporting rank gives it.
 OpKind kind_of(const Coordinator::Entry& entry) {
   for (const auto& info : entry.by_rank) {

@@ -65,10 +65,14 @@ bool wanted(const MeshOptions& options, int rank) {
   return rank != options.rank && (options.connect.empty() || options.connect[rank]);
 }
 
-// One accepted connection: challenge, hello, answer. On any failure the connection is
-// dropped and the reason returned for the log; the acceptor goes on waiting for its peers.
-Result<int> answer_peer(int fd, const MeshOptions& options, const std::vector<std::unique_ptr<Link>>& links,
-                        const Deadline& deadline) {
+// The acceptor's half of one connection, up to its answer: challenge, then the hello
+// checked. The caller decides whether to send the answer (take the link) or close.
+struct Greeted {
+  int from = -1;
+  Mac answer{};
+};
+Result<Greeted> receive_hello(int fd, const MeshOptions& options, const std::vector<std::unique_ptr<Link>>& links,
+                              const Deadline& deadline) {
   Challenge a{};
   KOLO_TRY(random_bytes(a.data(), a.size()));
   KOLO_TRY(write_full(fd, a.data(), a.size(), deadline));
@@ -78,9 +82,7 @@ Result<int> answer_peer(int fd, const MeshOptions& options, const std::vector<st
   if (!from.ok()) return from.status();
   Hello hello;
   std::memcpy(&hello, bytes, sizeof(hello));
-  Mac answer = handshake_mac(options, "answer", hello.from, hello.to, a, hello.challenge);
-  KOLO_TRY(write_full(fd, answer.data(), answer.size(), deadline));
-  return from.value();
+  return Greeted{from.value(), handshake_mac(options, "answer", hello.from, hello.to, a, hello.challenge)};
 }
 
 // The connector's half: answers the challenge and checks that the acceptor knows the secret
@@ -252,21 +254,14 @@ class TcpLinkMaker::Impl {
   void answer(Fd fd) {
     // A stray connection that sends nothing must not hold up the peers behind it.
     const Deadline handshake(5.0);
-    Challenge a{};
-    Status s = random_bytes(a.data(), a.size());
-    if (s.ok()) s = write_full(fd.get(), a.data(), a.size(), handshake);
-    uint8_t bytes[kLinkHelloBytes];
-    if (s.ok()) s = read_full(fd.get(), bytes, sizeof(bytes), handshake);
-    Result<int> from = s.ok() ? check_link_hello(bytes, options_, no_links_, a) : Result<int>(s);
-    if (!from.ok()) {
+    Result<Greeted> greeted = receive_hello(fd.get(), options_, no_links_, handshake);
+    if (!greeted.ok()) {
       log_warn(Subsys::kTransport, "rank ", options_.rank, " dropped a connection with a bad handshake: ",
-               from.status().message());
+               greeted.status().message());
       return;
     }
-    const int peer = from.value();
-    Hello hello;
-    std::memcpy(&hello, bytes, sizeof(hello));
-    const Mac reply = handshake_mac(options_, "answer", hello.from, hello.to, a, hello.challenge);
+    const int peer = greeted.value().from;
+    const Mac& reply = greeted.value().answer;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const State st = state_[peer];

@@ -62,7 +62,7 @@ grep -q "dgx_h100" "$tmp/err" || { cat "$tmp/err"; echo "FAIL: --fixture nope do
 
 step "the Python package cmake installed, where the interpreter looks for the default prefix"
 site=$(echo "$prefix"/lib/python3*/*-packages)
-[ -f "$site/kolo/__init__.py" ] || { ls -R "$prefix/lib" | head -30; echo "FAIL: no kolo package under $prefix/lib/python3*"; exit 1; }
+[ -f "$site/kolo/__init__.py" ] || { ls -R "$prefix/lib" | sed -n 1,30p; echo "FAIL: no kolo package under $prefix/lib/python3*"; exit 1; }
 relative=${site#"$prefix"/}
 # With the default prefix (/usr/local), that folder is on the interpreter's own path.
 "$python" -c "import sys; assert '/usr/local/$relative' in sys.path, ('/usr/local/$relative', sys.path)"
@@ -85,7 +85,7 @@ step "both examples on the venv, under the installed kolorun"
 (cd "$tmp" && clean "$prefix/bin/kolorun" -np 2 "$tmp/venv/bin/python" "$source/examples/pytorch_ddp.py" --steps 3 | tail -2)
 
 step "the NCCL drop-in finds the installed libkolo; kolorun --nccl finds the drop-in"
-dropin=$(find "$prefix" -path "*/kolo/nccl/libnccl.so.2" | head -1)
+dropin=$(find "$prefix" -path "*/kolo/nccl/libnccl.so.2" | sed -n 1p)
 if [ -n "$dropin" ]; then
   # A here-string, not a pipe: grep -q stops reading early, and under pipefail ldd's broken
   # pipe would fail the check.

@@ -14,11 +14,11 @@ probe() {  # probe LAYER INCLUDE ok|refused
   printf '#include "%s"\n' "$include" >"$work/probe.cc"
   if out=$("$cxx" -std=c++17 -fsyntax-only -I"$views/$layer" "$work/probe.cc" 2>&1); then got=ok; else got=refused; fi
   if [ "$got" != "$want" ]; then
-    echo "FAIL: layer $layer including \"$include\": $got, expected $want"; echo "$out" | head -5
+    echo "FAIL: layer $layer including \"$include\": $got, expected $want"; echo "$out" | sed -n 1,5p
     failures=$((failures + 1))
   elif [ "$want" = refused ]; then
     if ! grep -qE "No such file or directory|file not found" <<<"$out"; then  # gcc, clang
-      echo "FAIL: layer $layer including \"$include\" failed for another reason:"; echo "$out" | head -5
+      echo "FAIL: layer $layer including \"$include\" failed for another reason:"; echo "$out" | sed -n 1,5p
       failures=$((failures + 1))
     else
       echo "refused as it should be: layer $layer: $(grep -m1 'fatal error' <<<"$out" | sed 's/.*fatal error/fatal error/')"

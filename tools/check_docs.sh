@@ -67,7 +67,7 @@ check_tree() {
   done
 
   # Rule b.
-  gpu_runs=$(grep -lE "$GPU_RUN" bench/results/*.md 2>/dev/null | head -1)
+  gpu_runs=$(grep -lE "$GPU_RUN" bench/results/*.md 2>/dev/null | sed -n 1p)
   if [[ -n "$gpu_runs" ]]; then
     for f in "${mds[@]}" tools/demo.sh; do
       [[ "$f" == bench/results/* || ! -f "$f" ]] && continue

@@ -39,6 +39,9 @@ ctest_logged() {
 
 ci_report() {
   local rc=$?
+  # The report itself must not end the run early: no errexit, no pipefail (a reader that
+  # stops early, like head, would kill its writer with SIGPIPE: exit 141).
+  set +e +o pipefail
   local total=$(( $(date +%s) - ci_start ))
   echo
   echo "=== CI phases (seconds; budgets in tests/README.md)"
@@ -54,7 +57,7 @@ ci_report() {
     [ -f "$log" ] || continue
     echo "--- 20 slowest tests of $(basename "$log" .log | sed 's/^ctest-//')"
     sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec$/\2 \1/p' "$log" |
-      sort -rn | head -n 20 | awk '{printf "  %8.1f s  %s\n", $1, $2}'
+      sort -rn | awk 'NR <= 20 {printf "  %8.1f s  %s\n", $1, $2}'
   done
   if [ "$total" -gt "$ci_limit" ]; then
     echo "FAILED: the suite took ${total} s, past its limit of ${ci_limit} s (KOLO_CI_LIMIT_S; tests/README.md)"

@@ -163,7 +163,7 @@ trial() {
   fi
   if [ "$fault" = close ]; then  # the strike is the shutdown itself, once the rank has picked a busy socket
     wait_for_logs '^close: ' 1
-    t_fault=$(sed -n 's/^close: shut down socket [0-9]* at \([0-9.]*\),.*/\1/p' "$logs/$struck.log" | head -1)
+    t_fault=$(sed -n 's/^close: shut down socket [0-9]* at \([0-9.]*\),.*/\1/p' "$logs/$struck.log" | sed -n 1p)
     [ -n "$t_fault" ] || t_fault=$(date +%s.%N)
   fi
   local deadline=$((SECONDS + timeout_s * 3 + 10)) codes=()

@@ -37,7 +37,7 @@ for b in "${bins[@]}"; do ldd "$build/$b"; done | awk '$2 == "=>" && $3 ~ /^\// 
 cat >"$dir/env.sh" <<'EOF'
 # Sourced on the GPU machine: the bundle's libraries first, then a libnccl.so.2 found there.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-nccl=$(find /usr/local /opt /usr/lib -name libnccl.so.2 2>/dev/null | head -1)
+nccl=$(find /usr/local /opt /usr/lib -name libnccl.so.2 2>/dev/null | sed -n 1p)
 export LD_LIBRARY_PATH=$here/lib${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "bundle: libraries from $here/lib; NCCL: ${nccl:-none found}"
 EOF

@@ -33,8 +33,8 @@ probe=$build/bench/scale/kolo-startup-probe
 kolorun=$build/tools/kolorun/kolorun
 for f in "$probe" "$kolorun"; do [ -x "$f" ] || { echo "startup.sh: $f is missing (build the default preset)" >&2; exit 2; }; done
 
-cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
-copy=$("$build/tools/kolo_plan/kolo-plan" 2>/dev/null | sed -n 's/.*memcpy of 4 MiB \([0-9.]*\) GB\/s.*/\1/p' | head -n 1 || true)
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | sed -n 1p)
+copy=$("$build/tools/kolo_plan/kolo-plan" 2>/dev/null | sed -n 's/.*memcpy of 4 MiB \([0-9.]*\) GB\/s.*/\1/p' | sed -n 1p || true)
 echo "# $(date -u +%F) $cpu, $(nproc) cores, memcpy ${copy:-?} GB/s (4 MiB); kolo $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "# $( [ "$hosts" -gt 0 ] && echo "$hosts test hosts (TCP between them)" || echo "one host (shared memory)"); env: ${extra_env:-none}"
 

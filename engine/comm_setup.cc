@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 
+#include "engine/comm_store.h"
 #include "engine/communicator.h"
 #include "engine/net_calibration.h"
 #include "support/env.h"
@@ -96,13 +97,19 @@ void Communicator::place_on_hosts() {
 }
 
 Status Communicator::exchange_topology(BootstrapNet& net, const Deadline& deadline) {
-  // The first rank of each host discovers (or reads KOLO_TOPO_FILE) and publishes it; the
-  // others' entries are empty.
+  // The first rank of each host discovers (or reads KOLO_TOPO_FILE) and publishes it, after
+  // the address of the store it hosts for its host's ranks (comm_store.h) and a newline;
+  // the others' entries are empty.
   std::string mine;
+  std::shared_ptr<StoreServer> local_server;
   if (local_rank_ == 0) {
     Result<HostTopology> topo = this_host_topology();
     if (!topo.ok()) return topo.status();
-    mine = topology_to_json(topo.value());
+    std::string address;
+    auto server = host_local_store(*store_, &address);
+    if (!server.ok()) return server.status();
+    local_server = server.take();
+    mine = str_cat(address, "\n", topology_to_json(topo.value()));
   }
   auto entries = net.allgather(mine, deadline);
   if (!entries.ok()) return entries.status().with_context("the hosts' topologies: ");
@@ -110,12 +117,23 @@ Status Communicator::exchange_topology(BootstrapNet& net, const Deadline& deadli
   std::vector<int> first_rank(hosts, -1);
   for (int r = id_.size - 1; r >= 0; --r) first_rank[host_of_rank_[r]] = r;
   topology_.hosts.clear();
+  std::string local_address;
   for (int h = 0; h < hosts; ++h) {
+    const std::string& entry = entries.value()[first_rank[h]];
+    const size_t cut = entry.find('\n');
+    if (cut == 0 || cut == std::string::npos) {
+      return error(Code::kRemote, "rank ", first_rank[h], " announced a malformed topology entry (host ", h, ")");
+    }
+    if (h == host_of_rank_[id_.rank]) local_address = entry.substr(0, cut);
     // Another process wrote it: parse it as the untrusted input it is.
-    Result<HostTopology> topo = topology_from_json(entries.value()[first_rank[h]]);
+    Result<HostTopology> topo = topology_from_json(entry.substr(cut + 1));
     if (!topo.ok()) return topo.status().with_context(str_cat("topology of host ", h, ": "));
     topology_.hosts.push_back(topo.take());
   }
+  auto local = connect_local_store(local_address, store_->secret, id_.rank, deadline);
+  if (!local.ok()) return local.status();
+  local_store_ = local.take();
+  local_store_->server = std::move(local_server);
   if (id_.rank == 0) {
     for (int h = 0; h < hosts; ++h) {
       log_info(Subsys::kTopo, "host ", h, " ", topology_one_line(topology_.hosts[h]));

@@ -64,4 +64,27 @@ Result<std::shared_ptr<StoreSession>> own_store(StoreSession& bootstrap, const s
   return session;
 }
 
+Result<std::shared_ptr<StoreServer>> host_local_store(const StoreSession& own, std::string* address) {
+  // Reachable where this rank reaches its communicator's store: so its host's ranks too.
+  const std::string ip = own.client->local_ip();
+  auto server = hosted(ip, own.secret);
+  if (!server.ok()) return server.status();
+  *address = HostPort{ip, server.value()->port()}.to_string();
+  return server;
+}
+
+Result<std::shared_ptr<StoreSession>> connect_local_store(const std::string& address, const std::string& secret,
+                                                          int rank, const Deadline& deadline) {
+  auto parsed = parse_host_port(address);
+  if (!parsed.ok()) return parsed.status().with_context(str_cat("rank ", rank, ": its host's store: "));
+  auto client = StoreClient::connect(parsed.value(), secret, deadline);
+  if (!client.ok()) {
+    return client.status().with_context(str_cat("rank ", rank, ": connecting to its host's store at ", address, ": "));
+  }
+  auto session = std::make_shared<StoreSession>();
+  session->client = client.take();
+  session->secret = secret;
+  return session;
+}
+
 }  // namespace kolo

@@ -23,4 +23,13 @@ namespace kolo {
 Result<std::shared_ptr<StoreSession>> own_store(StoreSession& bootstrap, const std::string& prefix, int rank,
                                                 const Deadline& deadline);
 
+// The store of one host's ranks: its first rank hosts it (the same server as its process's
+// own store, if it hosts one) and says where (`*address`, published in the topology
+// exchange); every rank of the host connects (connect_local_store). The host's shared-memory
+// set-up (7 requests per rank) then queues at its own host, not at the communicator's one
+// store, which sees only each rank's address, live key and exchange (docs/scale.md).
+Result<std::shared_ptr<StoreServer>> host_local_store(const StoreSession& own, std::string* address);
+Result<std::shared_ptr<StoreSession>> connect_local_store(const std::string& address, const std::string& secret,
+                                                          int rank, const Deadline& deadline);
+
 }  // namespace kolo

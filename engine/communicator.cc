@@ -63,6 +63,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   }
   KOLO_TRY(comm->barrier(&deadline).with_context("at the end of the communicator's init: "));
   lap(times.barrier);
+  // Past the barrier every rank of the host is done with its host's store.
+  comm->local_store_.reset();
   comm->startup_ = times;
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
@@ -113,7 +115,8 @@ Communicator::~Communicator() {
 // The transports (engine/connect.h), then one executor per row of the table that can run
 // here, then the planner's view of the communicator.
 Status Communicator::connect(const Deadline& deadline, const std::vector<std::string>& transports) {
-  ConnectRequest request{store_->client.get(), store_->secret, id_.prefix, id_.rank, id_.size, host_of_rank_};
+  ConnectRequest request{store_->client.get(), store_->secret, id_.prefix, id_.rank, id_.size, host_of_rank_,
+                         local_store_ ? local_store_->client.get() : nullptr};
   auto connections = Connections::create(request, deadline, transports);
   if (!connections.ok()) return connections.status();
   connections_ = connections.take();

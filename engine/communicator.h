@@ -163,6 +163,9 @@ class Communicator {
   Result<std::unique_ptr<Communicator>> next_epoch(MembershipRequest request, const std::string& prefix);
 
   std::shared_ptr<StoreSession> store_;
+  // This host's ranks' store (comm_store.h), from the topology exchange to the end of the
+  // init (a split's members use store_ instead).
+  std::shared_ptr<StoreSession> local_store_;
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts

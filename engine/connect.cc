@@ -21,8 +21,8 @@ std::string name_list(const std::vector<std::string>& names) {
 // at start-up, with the setting to change, not as EMFILE in the middle of a call. A rank
 // holds a pidfd per rank on its host (shared memory), a socket per remote peer it links to
 // (every one at start-up with KOLO_LAZY_CONNECT=0; about 2 log2 N ring and tree neighbours
-// lazily), and rank 0 one store connection per rank. The soft limit is raised to the hard
-// one when that is enough.
+// lazily), rank 0 one store connection per rank, and a host's first rank one per rank of
+// its host (its host's store). The soft limit is raised to the hard one when that is enough.
 Status check_descriptor_limit(const ConnectRequest& req) {
   int local = 0;
   for (int h : req.host_of_rank) local += h == req.host_of_rank[req.rank];
@@ -30,7 +30,9 @@ Status check_descriptor_limit(const ConnectRequest& req) {
   const bool lazy = env_string("KOLO_LAZY_CONNECT") == "1";
   const int links = lazy ? std::min(remote, 2 * static_cast<int>(std::ceil(std::log2(std::max(2, req.size)))) + 2)
                          : remote;
-  const long long needed = 64 + local + links + (req.rank == 0 ? req.size : 0);
+  bool host_first = true;
+  for (int r = 0; r < req.rank; ++r) host_first = host_first && req.host_of_rank[r] != req.host_of_rank[req.rank];
+  const long long needed = 64 + local + links + (req.rank == 0 ? req.size : 0) + (host_first ? local : 0);
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return Status();
   if (limit.rlim_cur == RLIM_INFINITY || static_cast<long long>(limit.rlim_cur) >= needed) return Status();

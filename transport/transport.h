@@ -27,6 +27,10 @@ struct CommSite {
   int rank = 0;
   int size = 1;
   std::vector<int> host_of_rank;  // rank -> host index (equal = same host)
+  // The store of this host's ranks (hosted by its first rank, engine/comm_store.h), for the
+  // set-up among them (shared memory), so that the communicator's store sees none of it;
+  // null: `store` serves.
+  StoreClient* local_store = nullptr;
 };
 
 // What a backend knows of the communicator when it connects.

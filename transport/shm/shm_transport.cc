@@ -59,7 +59,7 @@ Status connect(const TransportEnv& env, const std::vector<int>& peers, const Dea
   options.my_index = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
   options.slot_bytes = static_cast<size_t>(env_int("KOLO_SHM_CHUNK_BYTES").value());  // checked in check_env
   options.single_copy = env_string("KOLO_SHM_SINGLE_COPY") == "1";
-  auto created = Domain::create(*env.store, options, deadline);
+  auto created = Domain::create(env.local_store != nullptr ? *env.local_store : *env.store, options, deadline);
   if (!created.ok()) return created.status();
   std::unique_ptr<Domain> domain = created.take();
   for (int r : peers) out->links[r] = std::make_unique<ShmLink>(*domain, me, r);

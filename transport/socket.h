@@ -2,6 +2,8 @@
 // Every blocking helper takes a Deadline.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -39,8 +41,11 @@ struct HostPort {
 // Parses "host:port" (also "[v6]:port"); errors name the text.
 Result<HostPort> parse_host_port(const std::string& text);
 
-// Binds a listening TCP socket on `bind_host` (empty = all interfaces), port 0 = any.
-Result<Fd> listen_tcp(const std::string& bind_host, uint16_t port, int backlog = 128);
+// Binds a listening TCP socket on `bind_host` (empty = all interfaces), port 0 = any. The
+// backlog is the kernel's most (net.core.somaxconn): a store or a leader is connected to by
+// hundreds of ranks at once, and a connect that overflows a backlog of 128 waits a second
+// for its SYN to be sent again (seen as 1 s steps at 256 ranks).
+Result<Fd> listen_tcp(const std::string& bind_host, uint16_t port, int backlog = SOMAXCONN);
 // The port a bound socket listens on.
 Result<uint16_t> local_port(int fd);
 // The local IP address of a connected socket (which interface reaches the peer).

@@ -14,9 +14,13 @@ StartupEstimate estimate_startup(int hosts, int ranks_per_host, int cores, const
   const double rank_cpu = p.rank_cpu_s + p.rank_cpu_per_log2_s * log2n + p.rank_cpu_per_rank_s * n;
   const double per_core = std::max(1.0, static_cast<double>(ranks_per_host) / std::max(1, cores));
   e.launch_s = rank_cpu * per_core;
-  // One thread serves the store: every rank's connections and requests queue there. On one
-  // host it takes a core's share from the ranks too.
-  e.store_s = n * (p.store_connections_per_rank * p.store_connection_s + p.store_requests_per_rank * p.store_request_s);
+  // One thread serves each store: every rank's connections and requests queue at the job's
+  // and at its communicator's (the two drain at once, on different hosts across a cluster),
+  // its host's ranks' at their host's. On one host they take a share of the cores too.
+  const double job_s = n * (p.store_connection_s + p.job_store_requests * p.store_request_s);
+  const double comm_s = n * (p.store_connection_s + p.comm_store_requests * p.store_request_s);
+  e.host_store_s = ranks_per_host * (p.store_connection_s + p.host_store_requests * p.store_request_s);
+  e.store_s = std::max(job_s, comm_s);
   // Two allgathers: up the tree, each level one latency (the bytes grow to all N entries at
   // the top), then all N entries down every level.
   if (hosts > 1) {
@@ -28,12 +32,13 @@ StartupEstimate estimate_startup(int hosts, int ranks_per_host, int cores, const
   }
   if (hosts == 1) {
     // Everything shares the host's cores: the ranks' work and the store's.
-    e.total_s = (n * rank_cpu + e.store_s) / std::max(1, cores) + e.tree_s + e.links_s;
-    e.bound = n * rank_cpu >= e.store_s ? "ranks' CPU" : "store";
+    const double stores_s = job_s + comm_s + e.host_store_s;
+    e.total_s = (n * rank_cpu + stores_s) / std::max(1, cores) + e.tree_s + e.links_s;
+    e.bound = n * rank_cpu >= stores_s ? "ranks' CPU" : "store";
   } else {
     // The ranks start in parallel across hosts while the store's queue drains: the longer
     // of the two, then the latency of the exchange and the links.
-    e.total_s = std::max(e.launch_s, e.store_s) + e.tree_s + e.links_s;
+    e.total_s = std::max(e.launch_s, e.store_s) + e.host_store_s + e.tree_s + e.links_s;
     e.bound = e.store_s > e.launch_s ? "store" : "ranks' CPU";
     if (e.tree_s > std::max(e.launch_s, e.store_s)) e.bound = "tree";
   }
@@ -51,7 +56,6 @@ StartupParams fitted_startup_params() {
   // (accept, nonces, HELLO) and per request, round trips under load (upper bounds).
   p.store_connection_s = 159e-6;
   p.store_request_s = 22e-6;
-  p.store_requests_per_rank = 14;
   p.net_latency_s = 30e-6;  // veth between network namespaces
   p.net_gbs = 2.0;
   p.link_setup_s = 300e-6;

@@ -17,12 +17,16 @@ struct StartupParams {
   double rank_cpu_s = 0;
   double rank_cpu_per_log2_s = 0;
   double rank_cpu_per_rank_s = 0;  // decoding every rank's entries, the host map
-  // The store's server thread: per authenticated connection and per request (measured
-  // with kolo-scale-model --measure-store on the machine of the figures).
+  // A store server's thread: per authenticated connection and per request (measured with
+  // kolo-scale-model --measure-store on the machine of the figures). Each rank connects to
+  // three, each with its own thread: the job's (kolorun's; one lookup), its communicator's
+  // (rank 0's: live key, address, the tree neighbours' addresses) and its host's (the host's
+  // first rank's: the shared-memory set-up). Requests per rank counted in the code.
   double store_connection_s = 0;
   double store_request_s = 0;
-  int store_connections_per_rank = 2;  // the job's store, then the communicator's own
-  int store_requests_per_rank = 12;    // counted in the code (docs/scale.md)
+  double job_store_requests = 1;
+  double comm_store_requests = 4;
+  double host_store_requests = 7;
   // Between hosts: one message's latency, the link's bandwidth, a link's handshake (TCP
   // connect and the challenge-response: two round trips and two HMACs).
   double net_latency_s = 0;
@@ -33,7 +37,8 @@ struct StartupParams {
 
 struct StartupEstimate {
   double launch_s = 0;   // the ranks' own CPU, on their host's cores
-  double store_s = 0;    // the store threads' queue
+  double store_s = 0;    // the longest store queue: the job's or the communicator's
+  double host_store_s = 0;  // a host's store's queue (its ranks' shared-memory set-up)
   double tree_s = 0;     // the exchange's steps and bytes
   double links_s = 0;    // the tree's links and the first calls' lazy links
   double total_s = 0;

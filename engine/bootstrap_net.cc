@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "engine/elastic.h"
 #include "support/log.h"
 
 namespace kolo {
@@ -224,12 +225,8 @@ Result<std::vector<std::string>> BootstrapNet::allgather(const std::string& mine
 // from this one. The live keys (set by each rank before the exchange, gone with its store
 // connection) say who it is.
 Status BootstrapNet::explain(const Status& failure) {
-  std::vector<int> missing;
-  Result<std::vector<std::string>> live =
-      liveness_->gather(live_prefix_, site_.size, Deadline(kExplainSeconds * 0.8), &missing);
-  if (live.ok() || missing.empty()) return failure;
-  return Status(failure.code(), str_cat("waiting for ", missing.size() == 1 ? "rank " : "ranks ", rank_list(missing, 16),
-                                        " to join: not alive (never started, or exited); here: ", failure.message()));
+  return name_ranks_gone(failure.with_context("the start-up exchange: "), *liveness_, live_prefix_, site_.size,
+                         kExplainSeconds * 0.8, false);
 }
 
 }  // namespace kolo

@@ -38,6 +38,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   StoreClient& liveness = job ? *job->client : *own.value()->client;
   KOLO_TRY(liveness.set_owned(live_key(id.prefix, id.rank), "1", deadline));
   std::unique_ptr<Communicator> comm(new Communicator(own.take(), std::move(id)));
+  comm->liveness_ = job ? job : comm->store_;
   for (int r = 0; r < comm->id_.size; ++r) comm->lineage_.members.push_back(std::to_string(r));
   KOLO_TRY(comm->read_environment());
   if (from != nullptr) {
@@ -48,7 +49,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   } else {
     // The start-up exchange's tree: its links go when the exchanges are done.
     CommSite site{comm->store_->client.get(), comm->store_->secret, comm->id_.prefix, comm->id_.rank, comm->id_.size, {}};
-    auto net = BootstrapNet::create(site, liveness, str_cat(comm->id_.prefix, "/live/"), deadline);
+    auto net = BootstrapNet::create(site, liveness, live_prefix(comm->id_.prefix), deadline);
     if (!net.ok()) return net.status();
     lap(times.tree);
     auto transports = comm->exchange_hosts(*net.value(), deadline);
@@ -170,12 +171,25 @@ Status Communicator::connect(const Deadline& deadline, const std::vector<std::st
 }
 
 Status Communicator::fail(Status status) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(failed_mutex_);
-    if (failed_.ok()) failed_ = status;
+    if (failed_.ok()) failed_ = status, first = true;
+  }
+  // The store hears that this rank failed (so that it is not named as the cause when it
+  // exits), then the peers (links closed, the host's peers stopped), then the store is asked
+  // which ranks are gone: what this rank saw is often only a survivor's echo.
+  if (first && status.code() == Code::kRemote && liveness_) {
+    (void)mark_rank_failed(*liveness_->client, live_prefix(id_.prefix), id_.rank, status.message());
+  }
+  connections_->fail();
+  if (first && status.code() == Code::kRemote && liveness_) {
+    status = name_ranks_gone(status, *liveness_->client, live_prefix(id_.prefix), id_.size, kNameGoneSeconds,
+                             liveness_ == store_ && id_.rank != 0);
+    std::lock_guard<std::mutex> lock(failed_mutex_);
+    failed_ = status;
   }
   log_warn(Subsys::kExec, status.message());
-  connections_->fail();
   return status;
 }
 

@@ -166,6 +166,10 @@ class Communicator {
   // This host's ranks' store (comm_store.h), from the topology exchange to the end of the
   // init (a split's members use store_ instead).
   std::shared_ptr<StoreSession> local_store_;
+  // Where this communicator's live keys are (the elastic job's store, else store_): a
+  // failure names the ranks gone from there (fail).
+  std::shared_ptr<StoreSession> liveness_;
+  static constexpr double kNameGoneSeconds = 0.5;
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts

@@ -202,7 +202,43 @@ void keep_elastic_job_store(std::shared_ptr<StoreSession> session) {
 
 std::string elastic_epoch_prefix(int epoch) { return str_cat("elastic/", epoch); }
 std::string leaving_host_key(const std::string& host) { return str_cat("elastic/leaving/", host); }
-std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(comm_prefix, "/live/", rank); }
+std::string live_prefix(const std::string& comm_prefix) { return str_cat(comm_prefix, "/live/"); }
+std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(live_prefix(comm_prefix), rank); }
+
+namespace {
+constexpr double kMarkSeconds = 1.0;
+constexpr double kLiveWaitSeconds = 0.1;
+std::string failed_prefix(const std::string& live_keys) { return str_cat(live_keys, "failed/"); }
+}  // namespace
+
+Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int rank, const std::string& why) {
+  return liveness.set(str_cat(failed_prefix(live_keys), rank), why.substr(0, 512), Deadline(kMarkSeconds));
+}
+
+Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::string& live_keys, int size,
+                       double seconds, bool store_of_rank0) {
+  // A short wait for the live keys: a rank killed a moment ago may not have lost its key yet
+  // (the store sees its connection close); then at once, who said it failed.
+  const Deadline deadline(seconds);
+  Result<std::vector<int>> missing = liveness.absent(live_keys, size, kLiveWaitSeconds, deadline);
+  if (!missing.ok()) {
+    if (!store_of_rank0 || missing.status().code() == Code::kTimeout) return failure;
+    return Status(failure.code(), str_cat("rank 0 is not alive (its store closed: ", missing.status().message(),
+                                          "); here: ", failure.message()));
+  }
+  if (missing.value().empty()) return failure;
+  // Ranks that failed and said so (mark_rank_failed) before they exited are echoes, not causes.
+  Result<std::vector<int>> unmarked = liveness.absent(failed_prefix(live_keys), size, 0, deadline);
+  if (!unmarked.ok()) return failure;
+  std::vector<int> gone;
+  for (int r : missing.value()) {
+    if (std::binary_search(unmarked.value().begin(), unmarked.value().end(), r)) gone.push_back(r);
+  }
+  if (gone.empty()) return failure;
+  return Status(failure.code(), str_cat(gone.size() == 1 ? "rank " : "ranks ", rank_list(gone, 16),
+                                        gone.size() == 1 ? " is" : " are",
+                                        " not alive (never started, exited or killed); here: ", failure.message()));
+}
 
 Result<Membership> agree_membership(const MembershipRequest& rq, const Deadline& deadline) {
   StoreClient& store = *rq.store;

@@ -24,10 +24,12 @@
 # killed, one trial each (the ctest `fault` label runs this). --hosts: only the cut cells
 # (tcp, and ucx when the victim is built with it); with --short, allreduce and split over
 # each. --keep DIR: the logs of each failed
-# trial go there, with the threads' stacks (gdb) of every rank that hung. Exit status
-# non-zero when a trial failed.
+# trial go there, with the threads' stacks (gdb) of every rank that hung. --np N: N ranks
+# (default 4; with --hosts, 2 per test host), --bytes B: bytes per call (default 4 MB); the
+# scale runs use `--np 256 --bytes 8192` (docs/scale.md). Exit status non-zero when a trial
+# failed.
 set -uo pipefail
-short=0 trials=20 only_colls='' only_faults='' only_via='' hosts=0 timeout_s=10 keep=''
+short=0 trials=20 only_colls='' only_faults='' only_via='' hosts=0 timeout_s=10 keep='' np=4 bytes=$((4 << 20))
 while [ $# -gt 1 ]; do
   case $1 in
     --short) short=1; trials=1; shift ;;
@@ -38,14 +40,15 @@ while [ $# -gt 1 ]; do
     --timeout) timeout_s=${2:?}; shift 2 ;;
     --hosts) hosts=1; shift ;;
     --keep) keep=${2:?}; shift 2 ;;
-    *) echo "usage: fault-matrix.sh [--short] [--trials N] [--coll A,B] [--fault F,G] [--via T,U] [--timeout S] [--hosts] [--keep DIR] BUILD_DIR_OR_VICTIM" >&2; exit 2 ;;
+    --np) np=${2:?}; shift 2 ;;
+    --bytes) bytes=${2:?}; shift 2 ;;
+    *) echo "usage: fault-matrix.sh [--short] [--trials N] [--coll A,B] [--fault F,G] [--via T,U] [--timeout S] [--hosts] [--keep DIR] [--np N] [--bytes B] BUILD_DIR_OR_VICTIM" >&2; exit 2 ;;
   esac
 done
 victim=${1:?usage: fault-matrix.sh [options] BUILD_DIR_OR_VICTIM}
 [ -d "$victim" ] && victim=$victim/tests/multiproc/kolo_fault_victim
 [ -x "$victim" ] || { echo "fault-matrix: no victim program at $victim" >&2; exit 2; }
 victim=$(cd "$(dirname "$victim")" && pwd)/$(basename "$victim")
-np=4
 testhosts=$(cd "$(dirname "$0")" && pwd)/testhosts.sh
 prefix=fm$$
 
@@ -110,7 +113,7 @@ trial() {
   rm -rf "$logs" && mkdir -p "$logs"
   shm_before=$(ls -A /dev/shm 2>/dev/null | grep -i kolo | sort)
   export KOLO_SIZE=$np KOLO_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
-  export KOLO_TIMEOUT=$timeout_s FM_COLL=$coll FM_BYTES=$((4 << 20))
+  export KOLO_TIMEOUT=$timeout_s FM_COLL=$coll FM_BYTES=$bytes
   unset FM_ID_FILE KOLO_TRANSPORTS
   local addr=127.0.0.1 launch=()
   if [ "$fault" = cut ]; then  # shared memory within a test host, $transport between them
@@ -129,7 +132,7 @@ trial() {
   fi
   pids=()
   for r in $(seq 0 $((np - 1))); do
-    [ "$fault" = cut ] && launch=("$testhosts" exec "$prefix-h$((r / 2))")
+    [ "$fault" = cut ] && launch=("$testhosts" exec "$prefix-h$((r * 2 / np))")
     # Each rank in a session of its own: a SIGSTOPped rank in a process group that the
     # kernel deems orphaned is sent SIGCONT when a member exits (POSIX job control).
     KOLO_RANK=$r setsid "${launch[@]}" "$victim" >"$logs/rank$r.log" 2>&1 &
@@ -197,6 +200,10 @@ trial() {
     local took
     took=$(awk -v a="$at" -v b="$t_fault" 'BEGIN { printf "%.3f", a - b }')
     echo "$took" >>"$work/times"
+    # Whether its error names the struck rank (a kill or stop of a rank).
+    if [ "$target" -ge 0 ]; then
+      if grep -qE "rank $target([^0-9]|$)" <<<"$line"; then echo named >>"$work/named"; else echo "$line" >>"$work/unnamed"; fi
+    fi
     if awk -v t="$took" -v lim="$timeout_s" 'BEGIN { exit !(t > lim + 1) }'; then
       echo "  rank $r: error ${took} s after the strike (KOLO_TIMEOUT $timeout_s)"; ok=1
     fi
@@ -213,19 +220,24 @@ trial() {
   return $ok
 }
 
-printf "%-15s %-4s %-5s %-6s %7s  %s\n" collective via fault struck passed "strike -> error, s (min / median / max)"
+printf "%-15s %-4s %-5s %-6s %7s  %-28s %s\n" collective via fault struck passed "strike -> error, s (min / median / max)" "errors naming the struck rank"
 while read -r coll transport fault struck; do
   [ -n "$only_colls" ] && [[ ",$only_colls," != *",$coll,"* ]] && continue
   [ -n "$only_faults" ] && [[ ",$only_faults," != *",$fault,"* ]] && continue
   [ -n "$only_via" ] && [[ ",$only_via," != *",$transport,"* ]] && continue
-  : >"$work/times"
+  : >"$work/times"; : >"$work/named"; : >"$work/unnamed"
   passed=0
   for t in $(seq 1 "$trials"); do
     # (stderr: the shell's "Killed" notes of the struck ranks)
     if trial "$coll" "$transport" "$fault" "$struck" 2>/dev/null; then passed=$((passed + 1)); else failures=$((failures + 1)); fi
   done
-  printf "%-15s %-4s %-5s %-6s %3d/%-3d  %s\n" "$coll" "$transport" "$fault" "$struck" "$passed" "$trials" \
-    "$(sort -n "$work/times" | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f / %.3f / %.3f", v[1], v[int((NR + 1) / 2)], v[NR] }')"
+  named=$(wc -l <"$work/named") unnamed=$(wc -l <"$work/unnamed")
+  printf "%-15s %-4s %-5s %-6s %3d/%-3d  %-28s %s\n" "$coll" "$transport" "$fault" "$struck" "$passed" "$trials" \
+    "$(sort -n "$work/times" | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f / %.3f / %.3f", v[1], v[int((NR + 1) / 2)], v[NR] }')" \
+    "$([ $((named + unnamed)) -gt 0 ] && echo "$named of $((named + unnamed))")"
+  if [ -n "$keep" ] && [ "$unnamed" -gt 0 ]; then
+    mkdir -p "$keep" && cp "$work/unnamed" "$keep/unnamed-$coll-$transport-$fault-$struck"
+  fi
 done < <(cells)
 echo "fault matrix: $failures failed trials"
 [ "$failures" -eq 0 ]

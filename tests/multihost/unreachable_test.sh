@@ -22,6 +22,6 @@ tail -5 <<< "$out"
 [ "$elapsed" -lt 120 ] || fail "took ${elapsed}s to fail"
 # Whichever side times out first: rank 0 waiting for rank 1, or rank 1 unable to reach
 # the store; either names rank 1.
-grep -qE "waiting for rank 1 to join|rank 1: cannot reach the store" <<< "$out" ||
+grep -qE "rank 1 is not alive|rank 1: cannot reach the store" <<< "$out" ||
   fail "the error does not name the rank that never joined"
 echo "ok: unreachable host reported in ${elapsed}s, kolorun exit $rc"

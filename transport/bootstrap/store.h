@@ -70,6 +70,11 @@ class StoreClient {
   // as an answer (the connection stays usable) rather than by closing the connection.
   virtual Result<std::vector<std::string>> gather_range(const std::string& prefix, int first, int count,
                                                         const Deadline& deadline, std::vector<int>* missing = nullptr) = 0;
+  // Which of the keys prefix+"0" .. prefix+(count-1) do not exist (indices, ascending),
+  // once they all exist or `wait_s` has passed at the server (0: at once): a question about
+  // who is there (live keys after a failure), not a wait for them.
+  virtual Result<std::vector<int>> absent(const std::string& prefix, int count, double wait_s,
+                                          const Deadline& deadline) = 0;
   // Returns once `count` callers have entered the barrier called `name`.
   virtual Status barrier(const std::string& name, int count, const Deadline& deadline) = 0;
   // The local socket's IP address: the interface that reaches the store.

@@ -92,7 +92,21 @@ class StoreClientImpl final : public StoreClient {
                                                 const Deadline& deadline, std::vector<int>* missing) override {
     // The server gives up a little before this rank would, and says who is missing.
     const double left = deadline.remaining_seconds();
-    const double server_wait = left > 1.0 ? left - 0.5 : left / 2;
+    return gather_waiting(prefix, first, count, left > 1.0 ? left - 0.5 : left / 2, deadline, missing);
+  }
+
+  Result<std::vector<int>> absent(const std::string& prefix, int count, double wait_s,
+                                  const Deadline& deadline) override {
+    std::vector<int> missing;
+    auto gathered = gather_waiting(prefix, 0, count, std::min(wait_s, deadline.remaining_seconds() / 2), deadline,
+                                   &missing);
+    if (!gathered.ok() && !(gathered.status().code() == Code::kTimeout && !missing.empty())) return gathered.status();
+    return missing;
+  }
+
+  Result<std::vector<std::string>> gather_waiting(const std::string& prefix, int first, int count,
+                                                  double server_wait, const Deadline& deadline,
+                                                  std::vector<int>* missing) {
     Request request{Op::kGather, {prefix}, "", count};
     request.wait_ms = static_cast<int64_t>(std::max(0.0, server_wait) * 1e3);
     request.first = first;

@@ -351,7 +351,7 @@ bool Domain::exited(int index) const {
 Status Domain::members_alive() const {
   const SegmentHeader& h = header();
   if (h.failed.load(std::memory_order_acquire) != 0) {
-    return error(Code::kRemote, "rank ", h.failed_rank.load(std::memory_order_relaxed), " on this host failed");
+    return failed_status();
   }
   for (int i = 0; i < static_cast<int>(pids_.size()); ++i) {
     if (i != my_index_ && exited(i)) {
@@ -365,7 +365,7 @@ Status Domain::health(int index) {
   if (aborted_.load(std::memory_order_relaxed)) return error(Code::kAborted, "communicator aborted by kolo_comm_abort");
   const SegmentHeader& h = header();
   if (h.failed.load(std::memory_order_acquire) != 0) {
-    return error(Code::kRemote, "rank ", h.failed_rank.load(std::memory_order_relaxed), " on this host failed");
+    return failed_status();
   }
   const double t = now_seconds();
   if (index == my_index_ || t < next_health_check_[index]) return Status();
@@ -374,10 +374,25 @@ Status Domain::health(int index) {
   return Status();
 }
 
+Status Domain::failed_status() const {
+  const SegmentHeader& h = header();
+  return error(Code::kRemote, "rank ", h.failed_rank.load(std::memory_order_acquire), " on this host ",
+               h.failed_exited.load(std::memory_order_acquire) != 0 ? "exited" : "failed");
+}
+
 void Domain::mark_failed() {
   SegmentHeader& h = header();
+  // The cause, when a member has exited: the host's other ranks name it, not this rank,
+  // which may only have seen its exit (once per failure: a pidfd poll per member).
+  int32_t cause = members_[my_index_];
+  bool exited_cause = false;
+  for (int i = 0; i < size() && !exited_cause; ++i) {
+    if (i != my_index_ && exited(i)) cause = members_[i], exited_cause = true;
+  }
   int32_t expected = -1;
-  h.failed_rank.compare_exchange_strong(expected, members_[my_index_]);
+  if (h.failed_rank.compare_exchange_strong(expected, cause) && exited_cause) {
+    h.failed_exited.store(1, std::memory_order_release);
+  }
   h.failed.store(1, std::memory_order_release);
   for (int i = 0; i < size(); ++i) {
     ring_bell(control(i).bell);

@@ -52,7 +52,8 @@ struct alignas(64) SegmentHeader {
   uint64_t ring_bytes;
   uint64_t total_bytes;
   std::atomic<uint32_t> failed{0};      // any rank that fails sets it: the others stop at once
-  std::atomic<int32_t> failed_rank{-1};
+  std::atomic<int32_t> failed_rank{-1};  // the first to fail; or the member seen exited, the cause
+  std::atomic<uint32_t> failed_exited{0};  // failed_rank exited (the others name it, not the echo)
 };
 
 struct SegmentGeometry {

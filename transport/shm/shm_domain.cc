@@ -203,9 +203,13 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   if (slowest == UINT64_MAX || smallest == UINT64_MAX) {
     return error(Code::kInternal, "shared memory: no rank of the host published its copy rate");
   }
+  oversubscribed_ = n > agreed_cores_;
   agreed_copy_gbs_ = static_cast<double>(slowest) / 1000;
   agreed_cache_bytes_ = static_cast<double>(smallest) * 1024;
-  oversubscribed_ = n > agreed_cores_;
+  if (my_index_ == 0) {
+    log_info(Subsys::kTransport, "shm: ", n, " ranks on ", agreed_cores_, " cores; the host copies at ", agreed_copy_gbs_,
+             " GB/s (measured by its first rank), a cache of ", smallest, " KB");
+  }
   KOLO_TRY(probe_cma(options.single_copy));
   KOLO_TRY(store.barrier(key + "probed", n, deadline));
   return Status();

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# kolo under a real Slurm: a 4-node cluster of test hosts on this machine
+# (slurm_cluster.sh), jobs started by srun and sbatch as on a cluster, results checked.
+#
+#   slurm_test.sh BUILD_DIR|KOLO_PERF   # a build folder (bench/perf/kolo-perf in it) or the binary
+#
+# Exit 0 when every check passed, 1 when one failed, 77 (skipped) when Slurm cannot run
+# here (not root, Slurm or munge not installed, no network namespaces). Each check prints
+# one PASS or FAIL line. The cluster is always torn down, whatever happens.
+#
+# Scenarios: srun -N 4 -n 16 (hostname, then kolo-perf allreduce), --ntasks-per-node=2,
+# an uneven -n 7 -N 4, an sbatch --wait script running srun, and scancel of a running
+# kolo job (no rank may be left, nothing new in /dev/shm or /tmp).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CLUSTER=$HERE/slurm_cluster.sh
+[ $# -eq 1 ] || { sed -n '5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+if [ -d "$1" ]; then PERF=$(cd "$1" && pwd)/bench/perf/kolo-perf; else PERF=$(realpath "$1"); fi
+[ -x "$PERF" ] || { echo "slurm_test: no $PERF (build kolo first)" >&2; exit 1; }
+
+if ! why=$("$CLUSTER" check 2>&1); then
+  echo "SKIP: $why"
+  exit 77
+fi
+
+# A prefix of our own: other sets (another run of this test, testhosts users) may be up.
+PREFIX=ksl$(($$ % 100000))
+WORK=$(mktemp -d /tmp/kolo-slurm-test.XXXXXX)
+STEP_TIMEOUT=60   # any one srun/sbatch; kolo itself gives up after KOLO_TIMEOUT
+failures=0
+started=$SECONDS
+
+teardown() {
+  local rc=$?
+  # A background srun of the scancel scenario, if a check failed before it ended.
+  if [ -n "${bg_pid:-}" ] && kill -0 "$bg_pid" 2>/dev/null; then kill -KILL "$bg_pid" 2>/dev/null || true; fi
+  "$CLUSTER" down "$PREFIX" || { echo "FAIL: slurm_cluster.sh down $PREFIX"; rc=1; }
+  rm -rf "${WORK:?}"
+  echo "slurm_test: $((SECONDS - started)) s"
+  exit "$rc"
+}
+trap teardown EXIT
+# Killed (ctest's timeout, ^C): exit, so that the EXIT trap still tears the cluster down.
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Run inside a real Slurm job (a CI runner on a cluster), the job's variables would make
+# srun here join that job: none of them, and no rank variables of another launcher.
+while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(SLURM_|SBATCH_|SALLOC_|SRUN_)' || true)
+unset KOLO_RANK KOLO_SIZE KOLO_ADDR KOLO_LAUNCHER OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
+
+SLURM_CONF=$("$CLUSTER" up 4 "$PREFIX")
+export SLURM_CONF
+# Every rank needs the same secret outside kolorun (engine/world.cc, job_secret); srun
+# and sbatch pass the environment on. KOLO_TIMEOUT: a broken rendezvous fails in 20 s
+# instead of hanging the test.
+KOLO_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+export KOLO_SECRET KOLO_TIMEOUT=20
+
+# "h0:4 h1:4 ..." from a list of host names, one a line: tasks per host.
+per_host() { sort | uniq -c | awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1}'; }
+
+# Whether a placement ("h0:4 h1:1 ...") matches WANT: either exactly, or for WANT
+# "any:N", N tasks over all 4 hosts, each with one at least (how Slurm spreads an uneven
+# count depends on its select plugin: cons_tres packs CPUs, -n 7 -N 4 gives 4,1,1,1).
+placement_ok() { # placement_ok GOT WANT
+  local got=$1 want=$2
+  [[ $want == any:* ]] || { [ "$got" = "$want" ]; return; }
+  echo "$got" | tr ' ' '\n' | awk -F: -v n="${want#any:}" \
+    '{ hosts++; sum += $2; if ($2 < 1) bad = 1 } END { exit !(hosts == 4 && sum == n && !bad) }'
+}
+
+# expect_hosts NAME WANT SRUN-ARGS...: `srun ARGS hostname` puts WANT tasks on each host.
+expect_hosts() {
+  local name=$1 want=$2 got
+  shift 2
+  if ! got=$(timeout "$STEP_TIMEOUT" srun "$@" hostname 2>"$WORK/err" | per_host); then
+    fail "$name: srun $* hostname failed: $(tr '\n' ' ' <"$WORK/err")"
+    return 0
+  fi
+  echo "  srun $* hostname -> $got"
+  if placement_ok "$got" "$want"; then pass "$name"; else fail "$name: want $want"; fi
+}
+
+# check_perf NAME OUT NRANKS WANT: kolo-perf's output OUT (its exit status checked by
+# the caller) has NRANKS ranks placed as WANT ("h0:2 h1:2 ..."), sizes measured, no wrong
+# value in any column, and its own verdict OK.
+check_perf() {
+  local name=$1 out=$2 n=$3 want=$4 ranks placed rows bad
+  ranks=$(grep -c '^#  *Rank ' "$out" || true)
+  placed=$(awk '/^# +Rank /{print $9}' "$out" | per_host)
+  rows=$(grep -c '^ *[0-9]' "$out" || true)
+  # Columns 9 and 13: #wrong out of place and in place.
+  bad=$(awk '/^ *[0-9]/ && ($9 != 0 || $13 != 0)' "$out" | wc -l)
+  grep '^ *[0-9]' "$out" | sed 's/^/  /'
+  if [ "$ranks" -eq "$n" ] && placement_ok "$placed" "$want" && [ "$rows" -gt 0 ] && [ "$bad" -eq 0 ] &&
+    grep -q '^# Out of bounds values : 0 OK' "$out"; then
+    pass "$name ($n ranks: $placed; $rows sizes, none wrong)"
+  else
+    fail "$name: ranks $ranks of $n, placed '$placed' (want '$want'), $rows sizes, $bad with wrong values"
+    sed -n '1,40p' "$out" | sed 's/^/  | /'
+  fi
+}
+
+# run_perf NAME NRANKS WANT SRUN-ARGS...: kolo-perf allreduce under srun, checked.
+run_perf() {
+  local name=$1 n=$2 want=$3 rc=0
+  shift 3
+  # -K: a rank that fails ends the step at once, not after the others' timeouts.
+  timeout "$STEP_TIMEOUT" srun -K "$@" "$PERF" allreduce -b 8 -e 1M -f 8 -n 5 -w 1 >"$WORK/perf.out" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    fail "$name: srun $* kolo-perf exited $rc"
+    sed 's/^/  | /' "$WORK/perf.out" | tail -n 30
+    return 0
+  fi
+  check_perf "$name" "$WORK/perf.out" "$n" "$want"
+}
+
+H="$PREFIX-h"
+echo "== srun -N 4 -n 16"
+expect_hosts "srun -N 4 -n 16 hostname" "${H}0:4 ${H}1:4 ${H}2:4 ${H}3:4" -N 4 -n 16
+run_perf "srun -N 4 -n 16 kolo-perf allreduce" 16 "${H}0:4 ${H}1:4 ${H}2:4 ${H}3:4" -N 4 -n 16
+
+echo "== srun -N 4 --ntasks-per-node=2"
+expect_hosts "srun --ntasks-per-node=2 hostname" "${H}0:2 ${H}1:2 ${H}2:2 ${H}3:2" -N 4 --ntasks-per-node=2
+run_perf "srun --ntasks-per-node=2 kolo-perf allreduce" 8 "${H}0:2 ${H}1:2 ${H}2:2 ${H}3:2" -N 4 --ntasks-per-node=2
+
+echo "== srun -n 7 -N 4 (uneven)"
+expect_hosts "srun -n 7 -N 4 hostname" any:7 -n 7 -N 4
+run_perf "srun -n 7 -N 4 kolo-perf allreduce" 7 any:7 -n 7 -N 4
+
+echo "== sbatch --wait"
+cat >"$WORK/batch.sh" <<EOF
+#!/bin/bash
+set -e
+echo "batch on \$(hostname) job \$SLURM_JOB_ID nodes \$SLURM_JOB_NODELIST"
+srun -K "$PERF" allreduce -b 8 -e 64K -f 8 -n 5 -w 1
+EOF
+rc=0
+timeout "$STEP_TIMEOUT" sbatch --wait -N 4 --ntasks-per-node=2 -o "$WORK/batch.out" "$WORK/batch.sh" >"$WORK/sbatch.out" 2>&1 || rc=$?
+echo "  $(cat "$WORK/sbatch.out" 2>/dev/null)"
+sed -n 1p "$WORK/batch.out" 2>/dev/null | sed 's/^/  /'
+if [ "$rc" -eq 0 ]; then
+  pass "sbatch --wait exited 0"
+  check_perf "sbatch: srun kolo-perf allreduce" "$WORK/batch.out" 8 "${H}0:2 ${H}1:2 ${H}2:2 ${H}3:2"
+else
+  fail "sbatch --wait exited $rc"
+  sed 's/^/  | /' "$WORK/batch.out" 2>/dev/null | tail -n 30 || true
+fi
+
+echo "== scancel of a running kolo job"
+# kolo-perf processes in our test hosts, one pid a line (only ours: other kolo runs on this
+# machine are in other namespaces or in none).
+our_ranks() {
+  local i pid
+  for i in 0 1 2 3; do
+    for pid in $(ip netns pids "$H$i" 2>/dev/null); do
+      # "PID (kolo-perf) STATE": a zombie (an orphan not yet reaped by init) is gone.
+      [[ $(cat "/proc/$pid/stat" 2>/dev/null) =~ ^[0-9]+\ \(kolo-perf\)\ [^ZX] ]] && echo "$pid"
+    done
+  done
+  return 0
+}
+n_ranks() { our_ranks | wc -l; }
+# wait_until SECONDS COMMAND...: poll until COMMAND succeeds; 1 at the deadline.
+wait_until() {
+  local end=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ "$SECONDS" -lt "$end" ] || return 1
+    sleep 0.5
+  done
+}
+ls -A /dev/shm | sort >"$WORK/shm.before"
+ls -A /tmp | sort >"$WORK/tmp.before"
+# Many iterations: it runs until cancelled (the timeout only guards against a hang).
+timeout "$STEP_TIMEOUT" srun -N 4 -n 16 -J kolo-cancel "$PERF" allreduce -b 64K -e 64K -n 1000000 -w 1 \
+  >"$WORK/cancel.out" 2>&1 &
+bg_pid=$!
+job=''
+job_seen() { job=$(squeue -h -n kolo-cancel -t R -o %i 2>/dev/null | sed -n 1p); [ -n "$job" ]; }
+ranks_running() { [ "$(n_ranks)" -eq 16 ]; }
+if wait_until 30 job_seen && wait_until 30 ranks_running; then
+  pass "job $job running, 16 kolo-perf ranks in the test hosts"
+  sleep 2
+  scancel "$job"
+  srun_gone() { ! kill -0 "$bg_pid" 2>/dev/null; }
+  if wait_until 30 srun_gone; then
+    rc=0
+    wait "$bg_pid" || rc=$?
+    # srun of a cancelled step ends with a failure status (not 0, not timeout's 124).
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then pass "srun ended after scancel (status $rc)"; else fail "srun ended with $rc after scancel"; fi
+    grep -E 'CANCELLED|error' "$WORK/cancel.out" | sed -n 1,3p | sed 's/^/  /'
+  else
+    fail "srun still runs 30 s after scancel $job"
+  fi
+  bg_pid=''
+  no_ranks() { [ "$(n_ranks)" -eq 0 ]; }
+  if wait_until 15 no_ranks; then pass "no kolo-perf rank left"; else fail "kolo-perf ranks left: $(our_ranks | tr '\n' ' ')"; fi
+  job_gone() { [ -z "$(squeue -h -j "$job" -o %i 2>/dev/null)" ]; }
+  if wait_until 15 job_gone; then pass "job $job gone from squeue"; else fail "job $job still in squeue: $(squeue -h -j "$job")"; fi
+  # slurmd's files of the step (its socket NODE_JOB.STEP, hwloc_topo_JOB.STEP.xml) in
+  # the nodes' spool folders: removed when the step really ended on every node.
+  step_files() { find "$(dirname "$SLURM_CONF")/spool" -name "*_$job.*" 2>/dev/null; }
+  no_step_files() { [ -z "$(step_files)" ]; }
+  if wait_until 15 no_step_files; then pass "no step files of job $job left in slurmd's spool"; else fail "left in spool: $(step_files | tr '\n' ' ')"; fi
+else
+  fail "the job did not run 16 ranks within 30 s (ranks: $(n_ranks))"
+  sed 's/^/  | /' "$WORK/cancel.out" | tail -n 20
+fi
+new_shm=$(ls -A /dev/shm | sort | comm -13 "$WORK/shm.before" - | tr '\n' ' ')
+# /tmp is shared with whatever else runs here: only names of ours count (kolo itself
+# writes nothing to /tmp on the CPU path).
+new_tmp_all=$(ls -A /tmp | sort | comm -13 "$WORK/tmp.before" - | tr '\n' ' ')
+# kolo-slurm-*: other clusters and runs of this test, which may start meanwhile.
+new_tmp=$(echo "$new_tmp_all" | tr ' ' '\n' | grep -i -E 'kolo|slurm|munge' | grep -v '^kolo-slurm-' | tr '\n' ' ' || true)
+if [ -z "$new_shm" ]; then pass "nothing new in /dev/shm"; else fail "new in /dev/shm: $new_shm"; fi
+others=''
+[ -z "$new_tmp_all" ] || others=" (new there, not ours: $new_tmp_all)"
+if [ -z "$new_tmp" ]; then pass "nothing of kolo/Slurm new in /tmp$others"; else fail "new in /tmp: $new_tmp"; fi
+
+echo "== $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,5 +1,7 @@
 #include "engine/world.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include "support/crypto.h"
 #include "support/env.h"
 #include "support/log.h"
+#include "transport/socket.h"
 
 namespace kolo {
 namespace {
@@ -35,6 +38,87 @@ std::string first_slurm_host(const std::string& list) {
     host += list.substr(end + 1, stop - end - 1);
   }
   return host;
+}
+
+// The rendezvous of a Slurm step, with no address given: rank 0 (task 0, on the step's
+// first node under block and cyclic distributions) hosts the store there, at a port from the
+// job and step ids (two steps of one job may run at once, on the same nodes).
+Status slurm_store_address(WorldInfo& w) {
+  const char* nodes = std::getenv("SLURM_STEP_NODELIST");
+  if (nodes == nullptr || *nodes == '\0') nodes = std::getenv("SLURM_JOB_NODELIST");
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  if (nodes == nullptr || job_id == nullptr) return Status();  // KOLO_ADDR is then required below
+  const long job = std::strtol(job_id, nullptr, 10);
+  const long step = std::strtol(std::getenv("SLURM_STEP_ID"), nullptr, 10);
+  const std::string first = first_slurm_host(nodes);
+  w.store_addr = str_cat(first, ":", 20000 + (job * 31 + step) % 20000);
+  if (w.rank == 0) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) == 0) {
+      std::string here = name;
+      auto short_name = [](const std::string& host) { return host.substr(0, host.find('.')); };
+      if (short_name(here) != short_name(first)) {
+        return error(Code::kInvalidUsage, "rank 0 (Slurm task 0) runs on ", here, ", not on the step's first node ",
+                     first, ", where the other ranks look for its store: use srun's block or cyclic distribution, "
+                     "or set KOLO_ADDR=host:port of rank 0's node");
+      }
+    }
+  }
+  return Status();
+}
+
+Status errno_status(const std::string& what) { return error(Code::kSystem, what, ": ", std::strerror(errno)); }
+
+// The user's own secret (KOLO_SECRET_FILE): read, or made with 32 random bytes on first use.
+// Like an ssh key it must be the user's and unreadable by others. Made under a name of its
+// own, then linked into place: ranks making it at once on several nodes of a shared home
+// directory all end up reading the one that was linked first.
+Result<std::string> user_secret(const std::string& path) {
+  if (path.empty()) return error(Code::kInvalidUsage, "KOLO_SECRET_FILE is empty and HOME is not set: set KOLO_SECRET");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.valid()) {
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0) return errno_status(str_cat("stat of ", path));
+      if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+        return error(Code::kInvalidUsage, "the secret file ", path,
+                     " must be yours and unreadable by others, as an ssh key: run chmod 600 ", path);
+      }
+      std::string text(4096, '\0');
+      const ssize_t got = ::read(fd.get(), text.data(), text.size());
+      if (got < 16) return error(Code::kInvalidUsage, "the secret file ", path, " holds under 16 bytes");
+      text.resize(static_cast<size_t>(got));
+      return text;
+    }
+    if (errno != ENOENT) return errno_status(str_cat("opening the secret file ", path));
+    // Its folders as `mkdir -p` makes them, the user's alone (errors show at the file's open).
+    for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+      (void)::mkdir(path.substr(0, slash).c_str(), 0700);
+    }
+    char host[128] = {};
+    (void)::gethostname(host, sizeof(host) - 1);
+    const std::string mine = str_cat(path, ".", host, ".", ::getpid());
+    unsigned char bytes[32];
+    KOLO_TRY(random_bytes(bytes, sizeof(bytes)));
+    const std::string hex = to_hex(bytes, sizeof(bytes)) + "\n";
+    {
+      Fd out(::open(mine.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!out.valid()) return errno_status(str_cat("making the secret file ", mine));
+      if (::write(out.get(), hex.data(), hex.size()) != static_cast<ssize_t>(hex.size()) || ::fsync(out.get()) != 0) {
+        ::unlink(mine.c_str());
+        return errno_status(str_cat("writing the secret file ", mine));
+      }
+    }
+    const int linked = ::link(mine.c_str(), path.c_str());
+    const int link_errno = errno;
+    ::unlink(mine.c_str());
+    if (linked != 0 && link_errno != EEXIST) {
+      errno = link_errno;
+      return errno_status(str_cat("linking the secret file ", path));
+    }
+    if (linked == 0) log_info(Subsys::kBootstrap, "made the secret file ", path, " (Slurm jobs' secrets come from it)");
+  }
+  return error(Code::kInternal, "the secret file ", path, " vanished while it was read");
 }
 
 Status rank_in_range(const WorldInfo& w) {
@@ -100,7 +184,9 @@ Result<WorldInfo> world_from_environment() {
     w.size = size.value();
     w.source = "Open MPI";
     w.host_store = w.rank == 0;
-  } else if (std::getenv("SLURM_PROCID") && std::getenv("SLURM_NTASKS")) {
+  } else if (std::getenv("SLURM_PROCID") && std::getenv("SLURM_NTASKS") && std::getenv("SLURM_STEP_ID")) {
+    // A task of a job step (srun). A batch script's own process has SLURM_PROCID 0 and the
+    // job's task count too, but no step: it is one process, not rank 0 of a world.
     auto rank = parse_rank_variable("SLURM_PROCID", std::getenv("SLURM_PROCID"));
     auto size = parse_rank_variable("SLURM_NTASKS", std::getenv("SLURM_NTASKS"));
     if (!rank.ok()) return rank.status();
@@ -109,10 +195,7 @@ Result<WorldInfo> world_from_environment() {
     w.size = size.value();
     w.source = "Slurm";
     w.host_store = w.rank == 0;
-    if (!env_is_set("KOLO_ADDR") && std::getenv("SLURM_JOB_NODELIST") && std::getenv("SLURM_JOB_ID")) {
-      long job = std::strtol(std::getenv("SLURM_JOB_ID"), nullptr, 10);
-      w.store_addr = str_cat(first_slurm_host(std::getenv("SLURM_JOB_NODELIST")), ":", 20000 + job % 20000);
-    }
+    if (!env_is_set("KOLO_ADDR")) KOLO_TRY(slurm_store_address(w));
   } else {
     w.source = "single process";
     return w;
@@ -149,6 +232,24 @@ Result<std::string> job_secret(int world_size) {
   return error(Code::kInvalidUsage,
                "KOLO_SECRET is not set. Outside kolorun every rank needs the same secret in its environment: "
                "export KOLO_SECRET=$(openssl rand -hex 32) before launching (or KOLO_INSECURE=1 on a trusted network)");
+}
+
+Result<std::string> world_secret(const WorldInfo& world) {
+  if (world.source != "Slurm" || env_is_set("KOLO_SECRET") || env_string("KOLO_INSECURE") == "1" || world.size == 1) {
+    return job_secret(world.size);
+  }
+  // A Slurm step: its tasks share the user's secret file (the nodes share the home
+  // directory), and the job and step make it this step's alone.
+  std::string path = env_string("KOLO_SECRET_FILE");
+  if (path.empty() && std::getenv("HOME") != nullptr && *std::getenv("HOME") != '\0') {
+    path = str_cat(std::getenv("HOME"), "/.kolo/secret");
+  }
+  auto key = user_secret(path);
+  if (!key.ok()) return key.status().with_context(str_cat("rank ", world.rank, " (Slurm, no KOLO_SECRET): "));
+  const std::string what = str_cat("kolo slurm job ", std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : "",
+                                   " step ", std::getenv("SLURM_STEP_ID"));
+  const Mac mac = hmac_sha256(key.value(), what.data(), what.size());
+  return std::string(mac.begin(), mac.end());
 }
 
 Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const std::string& secret) {
@@ -190,7 +291,7 @@ Result<std::unique_ptr<Communicator>> init_world() {
   auto world = world_from_environment();
   if (!world.ok()) return world.status();
   log_set_rank(world.value().rank);
-  auto secret = job_secret(world.value().size);
+  auto secret = world_secret(world.value());
   if (!secret.ok()) return secret.status();
   auto store = open_store(world.value(), secret.value());
   if (!store.ok()) return store.status();

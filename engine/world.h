@@ -21,6 +21,11 @@ struct WorldInfo {
 Result<WorldInfo> world_from_environment();
 // The job's secret from KOLO_SECRET (hex), or empty with a warning when KOLO_INSECURE=1.
 Result<std::string> job_secret(int world_size);
+// The secret of this world's job: job_secret, except for a Slurm step without KOLO_SECRET:
+// an HMAC of the job and step ids keyed by the user's secret file (KOLO_SECRET_FILE,
+// $HOME/.kolo/secret by default; made on first use, mode 0600), which every task of the
+// step reads from the home directory the nodes share.
+Result<std::string> world_secret(const WorldInfo& world);
 // Connects to (and when asked, first starts) the store named by the world.
 Result<std::shared_ptr<StoreSession>> open_store(const WorldInfo& world, const std::string& secret);
 

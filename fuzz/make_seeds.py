@@ -118,7 +118,7 @@ names = ["KOLO_TIMEOUT", "KOLO_ALGO", "KOLO_TRANSPORTS", "KOLO_SHM_SINGLE_COPY",
          "KOLO_CACHE_CAPACITY", "KOLO_STALL_CHECK_TIME", "KOLO_STALL_SHUTDOWN_TIME", "KOLO_AUTOTUNE", "KOLO_RANK",
          "KOLO_SIZE", "KOLO_ADDR", "KOLO_SECRET", "KOLO_INSECURE", "KOLO_LAUNCHER", "KOLO_BACKEND",
          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_NODELIST",
-         "SLURM_JOB_ID"]
+         "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST"]
 
 
 def env(**values):
@@ -134,7 +134,8 @@ write("env_fuzz", "tuning", env(KOLO_ALGO="halving_doubling", KOLO_TRANSPORTS="s
                                 KOLO_STALL_CHECK_TIME="30", KOLO_STALL_SHUTDOWN_TIME="120", KOLO_AUTOTUNE="1",
                                 KOLO_BACKEND="kolo", KOLO_SHM_STREAM_BYTES="1e9"))
 write("env_fuzz", "slurm", env(SLURM_PROCID="3", SLURM_NTASKS="8", SLURM_JOB_NODELIST="gpu[03-05,7],cpu1",
-                               SLURM_JOB_ID="123456", KOLO_INSECURE="1"))
+                               SLURM_JOB_ID="123456", SLURM_STEP_ID="2", SLURM_STEP_NODELIST="gpu[04-05]",
+                               KOLO_INSECURE="1"))
 write("env_fuzz", "openmpi", env(OMPI_COMM_WORLD_RANK="0", OMPI_COMM_WORLD_SIZE="2", KOLO_ADDR="[::1]:4000",
                                  KOLO_INSECURE="1"))
 write("env_fuzz", "bad_values", env(KOLO_TIMEOUT="-1", KOLO_ALGO="rings", KOLO_TRANSPORTS="tcp,,ucx",

@@ -149,7 +149,7 @@ const std::vector<EnvVar>& env_table() {
               "rank among the processes on this host, set by kolorun (informational: kolo derives it)"),
       integer("KOLO_LOCAL_SIZE", "", "", 1, kMaxRanks,
               "number of processes on this host, set by kolorun (informational: kolo derives it)"),
-      text("KOLO_ADDR", "set by kolorun; under Slurm the job's first node, port 20000 + job id % 20000",
+      text("KOLO_ADDR", "set by kolorun; under Slurm the step's first node, port 20000 + (job id x 31 + step id) % 20000",
            "host:port of the rendezvous store; rank 0 hosts it where kolorun does not"),
       text("KOLO_SECRET", "made by kolorun",
            "per-job secret, at least 32 hex digits, that authenticates every store message (e.g. openssl rand -hex 32)"),
@@ -165,6 +165,9 @@ const std::vector<EnvVar>& env_table() {
       seconds("KOLO_ELASTIC_JOIN_TIMEOUT", "600",
               "seconds a joining worker (KOLO_ELASTIC=join) waits for the running job to let it in"),
       flag("KOLO_INSECURE", "0", "1 = run the store unauthenticated (trusted networks only)"),
+      path("KOLO_SECRET_FILE", "", "$HOME/.kolo/secret",
+           "under Slurm without KOLO_SECRET: the user's secret (made on first use, mode 0600, on the home directory the "
+           "nodes share); each step's secret is an HMAC of its job and step ids keyed by it"),
       text("KOLO_HOSTID", "hostname + boot id + pid and network namespaces",
            "this process's host identity, to emulate several hosts on one machine (tests)"),
       // Read by the Python package (api/python/kolo/_capi.py), not by libkolo.

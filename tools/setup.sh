@@ -5,12 +5,14 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config libssl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
           libopenmpi-dev openmpi-bin libhwloc-dev libpugixml-dev libgloo-dev python3-torch iproute2
-          mpich libmpich-dev libucx-dev clang libclang-rt-14-dev python3-pip python3-setuptools python3-venv ccache)
+          mpich libmpich-dev libucx-dev clang libclang-rt-14-dev python3-pip python3-setuptools python3-venv ccache
+          slurmctld slurmd slurm-client munge)
 # MPICH is a peer of the benchmarks (bench/peers); Open MPI stays the default mpirun/mpicc
 # (its alternatives priority is higher), which the tests use.
 # clang and libclang-rt-14-dev build the fuzz targets (the `fuzz` preset, tools/fuzz.sh).
 # ccache keeps compiled objects between builds (CMakeLists.txt uses it when present;
 # KOLO_CCACHE=OFF turns it off).
+# slurmctld, slurmd, slurm-client and munge run a real Slurm on test hosts (tests/cluster).
 # Optional, not needed to build or test: graphviz (kolo-topo --png).
 missing=()
 for p in "${packages[@]}"; do

@@ -67,8 +67,9 @@ per_host() { sort | uniq -c | awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $
 # Whether a placement ("h0:4 h1:1 ...") matches WANT: either exactly, or for WANT
 # "any:N", N tasks over all 4 hosts, each with one at least (how Slurm spreads an uneven
 # count depends on its select plugin: cons_tres packs CPUs, -n 7 -N 4 gives 4,1,1,1).
-placement_ok() { # placement_ok GOT WANT
+placement_ok() { # placement_ok GOT WANT ("any1": one task, wherever)
   local got=$1 want=$2
+  [ "$want" = any1 ] && { [[ $got == *:1 && $got != *" "* ]]; return; }
   [[ $want == any:* ]] || { [ "$got" = "$want" ]; return; }
   echo "$got" | tr ' ' '\n' | awk -F: -v n="${want#any:}" \
     '{ hosts++; sum += $2; if ($2 < 1) bad = 1 } END { exit !(hosts == 4 && sum == n && !bad) }'
@@ -133,11 +134,24 @@ echo "== srun -n 7 -N 4 (uneven)"
 expect_hosts "srun -n 7 -N 4 hostname" any:7 -n 7 -N 4
 run_perf "srun -n 7 -N 4 kolo-perf allreduce" 7 any:7 -n 7 -N 4
 
-echo "== sbatch --wait"
+echo "== sbatch --wait (no KOLO_SECRET: the user's secret file)"
+# As a user would: no secret in the environment; each step's comes from the secret file
+# (KOLO_SECRET_FILE; \$HOME/.kolo/secret by default), made by the first task that needs it.
+# The batch script's own process is one process, not rank 0 of the job's tasks; two steps
+# of the job run at once (each its own store port).
 cat >"$WORK/batch.sh" <<EOF
 #!/bin/bash
 set -e
+unset KOLO_SECRET
+export KOLO_SECRET_FILE="$WORK/home/.kolo/secret"
 echo "batch on \$(hostname) job \$SLURM_JOB_ID nodes \$SLURM_JOB_NODELIST"
+"$PERF" allreduce -b 8 -e 8 -n 1 -w 0 >"$WORK/single.out" 2>&1
+srun -K --exact -N 4 -n 4 --ntasks-per-node=1 "$PERF" allreduce -b 8 -e 64K -f 8 -n 5 -w 1 >"$WORK/step_a.out" 2>&1 &
+a=\$!
+srun -K --exact -N 4 -n 4 --ntasks-per-node=1 "$PERF" allreduce -b 8 -e 64K -f 8 -n 5 -w 1 >"$WORK/step_b.out" 2>&1 &
+b=\$!
+wait \$a
+wait \$b
 srun -K "$PERF" allreduce -b 8 -e 64K -f 8 -n 5 -w 1
 EOF
 rc=0
@@ -146,10 +160,17 @@ echo "  $(cat "$WORK/sbatch.out" 2>/dev/null)"
 sed -n 1p "$WORK/batch.out" 2>/dev/null | sed 's/^/  /'
 if [ "$rc" -eq 0 ]; then
   pass "sbatch --wait exited 0"
+  check_perf "sbatch: kolo-perf in the batch script itself" "$WORK/single.out" 1 any1
+  check_perf "sbatch: step A of two at once" "$WORK/step_a.out" 4 "${H}0:1 ${H}1:1 ${H}2:1 ${H}3:1"
+  check_perf "sbatch: step B of two at once" "$WORK/step_b.out" 4 "${H}0:1 ${H}1:1 ${H}2:1 ${H}3:1"
   check_perf "sbatch: srun kolo-perf allreduce" "$WORK/batch.out" 8 "${H}0:2 ${H}1:2 ${H}2:2 ${H}3:2"
+  mode=$(stat -c %a "$WORK/home/.kolo/secret" 2>/dev/null || echo none)
+  if [ "$mode" = 600 ]; then pass "the secret file was made, mode 600"; else fail "the secret file: mode $mode"; fi
 else
   fail "sbatch --wait exited $rc"
-  sed 's/^/  | /' "$WORK/batch.out" 2>/dev/null | tail -n 30 || true
+  for out in batch single step_a step_b; do
+    [ -f "$WORK/$out.out" ] && sed "s/^/  | $out: /" "$WORK/$out.out" | tail -n 15
+  done
 fi
 
 echo "== scancel of a running kolo job"

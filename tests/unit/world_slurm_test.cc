@@ -1,0 +1,173 @@
+// The world as Slurm describes it (engine/world.cc): a task of a step is a rank, the batch
+// script's own process is not; rank 0 hosts the store on the step's first node, at a port
+// from the job and the step; rank 0 elsewhere is told so.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/world.h"
+
+namespace kolo {
+namespace {
+
+// Sets the variables for one test and puts the environment back after it.
+class SlurmEnv {
+ public:
+  SlurmEnv() {
+    for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "KOLO_LAUNCHER", "KOLO_SECRET", "KOLO_SECRET_FILE", "OMPI_COMM_WORLD_RANK",
+                          "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID",
+                          "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST"}) {
+      const char* old = std::getenv(v);
+      saved_.push_back({v, old != nullptr, old != nullptr ? old : ""});
+      ::unsetenv(v);
+    }
+  }
+  ~SlurmEnv() {
+    for (const Saved& s : saved_) {
+      if (s.set) {
+        ::setenv(s.name.c_str(), s.value.c_str(), 1);
+      } else {
+        ::unsetenv(s.name.c_str());
+      }
+    }
+  }
+  void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+
+ private:
+  struct Saved {
+    std::string name;
+    bool set;
+    std::string value;
+  };
+  std::vector<Saved> saved_;
+};
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+TEST(WorldSlurm, ATaskOfAStepMeetsOnTheStepsFirstNode) {
+  SlurmEnv env;
+  env.set("SLURM_PROCID", "3");
+  env.set("SLURM_NTASKS", "8");
+  env.set("SLURM_JOB_ID", "123456");
+  env.set("SLURM_STEP_ID", "2");
+  env.set("SLURM_JOB_NODELIST", "gpu[01-04]");
+  env.set("SLURM_STEP_NODELIST", "gpu[03-04]");  // the step runs on part of the allocation
+  auto w = world_from_environment();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w.value().source, "Slurm");
+  EXPECT_EQ(w.value().rank, 3);
+  EXPECT_EQ(w.value().size, 8);
+  EXPECT_FALSE(w.value().host_store);
+  EXPECT_EQ(w.value().store_addr, "gpu03:" + std::to_string(20000 + (123456L * 31 + 2) % 20000));
+}
+
+TEST(WorldSlurm, TwoStepsOfOneJobMeetAtDifferentPorts) {
+  SlurmEnv env;
+  env.set("SLURM_PROCID", "1");
+  env.set("SLURM_NTASKS", "4");
+  env.set("SLURM_JOB_ID", "77");
+  env.set("SLURM_JOB_NODELIST", "n1");
+  env.set("SLURM_STEP_ID", "0");
+  auto first = world_from_environment();
+  env.set("SLURM_STEP_ID", "1");
+  auto second = world_from_environment();
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_NE(first.value().store_addr, second.value().store_addr);
+}
+
+TEST(WorldSlurm, TheBatchScriptsOwnProcessIsOneProcess) {
+  SlurmEnv env;  // sbatch: SLURM_PROCID 0 and the job's task count, but no step
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "8");
+  env.set("SLURM_JOB_ID", "9");
+  env.set("SLURM_JOB_NODELIST", "n[1-2]");
+  auto w = world_from_environment();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w.value().source, "single process");
+  EXPECT_EQ(w.value().size, 1);
+}
+
+TEST(WorldSlurm, RankZeroOnTheFirstNodeHostsTheStore) {
+  SlurmEnv env;
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "2");
+  env.set("SLURM_JOB_ID", "5");
+  env.set("SLURM_STEP_ID", "0");
+  env.set("SLURM_STEP_NODELIST", this_host() + ",other");
+  auto w = world_from_environment();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_TRUE(w.value().host_store);
+}
+
+TEST(WorldSlurm, RankZeroElsewhereIsAClearError) {
+  SlurmEnv env;
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "2");
+  env.set("SLURM_JOB_ID", "5");
+  env.set("SLURM_STEP_ID", "0");
+  env.set("SLURM_STEP_NODELIST", "not-this-host[1-2]");
+  auto w = world_from_environment();
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("not on the step's first node not-this-host1"), std::string::npos)
+      << w.status().to_string();
+  EXPECT_NE(w.status().message().find("KOLO_ADDR"), std::string::npos);
+}
+
+TEST(WorldSlurm, AnAddressGivenWins) {
+  SlurmEnv env;
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "2");
+  env.set("SLURM_JOB_ID", "5");
+  env.set("SLURM_STEP_ID", "0");
+  env.set("SLURM_STEP_NODELIST", "not-this-host1");
+  env.set("KOLO_ADDR", "10.0.0.1:4000");
+  auto w = world_from_environment();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w.value().store_addr, "10.0.0.1:4000");
+}
+
+TEST(WorldSlurm, EachStepsSecretComesFromTheUsersSecretFile) {
+  SlurmEnv env;
+  char dir[] = "/tmp/kolo-secret-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/kolo/secret";
+  env.set("KOLO_SECRET_FILE", file);
+  ::unsetenv("KOLO_SECRET");
+  WorldInfo w;
+  w.source = "Slurm";
+  w.size = 4;
+  env.set("SLURM_JOB_ID", "42");
+  env.set("SLURM_STEP_ID", "0");
+  auto first = world_secret(w);  // makes the file
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = world_secret(w);  // another task of the step reads it
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(first.value(), again.value());
+  EXPECT_EQ(first.value().size(), 32u);
+  env.set("SLURM_STEP_ID", "1");
+  auto next_step = world_secret(w);
+  ASSERT_TRUE(next_step.ok());
+  EXPECT_NE(first.value(), next_step.value());
+  ::chmod(file.c_str(), 0644);  // readable by others: refused, with the fix
+  auto exposed = world_secret(w);
+  ASSERT_FALSE(exposed.ok());
+  EXPECT_NE(exposed.status().message().find("chmod 600"), std::string::npos) << exposed.status().to_string();
+  ::unlink(file.c_str());
+  ::rmdir((std::string(dir) + "/kolo").c_str());
+  ::rmdir(dir);
+}
+
+}  // namespace
+}  // namespace kolo

@@ -121,6 +121,31 @@ Result<std::string> user_secret(const std::string& path) {
   return error(Code::kInternal, "the secret file ", path, " vanished while it was read");
 }
 
+// KOLO_SIZE set by hand inside a job that a launcher started with another number of ranks:
+// some would wait for ranks that never come, or two worlds would meet. Say both figures.
+Status launcher_agrees(int size) {
+  struct Launcher {
+    const char* variable;
+    const char* what;
+    bool applies;
+  };
+  const Launcher launchers[] = {
+      {"OMPI_COMM_WORLD_SIZE", "Open MPI's", true},
+      {"SLURM_NTASKS", "Slurm's (this step's tasks)", std::getenv("SLURM_STEP_ID") != nullptr},
+  };
+  for (const Launcher& l : launchers) {
+    const char* text = std::getenv(l.variable);
+    if (!l.applies || text == nullptr) continue;
+    auto theirs = parse_rank_variable(l.variable, text);
+    if (theirs.ok() && theirs.value() != size) {
+      return error(Code::kInvalidUsage, "KOLO_SIZE=", size, " but ", l.what, " ", l.variable, "=", theirs.value(),
+                   ": the launcher started ", theirs.value(), " ranks; unset KOLO_RANK and KOLO_SIZE (kolo reads the "
+                   "launcher's) or make them agree");
+    }
+  }
+  return Status();
+}
+
 Status rank_in_range(const WorldInfo& w) {
   if (w.size < 1) return error(Code::kInvalidArgument, "world size ", w.size, " from ", w.source, " must be >= 1");
   if (w.rank >= w.size) {
@@ -175,6 +200,7 @@ Result<WorldInfo> world_from_environment() {
     w.size = size.value();
     w.source = env_string("KOLO_LAUNCHER") == "kolorun" ? "kolorun" : "KOLO_RANK";
     w.host_store = w.source != "kolorun" && w.rank == 0;
+    if (w.source == "KOLO_RANK") KOLO_TRY(launcher_agrees(w.size));
   } else if (std::getenv("OMPI_COMM_WORLD_RANK") && std::getenv("OMPI_COMM_WORLD_SIZE")) {
     auto rank = parse_rank_variable("OMPI_COMM_WORLD_RANK", std::getenv("OMPI_COMM_WORLD_RANK"));
     auto size = parse_rank_variable("OMPI_COMM_WORLD_SIZE", std::getenv("OMPI_COMM_WORLD_SIZE"));

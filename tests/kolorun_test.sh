@@ -158,6 +158,25 @@ if [ "$out" = "$cpus" ]; then pass "--bind-to none leaves the affinity"; else fa
 msg=$("$KOLORUN" --bind-to socket -np 1 true 2>&1)
 if [ $? = 2 ]; then pass "--bind-to refuses unknown values"; else fail "--bind-to socket: $msg"; fi
 
+# horovodrun's command line with horovodrun replaced by kolorun (tools/kolorun/horovod_flags.h).
+out=$(timeout 30 "$KOLORUN" -np 1 --fusion-threshold-mb 32 --cycle-time-ms 3.5 --verbose --autotune \
+  --timeline-filename /tmp/tl.json --start-timeout 45 --network-interface lo,eth0 --gloo \
+  sh -c 'echo $KOLO_FUSION_THRESHOLD $KOLO_CYCLE_TIME $KOLO_DEBUG $KOLO_AUTOTUNE $KOLO_TIMELINE $KOLO_TIMEOUT $KOLO_SOCKET_IFNAME' 2>"$DIR/notes")
+if [ "$out" = "[0] 33554432 3.5 INFO 1 /tmp/tl.json 45 lo" ]; then pass "horovodrun's flags set kolo's variables"; else fail "horovodrun flags: '$out'"; fi
+if grep -q "note: --gloo" "$DIR/notes" && grep -q "uses the first, lo" "$DIR/notes"; then pass "--gloo and a list of interfaces are noted"; else fail "notes: $(cat "$DIR/notes")"; fi
+out=$(timeout 30 "$KOLORUN" -np 1 --fusion-threshold-mb 32 -x KOLO_FUSION_THRESHOLD=7 sh -c 'echo $KOLO_FUSION_THRESHOLD')
+if [ "$out" = "[0] 7" ]; then pass "-x wins over a horovodrun flag"; else fail "-x vs --fusion-threshold-mb: '$out'"; fi
+msg=$("$KOLORUN" -np 1 --fusion-threshold-mb lots true 2>&1)
+if [ $? = 2 ] && echo "$msg" | grep -q -- "--fusion-threshold-mb: 'lots'"; then pass "a bad horovodrun value is named"; else fail "bad value: $msg"; fi
+msg=$("$KOLORUN" -np 1 -p 22 --launcher 'ip netns exec {host}' true 2>&1)
+if [ $? = 2 ]; then pass "-p with --launcher refused"; else fail "-p with --launcher: $msg"; fi
+printf 'localhost slots=1\nno-such-host.invalid slots=1\n' >"$DIR/hosts"
+msg=$("$KOLORUN" --hostfile "$DIR/hosts" true 2>&1)
+if [ $? = 2 ] && echo "$msg" | grep -q "hosts:2: host 'no-such-host.invalid' is unknown"; then pass "an unknown host is named before anything starts"; else fail "unknown host: $msg"; fi
+printf 'localhost slots=1\nlocalhost slots=1\n' >"$DIR/hosts"
+msg=$("$KOLORUN" --hostfile "$DIR/hosts" true 2>&1)
+if [ $? = 2 ] && echo "$msg" | grep -q "hosts:2: host 'localhost' again"; then pass "a duplicate host is named"; else fail "duplicate: $msg"; fi
+
 if [ "$FAILURES" -ne 0 ]; then
   echo "$FAILURES check(s) failed"
   exit 1

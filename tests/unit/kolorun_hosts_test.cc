@@ -85,13 +85,13 @@ TEST(KolorunHosts, HostfileFormat) {
       "\n"
       "node1 slots=4\n"
       "  node2   slots=2  max_slots=8   # trailing comment\n"
-      "node3\n"
-      "node1 slots=1\r\n",
+      "node3 slots=1\r\n",
       "hosts.txt");
   ASSERT_TRUE(hosts.ok()) << hosts.status().message();
   ASSERT_EQ(hosts.value().size(), 3u);
   EXPECT_EQ(hosts.value()[0].name, "node1");
-  EXPECT_EQ(hosts.value()[0].slots, 5);
+  EXPECT_EQ(hosts.value()[0].slots, 4);
+  EXPECT_EQ(hosts.value()[0].origin, "hosts.txt:3");
   EXPECT_EQ(hosts.value()[1].name, "node2");
   EXPECT_EQ(hosts.value()[1].slots, 2);
   EXPECT_EQ(hosts.value()[2].name, "node3");
@@ -108,6 +108,9 @@ TEST(KolorunHosts, HostfileErrorsNameTheLine) {
   EXPECT_NE(hostfile_error("ok\n-bad\n").find("hosts.txt:2:"), std::string::npos);
   EXPECT_NE(hostfile_error("a$b slots=1\n").find("hosts.txt:1:"), std::string::npos);
   EXPECT_NE(hostfile_error("# nothing\n\n").find("no hosts"), std::string::npos);
+  // The same host twice: a mistake, named with both lines.
+  EXPECT_NE(hostfile_error("a slots=2\nb\na slots=1\n").find("hosts.txt:3: host 'a' again (first at hosts.txt:1)"),
+            std::string::npos);
   EXPECT_NE(hostfile_error("").find("no hosts"), std::string::npos);
 }
 
@@ -239,6 +242,17 @@ TEST(KolorunHosts, DiscoveredHosts) {
   auto slow = discover_hosts("sleep 5", 0.2);
   ASSERT_FALSE(slow.ok());
   EXPECT_EQ(slow.status().code(), Code::kTimeout);
+}
+
+TEST(KolorunHosts, AnUnknownHostIsNamedBeforeAnythingStarts) {
+  Result<std::vector<HostSlots>> hosts = parse_hostfile("localhost slots=2\nno-such-host.invalid slots=2\n", "hf");
+  ASSERT_TRUE(hosts.ok()) << hosts.status().message();
+  Status known = check_hosts_resolve(hosts.value(), this_hostname());
+  ASSERT_FALSE(known.ok());
+  EXPECT_NE(known.message().find("hf:2: host 'no-such-host.invalid' is unknown"), std::string::npos) << known.message();
+  Result<std::vector<HostSlots>> local = parse_host_list("localhost:2");
+  ASSERT_TRUE(local.ok());
+  EXPECT_TRUE(check_hosts_resolve(local.value(), this_hostname()).ok());
 }
 
 }  // namespace

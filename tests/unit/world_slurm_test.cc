@@ -169,5 +169,21 @@ TEST(WorldSlurm, EachStepsSecretComesFromTheUsersSecretFile) {
   ::rmdir(dir);
 }
 
+TEST(WorldSlurm, KoloSizeThatDisagreesWithTheLauncherNamesBoth) {
+  SlurmEnv env;
+  env.set("KOLO_RANK", "0");
+  env.set("KOLO_SIZE", "12");
+  env.set("KOLO_ADDR", "127.0.0.1:1");
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "16");
+  env.set("SLURM_STEP_ID", "0");
+  auto w = world_from_environment();
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("KOLO_SIZE=12 but Slurm's (this step's tasks) SLURM_NTASKS=16"), std::string::npos)
+      << w.status().to_string();
+  env.set("SLURM_NTASKS", "12");  // agreeing: fine
+  EXPECT_TRUE(world_from_environment().ok());
+}
+
 }  // namespace
 }  // namespace kolo

@@ -1,5 +1,7 @@
 #include "tools/kolorun/hosts.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,7 +56,7 @@ void add_host(std::vector<HostSlots>& hosts, const std::string& name, int slots)
       return;
     }
   }
-  hosts.push_back({name, slots});
+  hosts.push_back({name, slots, ""});
 }
 
 // One "-H" entry: "host", "host:N", "[v6addr]" or "[v6addr]:N".
@@ -147,7 +149,12 @@ Result<std::vector<HostSlots>> parse_hostfile(const std::string& text, const std
         return error(Code::kInvalidArgument, where, "slots=", slots, " exceeds max_slots=", parsed.value());
       }
     }
-    add_host(hosts, name, slots);
+    // A host twice is a mistake in a file (a copy-paste, two names for one slot count), not
+    // a wish for the sum: say where.
+    for (const HostSlots& seen : hosts) {
+      if (seen.name == name) return error(Code::kInvalidArgument, where, "host '", name, "' again (first at ", seen.origin, ")");
+    }
+    hosts.push_back({name, slots, str_cat(origin, ":", line_number)});
   }
   if (hosts.empty()) return error(Code::kInvalidArgument, origin, ": no hosts in the file");
   return hosts;
@@ -161,6 +168,22 @@ Result<std::vector<HostSlots>> read_hostfile(const std::string& path) {
   // A host file is a few lines; a huge one is a mistake (wrong file), not a cluster.
   if (text.str().size() > (16u << 20)) return error(Code::kInvalidArgument, path, ": host file is too large");
   return parse_hostfile(text.str(), path);
+}
+
+Status check_hosts_resolve(const std::vector<HostSlots>& hosts, const std::string& this_host) {
+  for (const HostSlots& host : hosts) {
+    if (is_local_host(host.name, this_host)) continue;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host.name.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) ::freeaddrinfo(found);
+    if (rc != 0) {
+      return error(Code::kInvalidArgument, host.origin.empty() ? "" : host.origin + ": ", "host '", host.name,
+                   "' is unknown (", ::gai_strerror(rc), "); for ssh's own aliases give --ssh ssh");
+    }
+  }
+  return Status::ok_status();
 }
 
 bool is_local_host(const std::string& host, const std::string& this_host) {

@@ -13,6 +13,7 @@ namespace kolo::kolorun {
 struct HostSlots {
   std::string name;
   int slots = 1;
+  std::string origin;  // "FILE:LINE" for a host file's line (its errors name it), else empty
 };
 
 // Where one rank runs and who its neighbours on that host are.
@@ -44,6 +45,9 @@ Result<std::vector<HostSlots>> read_hostfile(const std::string& path);
 
 // True for localhost, 127.x.x.x, ::1, and this machine's host name (full or short).
 bool is_local_host(const std::string& host, const std::string& this_hostname);
+// Every host that is not this one has an address (before anything starts; ssh's own
+// aliases have none: kolorun skips this when --ssh is given). Errors name a host file's line.
+Status check_hosts_resolve(const std::vector<HostSlots>& hosts, const std::string& this_hostname);
 // gethostname(), or "localhost" if it fails.
 std::string this_hostname();
 

@@ -17,6 +17,7 @@
 #include "support/crypto.h"
 #include "support/env.h"
 #include "tools/kolorun/discovery.h"
+#include "tools/kolorun/horovod_flags.h"
 #include "tools/kolorun/hosts.h"
 #include "tools/kolorun/launcher.h"
 #include "transport/bootstrap/store.h"
@@ -88,6 +89,7 @@ struct Options {
   std::string store_host;
   std::optional<int> min_np, max_np;
   std::string discovery_script;
+  HorovodFlags horovod;  // horovodrun's flags given (horovod_flags.h)
   bool help = false;
   std::string help_env;  // "", "text" or "markdown"
   std::vector<std::string> argv;
@@ -145,6 +147,9 @@ Result<Options> parse_args(int argc, char** argv) {
                        arg == "--timeout" || arg == "--ssh" || arg == "--launcher" || arg == "--store-host" ||
                        arg == "--bind-to" || arg == "--min-np" || arg == "--max-np" ||
                        arg == "--host-discovery-script";
+    bool horovod_takes_value = false;
+    const bool horovod = is_horovod_flag(arg, &horovod_takes_value);
+    takes_value = takes_value || horovod_takes_value;
     // --help-env alone may take one (=markdown).
     if (!takes_value && inline_value && arg != "--help-env") {
       return error(Code::kInvalidArgument, "option '", arg, "' takes no value");
@@ -160,6 +165,14 @@ Result<Options> parse_args(int argc, char** argv) {
       options.prefix = false;
     } else if (arg == "--nccl") {
       options.nccl = true;
+    } else if (horovod) {
+      std::string text;
+      if (horovod_takes_value) {
+        Result<std::string> got = value();
+        if (!got.ok()) return got.status();
+        text = got.value();
+      }
+      KOLO_TRY(apply_horovod_flag(arg, text, options.horovod));
     } else if (!takes_value) {
       return error(Code::kInvalidArgument, "unknown option '", arg, "'");
     } else {
@@ -209,6 +222,22 @@ Result<Options> parse_args(int argc, char** argv) {
   for (; i < argc; ++i) options.argv.emplace_back(argv[i]);
   if (options.ssh_given && !options.launcher.empty()) {
     return error(Code::kInvalidArgument, "give --ssh or --launcher, not both");
+  }
+  // horovodrun's flags: their variables before -x's (which win), their ssh options on ssh.
+  for (auto it = options.horovod.exports.rbegin(); it != options.horovod.exports.rend(); ++it) {
+    const std::string& name = it->first;
+    if (std::none_of(options.exports.begin(), options.exports.end(), [&](const auto& e) { return e.first == name; })) {
+      options.exports.insert(options.exports.begin(), *it);
+    }
+  }
+  if (!options.horovod.ssh_args.empty()) {
+    if (!options.launcher.empty()) return error(Code::kInvalidArgument, "-p/-i are ssh's options: not with --launcher");
+    for (const std::string& word : options.horovod.ssh_args) {
+      if (word.empty() || word.find_first_of(" \t'\"\\$`") != std::string::npos) {
+        return error(Code::kInvalidArgument, "ssh option '", word, "' is empty or has a space or quote");
+      }
+      options.ssh += " " + word;
+    }
   }
   return options;
 }
@@ -283,9 +312,10 @@ int kolorun_main(int argc, char** argv) {
   if (!parsed.ok()) return fail(kExitUsage, parsed.status().message() + " (see kolorun --help)");
   Options& options = parsed.value();
   if (options.help) {
-    std::cout << kUsage;
+    std::cout << kUsage << "\n" << horovod_flags_help();
     return 0;
   }
+  for (const std::string& note : options.horovod.notes) std::cerr << "kolorun: note: " << note << "\n";
   if (!options.help_env.empty()) {
     std::cout << (options.help_env == "markdown" ? env_help_markdown() : env_help());
     return 0;
@@ -317,6 +347,10 @@ int kolorun_main(int argc, char** argv) {
     return fail(kExitUsage, str_cat("--min-np ", min_np, " <= -np ", np, " <= --max-np ", max_np, " does not hold"));
   }
   std::string hostname = this_hostname();
+  if (options.launcher.empty() && !options.ssh_given) {
+    Status known = check_hosts_resolve(hosts, hostname);
+    if (!known.ok()) return fail(kExitUsage, known.message());
+  }
   Result<std::vector<Placement>> placed = place_ranks(hosts, np, hostname);
   if (!placed.ok()) return fail(kExitUsage, placed.status().message());
 

@@ -225,7 +225,7 @@ Result<std::vector<std::string>> BootstrapNet::allgather(const std::string& mine
 // from this one. The live keys (set by each rank before the exchange, gone with its store
 // connection) say who it is.
 Status BootstrapNet::explain(const Status& failure) {
-  return name_ranks_gone(failure.with_context("the start-up exchange: "), *liveness_, live_prefix_, site_.size,
+  return name_ranks_gone(failure.with_context("the start-up exchange: "), *liveness_, live_prefix_, site_.size, site_.rank,
                          kExplainSeconds * 0.8, false);
 }
 

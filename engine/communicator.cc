@@ -179,12 +179,13 @@ Status Communicator::fail(Status status) {
   // The store hears that this rank failed (so that it is not named as the cause when it
   // exits), then the peers (links closed, the host's peers stopped), then the store is asked
   // which ranks are gone: what this rank saw is often only a survivor's echo.
-  if (first && status.code() == Code::kRemote && liveness_) {
+  const bool marks = status.code() == Code::kRemote || status.code() == Code::kTimeout;
+  if (first && marks && liveness_) {
     (void)mark_rank_failed(*liveness_->client, live_prefix(id_.prefix), id_.rank, status.message());
   }
   connections_->fail();
   if (first && status.code() == Code::kRemote && liveness_) {
-    status = name_ranks_gone(status, *liveness_->client, live_prefix(id_.prefix), id_.size, kNameGoneSeconds,
+    status = name_ranks_gone(status, *liveness_->client, live_prefix(id_.prefix), id_.size, id_.rank, kNameGoneSeconds,
                              liveness_ == store_ && id_.rank != 0);
     std::lock_guard<std::mutex> lock(failed_mutex_);
     failed_ = status;

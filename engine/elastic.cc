@@ -206,17 +206,36 @@ std::string live_prefix(const std::string& comm_prefix) { return str_cat(comm_pr
 std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(live_prefix(comm_prefix), rank); }
 
 namespace {
-constexpr double kMarkSeconds = 1.0;
+constexpr double kMarkSeconds = 0.25;  // a stopped store (its host SIGSTOPped) costs this, once
 constexpr double kLiveWaitSeconds = 0.1;
 std::string failed_prefix(const std::string& live_keys) { return str_cat(live_keys, "failed/"); }
 }  // namespace
 
+// With every rank alive (one stuck, a link cut): what the first rank to fail saw, if that
+// was another rank ("rank 0 failed first: rank 2 did not arrive in time").
+Status first_failure(const Status& failure, StoreClient& liveness, const std::string& live_keys, int me,
+                     const Deadline& deadline) {
+  Result<std::optional<std::string>> first = liveness.peek(str_cat(live_keys, "first_failure"), deadline);
+  if (!first.ok() || !first.value()) return failure;
+  const std::string& text = *first.value();
+  const size_t cut = text.find('\n');
+  if (cut == std::string::npos || text.substr(0, cut) == std::to_string(me)) return failure;
+  return Status(failure.code(), str_cat("rank ", text.substr(0, cut), " failed first: ", text.substr(cut + 1),
+                                        "; here: ", failure.message()));
+}
+
 Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int rank, const std::string& why) {
-  return liveness.set(str_cat(failed_prefix(live_keys), rank), why.substr(0, 512), Deadline(kMarkSeconds));
+  const Deadline deadline(kMarkSeconds);
+  KOLO_TRY(liveness.set(str_cat(failed_prefix(live_keys), rank), why.substr(0, 512), deadline));
+  // The first to fail says what it saw: the others' failures are mostly its echo.
+  Result<int64_t> order = liveness.add(str_cat(live_keys, "first_failure/count"), 1, deadline);
+  if (!order.ok()) return order.status();
+  if (order.value() != 1) return Status();
+  return liveness.set(str_cat(live_keys, "first_failure"), str_cat(rank, "\n", why.substr(0, 512)), deadline);
 }
 
 Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::string& live_keys, int size,
-                       double seconds, bool store_of_rank0) {
+                       int me, double seconds, bool store_of_rank0) {
   // A short wait for the live keys: a rank killed a moment ago may not have lost its key yet
   // (the store sees its connection close); then at once, who said it failed.
   const Deadline deadline(seconds);
@@ -226,7 +245,7 @@ Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::
     return Status(failure.code(), str_cat("rank 0 is not alive (its store closed: ", missing.status().message(),
                                           "); here: ", failure.message()));
   }
-  if (missing.value().empty()) return failure;
+  if (missing.value().empty()) return first_failure(failure, liveness, live_keys, me, deadline);
   // Ranks that failed and said so (mark_rank_failed) before they exited are echoes, not causes.
   Result<std::vector<int>> unmarked = liveness.absent(failed_prefix(live_keys), size, 0, deadline);
   if (!unmarked.ok()) return failure;
@@ -234,7 +253,7 @@ Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::
   for (int r : missing.value()) {
     if (std::binary_search(unmarked.value().begin(), unmarked.value().end(), r)) gone.push_back(r);
   }
-  if (gone.empty()) return failure;
+  if (gone.empty()) return first_failure(failure, liveness, live_keys, me, deadline);
   return Status(failure.code(), str_cat(gone.size() == 1 ? "rank " : "ranks ", rank_list(gone, 16),
                                         gone.size() == 1 ? " is" : " are",
                                         " not alive (never started, exited or killed); here: ", failure.message()));

@@ -35,12 +35,13 @@ std::string live_prefix(const std::string& comm_prefix);  // live_key's without 
 // `seconds`. What a rank sees of a failure is often a survivor's echo (its neighbour closed
 // its links, a host peer gave up); the live keys say which rank went. `failure` unchanged
 // when every rank is alive or the store cannot tell; when the store is gone and rank 0's
-// process hosted it (`store_of_rank0`), rank 0 is named.
+// process hosted it (`store_of_rank0`), rank 0 is named. With every rank alive (one stuck, a
+// link cut), what the first rank to fail saw is quoted, unless that was `me`.
 // Says in the store that `rank` failed (seeing `why`) before it exits: name_ranks_gone then
 // takes it for an echo of the failure, not its cause.
 Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int rank, const std::string& why);
 Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::string& live_keys, int size,
-                       double seconds, bool store_of_rank0);
+                       int me, double seconds, bool store_of_rank0);
 
 // One membership agreement: who of the old members take part (and which joiners are let
 // in), in which order. The first caller to arrive decides for all and writes the outcome.

@@ -2,7 +2,7 @@
 hosts: kolo's collectives, values checked, one verdict line and one result file per rank
 and attempt.
 
-    torchrun_worker.py --api dist|hvd|hvd-plain --out DIR [--fail-rank R] [--big N]
+    torchrun_worker.py --api dist|hvd|hvd-plain --out DIR [--fail-rank R [--fail-how raise|kill]] [--big N]
 
 --api dist: torch.distributed.init_process_group(backend="kolo") through env:// (torchrun's
   MASTER_ADDR/MASTER_PORT), then all_reduce (SUM, MAX, one large), all_gather, broadcast
@@ -13,13 +13,14 @@ and attempt.
 --api hvd-plain: hvd.init() with torchrun's variables alone: where kolo finds no world
   (size 1 on every rank) the verdict is "NOWORLD", not a failure of the collectives.
 --fail-rank R: on torchrun's first attempt (TORCHELASTIC_RESTART_COUNT 0) rank R raises
-  after kolo has come up and run one allreduce, while the others are entering the next
+  (--fail-how raise) or SIGKILLs itself (--fail-how kill) after kolo has come up and run one allreduce, while the others are entering the next
   one; torchrun's agents then restart the whole group, and the second attempt must pass.
 
 Result file DIR/<api>.a<attempt>.r<rank>: "ok", "fail: ..." or "noworld"; DIR/<api>.a0.r<R>.died
 marks the planned death. The verdict line: "<api> rank R attempt A: N checks, M failed"."""
 import argparse
 import os
+import signal
 import socket
 import sys
 import time
@@ -28,6 +29,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--api", choices=("dist", "hvd", "hvd-plain"), required=True)
 parser.add_argument("--out", required=True)
 parser.add_argument("--fail-rank", type=int, default=-1)
+parser.add_argument("--fail-how", choices=("raise", "kill"), default="raise",
+                    help="the planned death: an exception (kolo's exit handlers run) or SIGKILL (none do)")
 parser.add_argument("--big", type=int, default=1 << 20, help="elements of the large allreduce")
 args = parser.parse_args()
 
@@ -58,7 +61,9 @@ def planned_death():
     """The first attempt's failure of rank --fail-rank, after kolo is up and has run once."""
     if attempt == 0 and rank == args.fail_rank:
         open(result_path + ".died", "w").close()
-        print(f"{label}: failing on purpose (first attempt) on {host}", flush=True)
+        print(f"{label}: failing on purpose (first attempt, {args.fail_how}) on {host}", flush=True)
+        if args.fail_how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
         raise RuntimeError(f"rank {rank} fails on purpose on torchrun's first attempt")
 
 

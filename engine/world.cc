@@ -131,6 +131,7 @@ Status launcher_agrees(int size) {
   };
   const Launcher launchers[] = {
       {"OMPI_COMM_WORLD_SIZE", "Open MPI's", true},
+      {"PMI_SIZE", "MPICH's (Hydra)", true},
       {"SLURM_NTASKS", "Slurm's (this step's tasks)", std::getenv("SLURM_STEP_ID") != nullptr},
   };
   for (const Launcher& l : launchers) {
@@ -209,6 +210,17 @@ Result<WorldInfo> world_from_environment() {
     w.rank = rank.value();
     w.size = size.value();
     w.source = "Open MPI";
+    w.host_store = w.rank == 0;
+  } else if (std::getenv("PMI_RANK") && std::getenv("PMI_SIZE")) {
+    // MPICH's Hydra (mpiexec; Intel MPI's and MVAPICH's too). Before Slurm: Hydra under
+    // Slurm starts its proxies with srun, and its ranks inherit a proxy's SLURM_PROCID.
+    auto rank = parse_rank_variable("PMI_RANK", std::getenv("PMI_RANK"));
+    auto size = parse_rank_variable("PMI_SIZE", std::getenv("PMI_SIZE"));
+    if (!rank.ok()) return rank.status();
+    if (!size.ok()) return size.status();
+    w.rank = rank.value();
+    w.size = size.value();
+    w.source = "MPICH (Hydra)";
     w.host_store = w.rank == 0;
   } else if (std::getenv("SLURM_PROCID") && std::getenv("SLURM_NTASKS") && std::getenv("SLURM_STEP_ID")) {
     // A task of a job step (srun). A batch script's own process has SLURM_PROCID 0 and the

@@ -39,6 +39,7 @@ constexpr const char* kVariables[] = {
     "KOLO_SECRET",           "KOLO_INSECURE",       "KOLO_LAUNCHER",         "KOLO_BACKEND",
     "OMPI_COMM_WORLD_RANK",  "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID",         "SLURM_NTASKS",
     "SLURM_JOB_NODELIST",    "SLURM_JOB_ID",        "SLURM_STEP_ID",         "SLURM_STEP_NODELIST",
+    "PMI_RANK",              "PMI_SIZE",
 };
 constexpr size_t kCount = sizeof(kVariables) / sizeof(kVariables[0]);
 // The ones kolo reads as numbers (in env_table).

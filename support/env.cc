@@ -142,8 +142,8 @@ const std::vector<EnvVar>& env_table() {
       flag("KOLO_AUTOTUNE", "0", "runtime: 1 = tune the fusion threshold and cycle time from measured throughput"),
       // The world, outside kolorun too (kolo_init), and the store's security.
       integer("KOLO_RANK", "", "", 0, kMaxRanks - 1,
-              "this process's rank: set by kolorun, or by you with KOLO_SIZE and KOLO_ADDR (else Open MPI's or "
-              "Slurm's variables, else one process)"),
+              "this process's rank: set by kolorun, or by you with KOLO_SIZE and KOLO_ADDR (else Open MPI's, "
+              "MPICH's or Slurm's variables, else one process)"),
       integer("KOLO_SIZE", "", "", 1, kMaxRanks, "number of ranks in the world"),
       integer("KOLO_LOCAL_RANK", "", "", 0, kMaxRanks - 1,
               "rank among the processes on this host, set by kolorun (informational: kolo derives it)"),

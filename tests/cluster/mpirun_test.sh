@@ -21,9 +21,9 @@
 #  4. A rank of a running mpirun job killed (SIGKILL): mpirun ends the job, no rank or
 #     orted is left in the test hosts, nothing new in /dev/shm.
 #  5. MPICH's mpiexec -f hostfile -launcher ssh -launcher-exec (a one-file wrapper of
-#     `testhosts.sh rsh`: Hydra execs that file): Hydra's variables printed; kolo-perf as
-#     is (kolo reads no PMI_RANK/PMI_SIZE today: each process is then a world of one), and
-#     through a wrapper that maps PMI_RANK/PMI_SIZE to KOLO_RANK/KOLO_SIZE: 16 ranks checked.
+#     `testhosts.sh rsh`: Hydra execs that file): kolo reads Hydra's PMI_RANK/PMI_SIZE;
+#     kolo-perf on 4 ranks of one host, then 16 over the 4 hosts (through a wrapper that only
+#     keeps Hydra's variables of ranks 0 and 15 to print), checked.
 #  6. Start-up: the same 16-rank kolo-perf (-b 8 -e 8 -n 1 -w 0) under mpirun and kolorun,
 #     3 runs each alternating: medians and their ratio (reported; each run's result checked).
 set -euo pipefail
@@ -32,7 +32,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 TESTHOSTS=$SRC/tools/testhosts.sh
 [ $# -eq 1 ] || { sed -n '7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-BUILD=$(cd "$1" && pwd)
+BUILD=$(cd "$1" 2>/dev/null && pwd) || { echo "mpirun_test: no build folder $1" >&2; exit 1; }
 PERF=$BUILD/bench/perf/kolo-perf
 KOLORUN=$BUILD/tools/kolorun/kolorun
 LIBKOLO=$BUILD/libkolo.so
@@ -60,7 +60,13 @@ perf_says=''
 
 teardown() {
   local rc=$?
-  if [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; then kill -KILL "$bg_pid" 2>/dev/null || true; fi
+  # The background mpirun of scenario 4, if the test was stopped during it: TERM to
+  # `timeout`, which passes it on to mpirun (killed, timeout would leave mpirun behind).
+  if [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; then
+    kill -TERM "$bg_pid" 2>/dev/null || true
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$bg_pid" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL "$bg_pid" 2>/dev/null || true
+  fi
   if [ -n "$up" ]; then "$TESTHOSTS" --prefix "$PREFIX" down || { echo "FAIL: testhosts.sh --prefix $PREFIX down"; rc=1; }; fi
   rm -rf "${WORK:?}"
   echo "mpirun_test: $((SECONDS - started)) s"
@@ -92,8 +98,11 @@ net=$(ip -4 -o addr show "$PREFIX-br" | awk '{ sub(/\.[0-9]+\/24/, ".0/24", $4);
 addr0=$(ip -n "${H}0" -4 -o addr show dev eth0 | awk '{ sub(/\/.*/, "", $4); print $4 }')
 if [ -z "$net" ] || [ -z "$addr0" ]; then echo "FAIL: no address of the bridge or of ${H}0"; exit 1; fi
 for i in 0 1 2 3; do echo "$H$i slots=4"; done >"$WORK/hostfile"
-# Every rank needs the same secret outside kolorun (engine/world.cc, job_secret).
-SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+# Every rank needs the same secret outside kolorun (engine/world.cc, job_secret): in the
+# environment (-x KOLO_SECRET passes it on; Hydra passes the whole environment), not on a
+# command line that ps shows.
+KOLO_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+export KOLO_SECRET
 port=29500
 next_addr() { port=$((port + 1)); KADDR=$addr0:$port; }  # a fresh store port a job
 # LD_LIBRARY_PATH goes on where it is set (a build run from another folder).
@@ -102,9 +111,9 @@ ld=()
 # shellcheck disable=SC2054  # "self,vader,tcp" is one argument
 ompi=("$ompirun" --hostfile "$WORK/hostfile" --mca plm_rsh_agent "$TESTHOSTS rsh"
       --mca oob_tcp_if_include "$net" --mca btl_tcp_if_include "$net" --mca pml ob1 --mca btl self,vader,tcp
-      -x KOLO_SECRET="$SECRET" -x KOLO_TIMEOUT "${ld[@]}")
+      -x KOLO_SECRET -x KOLO_TIMEOUT "${ld[@]}")
 echo "# hosts ${H}0..${H}3 on $net, rank 0's store at $addr0; Open MPI: $ompirun ($("$ompirun" --version | sed -n 1p))"
-echo "# mpirun: ${ompi[*]/$SECRET/<secret>} -x KOLO_ADDR=$addr0:PORT ..."
+echo "# mpirun: ${ompi[*]} -x KOLO_ADDR=$addr0:PORT ..."
 
 # "h0:4 h1:4 ..." from host names, one a line: ranks per host.
 per_host() { sort -V | uniq -c | awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1}'; }
@@ -268,7 +277,9 @@ if wait_until 30 ranks_running && wait_until 30 measuring; then
     rc=0
     wait "$bg_pid" || rc=$?
     t1=$(date +%s.%N)
-    { grep -E '^mpirun[.a-z]* noticed|^kolo-perf: ' "$WORK/s4.out" || true; } | sed -n 1,2p | cut -c1-240 | sed 's/^/  /'
+    # mpirun's word, and a survivor's (kolo's own failure detection, before mpirun kills it).
+    { grep -E '^mpirun[.a-z]* noticed' "$WORK/s4.out" || true; } | sed -n 1p | sed 's/^/  /'
+    { grep -E '^kolo-perf: .*rank 5 ' "$WORK/s4.out" || true; } | sed -n 1p | cut -c1-240 | sed 's/^/  /'
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then
       pass "mpirun ended the job $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}') s after the kill (status $rc)"
     else
@@ -300,12 +311,10 @@ else
   for i in 0 1 2 3; do echo "$H$i:4"; done >"$WORK/hostfile.hydra"
   # Hydra execs -launcher-exec as one file (no words): "testhosts.sh rsh" in a script.
   printf '#!/bin/sh\nexec "%s" rsh "$@"\n' "$TESTHOSTS" >"$WORK/hydra-rsh"
-  # kolo reads no MPICH variable: this maps Hydra's (PMI_RANK, PMI_SIZE) to KOLO_RANK and
-  # KOLO_SIZE, and keeps what Hydra set of ranks 0 and 15 to print.
+  # Keeps what Hydra set of ranks 0 and 15 to print (kolo reads PMI_RANK and PMI_SIZE).
   cat >"$WORK/pmi2kolo" <<EOF
 #!/bin/sh
 case \$PMI_RANK in 0|15) env | grep -E '^(PMI|MPI_|MPIR_|HYD)' | sort >"$WORK/hydra-env.\$PMI_RANK" ;; esac
-export KOLO_RANK="\$PMI_RANK" KOLO_SIZE="\$PMI_SIZE"
 exec "\$@"
 EOF
   chmod +x "$WORK/hydra-rsh" "$WORK/pmi2kolo"
@@ -315,28 +324,28 @@ EOF
   # kolo-perf as it is, 4 ranks (all in ${H}0).
   next_addr
   rc=0
-  KOLO_ADDR=$KADDR KOLO_SECRET=$SECRET timeout "$JOB_TIMEOUT" "${hydra[@]}" -n 4 "$PERF" allreduce -b 8 -e 8 -n 1 -w 0 \
+  KOLO_ADDR=$KADDR timeout "$JOB_TIMEOUT" "${hydra[@]}" -n 4 "$PERF" allreduce -b 8 -e 8 -n 1 -w 0 \
     >"$WORK/s5a.out" 2>&1 || rc=$?
   worlds=$(grep -c '^# *nThread' "$WORK/s5a.out" || true)
   ranks=$(awk '/^# +Rank /{print $3}' "$WORK/s5a.out" | sort -u | tr '\n' ' ')
   if [ "$rc" -eq 0 ] && [ "$worlds" -eq 1 ] && perf_ok "$WORK/s5a.out" 4 "${H}0:4"; then
     pass "mpiexec -n 4 kolo-perf without a wrapper: one world of 4 (kolo reads Hydra's variables)"
   else
-    echo "INFO: mpiexec -n 4 kolo-perf without a wrapper: exit $rc, $worlds kolo-perf world(s), ranks seen: $ranks" \
-      "(kolo reads neither PMI_RANK nor PMI_SIZE: each process ran alone as a world of one)"
+    fail "mpiexec -n 4 kolo-perf: exit $rc, $worlds kolo-perf world(s), ranks seen: $ranks"
+    tail -n 20 "$WORK/s5a.out" | sed 's/^/  | /'
   fi
 
   # Through the wrapper: 16 ranks over the 4 hosts, checked.
   next_addr
   rc=0
   echo "  mpiexec ... -n 16 $WORK/pmi2kolo $PERF ${PERF_ARGS[*]}"
-  KOLO_ADDR=$KADDR KOLO_SECRET=$SECRET timeout "$JOB_TIMEOUT" "${hydra[@]}" -n 16 "$WORK/pmi2kolo" "$PERF" "${PERF_ARGS[@]}" \
+  KOLO_ADDR=$KADDR timeout "$JOB_TIMEOUT" "${hydra[@]}" -n 16 "$WORK/pmi2kolo" "$PERF" "${PERF_ARGS[@]}" \
     >"$WORK/s5b.out" 2>&1 || rc=$?
   for r in 0 15; do
     if [ -f "$WORK/hydra-env.$r" ]; then echo "  Hydra's variables in rank $r: $(tr '\n' ' ' <"$WORK/hydra-env.$r")"; fi
   done
   if [ "$rc" -eq 0 ]; then
-    check_perf "mpiexec (Hydra) -n 16 kolo-perf allreduce, PMI_RANK/PMI_SIZE mapped to KOLO_RANK/KOLO_SIZE" \
+    check_perf "mpiexec (Hydra) -n 16 kolo-perf allreduce" \
       "$WORK/s5b.out" 16 "$ALL4"
   else
     fail "mpiexec -n 16 kolo-perf (wrapped) exited $rc"
@@ -351,7 +360,8 @@ echo "== 6. Start-up: mpirun vs kolorun, 16 ranks over 4 hosts, kolo-perf -b 8 -
 if [ ! -x "$KOLORUN" ]; then
   echo "SKIP: start-up comparison: no $KOLORUN"
 else
-  kolorun=("$KOLORUN" --no-prefix --timeout "$JOB_TIMEOUT" --launcher "$TESTHOSTS exec {host}" -H "${H}0:4,${H}1:4,${H}2:4,${H}3:4")
+  # kolorun makes the job's secret itself.
+  kolorun=(env -u KOLO_SECRET "$KOLORUN" --no-prefix --timeout "$JOB_TIMEOUT" --launcher "$TESTHOSTS exec {host}" -H "${H}0:4,${H}1:4,${H}2:4,${H}3:4")
   echo "  kolorun: ${kolorun[*]} $PERF allreduce -b 8 -e 8 -n 1 -w 0"
   : >"$WORK/t.mpirun"
   : >"$WORK/t.kolorun"

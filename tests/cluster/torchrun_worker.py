@@ -2,7 +2,7 @@
 hosts: kolo's collectives, values checked, one verdict line and one result file per rank
 and attempt.
 
-    torchrun_worker.py --api dist|hvd|hvd-plain --out DIR [--fail-rank R [--fail-how raise|kill]] [--big N]
+    torchrun_worker.py --api dist|hvd|hvd-plain|hvd-store --out DIR [--fail-rank R [--fail-how raise|kill]] [--big N]
 
 --api dist: torch.distributed.init_process_group(backend="kolo") through env:// (torchrun's
   MASTER_ADDR/MASTER_PORT), then all_reduce (SUM, MAX, one large), all_gather, broadcast
@@ -10,11 +10,15 @@ and attempt.
 --api hvd: kolo.torch (Horovod's API): hvd.init() with torchrun's variables handed to kolo
   as KOLO_RANK/KOLO_SIZE/KOLO_ADDR (kolo_init does not read RANK/WORLD_SIZE; see
   torchrun_test.sh), then allreduce (Sum, Average, async, large), allgather and broadcast.
---api hvd-plain: hvd.init() with torchrun's variables alone: where kolo finds no world
-  (size 1 on every rank) the verdict is "NOWORLD", not a failure of the collectives.
+--api hvd-plain: hvd.init() with torchrun's variables alone: kolo.torch makes its world
+  through torch's env:// store (kolo/torch/_state.py); a world of 1 on every rank is the
+  verdict "NOWORLD".
+--api hvd-store: the same under static rendezvous (torch's store is the agent's), run with
+  no KOLO_SECRET (the secret travels in kolo's unique id through torch's store).
 --fail-rank R: on torchrun's first attempt (TORCHELASTIC_RESTART_COUNT 0) rank R raises
-  (--fail-how raise) or SIGKILLs itself (--fail-how kill) after kolo has come up and run one allreduce, while the others are entering the next
-  one; torchrun's agents then restart the whole group, and the second attempt must pass.
+  (--fail-how raise) or SIGKILLs itself (--fail-how kill) after kolo has come up and run one
+  allreduce, while the others are entering the next one; torchrun's agents then restart the
+  whole group, and the second attempt must pass.
 
 Result file DIR/<api>.a<attempt>.r<rank>: "ok", "fail: ..." or "noworld"; DIR/<api>.a0.r<R>.died
 marks the planned death. The verdict line: "<api> rank R attempt A: N checks, M failed"."""
@@ -26,7 +30,7 @@ import sys
 import time
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--api", choices=("dist", "hvd", "hvd-plain"), required=True)
+parser.add_argument("--api", choices=("dist", "hvd", "hvd-plain", "hvd-store"), required=True)
 parser.add_argument("--out", required=True)
 parser.add_argument("--fail-rank", type=int, default=-1)
 parser.add_argument("--fail-how", choices=("raise", "kill"), default="raise",

@@ -92,12 +92,45 @@ def remove_process_set(process_set):
     return True
 
 
+_torch_store = None  # torch's store the world was made through (torchrun), kept while it lives
+
+
+def _world_through_torch_store():
+    """Under torchrun (RANK/WORLD_SIZE, no KOLO_RANK): the world is made as the "kolo"
+    backend makes its group. Rank 0's kolo unique id (which holds the job's secret) goes
+    through torch's store, then every rank joins with kolo_comm_init_rank: no KOLO_ADDR, no
+    KOLO_SECRET, and a fresh store each time torchrun's agent restarts the workers. The
+    store: the default group's when torch.distributed is initialised (a second env:// store
+    on MASTER_PORT would clash with it), else env://'s (the agent's under static rendezvous)."""
+    global _torch_store
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        store, me, n = dist.distributed_c10d._get_default_store(), dist.get_rank(), dist.get_world_size()
+    else:
+        store, me, n = next(dist.rendezvous("env://"))
+    store = dist.PrefixStore("kolo.torch", store)
+    uid = _capi.UniqueId()
+    if me == 0:
+        _capi.check(_capi.lib.kolo_get_unique_id(ctypes.byref(uid)))
+        store.set("unique_id", ctypes.string_at(ctypes.byref(uid), ctypes.sizeof(uid)))
+    ctypes.memmove(ctypes.byref(uid), store.get("unique_id"), ctypes.sizeof(uid))
+    out = ctypes.c_void_p()
+    _capi.check(_capi.lib.kolo_comm_init_rank(ctypes.byref(out), n, ctypes.byref(uid), me))
+    _torch_store = store  # under c10d rank 0's store serves the others until they have read
+    return out
+
+
 def init():
     global comm
     if comm is not None:
         return
+    from kolo.torch.distributed import launched  # (a module that imports this one)
+    launch = launched()
     out = ctypes.c_void_p()
-    _capi.check(_capi.lib.kolo_init(ctypes.byref(out)))
+    if launch.launcher == "torchrun" and launch.size > 1:
+        out = _world_through_torch_store()
+    else:
+        _capi.check(_capi.lib.kolo_init(ctypes.byref(out)))
     comm = out
     global_process_set.ranks = list(range(_capi.lib.kolo_comm_size(comm)))
     global_process_set.comm = comm

@@ -470,8 +470,8 @@ def _int(name, default=None):
 def launched():
     """The rank and size this process was started with, from the variables of its launcher:
     kolorun (or a hand-made launch) KOLO_RANK/KOLO_SIZE, torchrun RANK/WORLD_SIZE, Open
-    MPI's mpirun OMPI_COMM_WORLD_RANK/SIZE, Slurm's srun SLURM_PROCID/SLURM_NTASKS, in that
-    order (torchrun inside an mpirun or srun allocation is the launcher of this process);
+    MPI's mpirun OMPI_COMM_WORLD_RANK/SIZE, MPICH's mpiexec PMI_RANK/PMI_SIZE, Slurm's srun
+    SLURM_PROCID/SLURM_NTASKS (of a step), in that order (torchrun inside an mpirun or srun allocation is the launcher of this process);
     none of them: a single process. As kolo_init reads them, torchrun's added."""
     env = os.environ
 
@@ -495,7 +495,12 @@ def launched():
         local_size = _int("OMPI_COMM_WORLD_LOCAL_SIZE", 0)
         launcher = "Open MPI"
         job = env.get("PMIX_NAMESPACE") or env.get("OMPI_MCA_ess_base_jobid", "")
-    elif has("SLURM_PROCID", "SLURM_NTASKS"):
+    elif has("PMI_RANK", "PMI_SIZE"):
+        rank, size = _int("PMI_RANK"), _int("PMI_SIZE")
+        local_rank, local_size = _int("MPI_LOCALRANKID", rank), _int("MPI_LOCALNRANKS", 0)
+        launcher = "MPICH (Hydra)"
+        job = env.get("KOLO_ADDR", "")
+    elif has("SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID"):  # a step's task, not the batch script
         rank, size = _int("SLURM_PROCID"), _int("SLURM_NTASKS")
         local_rank = _int("SLURM_LOCALID", rank)
         local_size = size if env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES")) == "1" else 0

@@ -1,6 +1,6 @@
-// The world as Slurm describes it (engine/world.cc): a task of a step is a rank, the batch
-// script's own process is not; rank 0 hosts the store on the step's first node, at a port
-// from the job and the step; rank 0 elsewhere is told so.
+// The world as launchers describe it (engine/world.cc). Slurm: a task of a step is a rank,
+// the batch script's own process is not; rank 0 hosts the store on the step's first node,
+// at a port from the job and the step; rank 0 elsewhere is told so. MPICH's Hydra: PMI_*.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,7 +21,7 @@ class SlurmEnv {
   SlurmEnv() {
     for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR", "KOLO_LAUNCHER", "KOLO_SECRET", "KOLO_SECRET_FILE", "OMPI_COMM_WORLD_RANK",
                           "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID",
-                          "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST"}) {
+                          "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST", "PMI_RANK", "PMI_SIZE"}) {
       const char* old = std::getenv(v);
       saved_.push_back({v, old != nullptr, old != nullptr ? old : ""});
       ::unsetenv(v);
@@ -183,6 +183,29 @@ TEST(WorldSlurm, KoloSizeThatDisagreesWithTheLauncherNamesBoth) {
       << w.status().to_string();
   env.set("SLURM_NTASKS", "12");  // agreeing: fine
   EXPECT_TRUE(world_from_environment().ok());
+}
+
+TEST(WorldHydra, MpichsRanksAreRanksAndNeedAnAddress) {
+  SlurmEnv env;
+  env.set("PMI_RANK", "2");
+  env.set("PMI_SIZE", "16");
+  auto unaddressed = world_from_environment();
+  ASSERT_FALSE(unaddressed.ok());  // no silent one-process worlds: the address is asked for
+  EXPECT_NE(unaddressed.status().message().find("KOLO_ADDR is not set"), std::string::npos);
+  env.set("KOLO_ADDR", "node1:29500");
+  auto w = world_from_environment();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w.value().source, "MPICH (Hydra)");
+  EXPECT_EQ(w.value().rank, 2);
+  EXPECT_EQ(w.value().size, 16);
+  // Hydra under Slurm: its ranks inherit a proxy's Slurm task; PMI_* decides.
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "4");
+  env.set("SLURM_STEP_ID", "0");
+  auto under_slurm = world_from_environment();
+  ASSERT_TRUE(under_slurm.ok());
+  EXPECT_EQ(under_slurm.value().source, "MPICH (Hydra)");
+  EXPECT_EQ(under_slurm.value().rank, 2);
 }
 
 }  // namespace

@@ -60,7 +60,10 @@ tail -1 "$tmp/env0.log"
 same_curve env
 
 echo "== torchrun (python -m torch.distributed.run --standalone)"
-timeout 120 "$python" -m torch.distributed.run --standalone --nproc_per_node 2 \
+# --redirects 9:1 --tee 9:1: torch 1.13's torchrun on Python 3.11 maps its default "0" to
+# None (Std.from_str over an IntFlag) and fails before any worker runs; a setting for a local
+# rank that does not exist leaves every worker the default. Newer torch takes it too.
+timeout 120 "$python" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 9:1 --tee 9:1 \
   "$script" "${args[@]}" --losses "$tmp/torchrun.json" >"$tmp/torchrun.log" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ]; then

@@ -26,14 +26,26 @@ CollCall make_call(CollKind kind, const Signature& sig, size_t count, const void
   return call;
 }
 
-// Timeline phases are static strings: the timeline keeps the pointer, not a copy.
+// Timeline phases are static strings: the timeline keeps the pointer, not a copy. Horovod's
+// vocabulary (its timeline.cc), so that its tools and habits read kolo's: the operation
+// (ALLREDUCE), its negotiation (NEGOTIATE_ALLREDUCE), QUEUE, MEMCPY_IN_FUSION_BUFFER,
+// MEMCPY_OUT_FUSION_BUFFER, and CYCLE_START marks.
 const char* phase_name(OpKind kind) {
   switch (kind) {
     case OpKind::kAllgather: return "ALLGATHER";
     case OpKind::kBroadcast: return "BROADCAST";
     case OpKind::kAlltoall: return "ALLTOALL";
-    case OpKind::kReduceScatter: return "REDUCE_SCATTER";
+    case OpKind::kReduceScatter: return "REDUCESCATTER";
     default: return "ALLREDUCE";
+  }
+}
+const char* negotiate_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllgather: return "NEGOTIATE_ALLGATHER";
+    case OpKind::kBroadcast: return "NEGOTIATE_BROADCAST";
+    case OpKind::kAlltoall: return "NEGOTIATE_ALLTOALL";
+    case OpKind::kReduceScatter: return "NEGOTIATE_REDUCESCATTER";
+    default: return "NEGOTIATE_ALLREDUCE";
   }
 }
 
@@ -95,7 +107,7 @@ Status OpRunner::allreduce(const std::vector<Request*>& members, double negotiat
   // runtime: the peers are about to run the collective, and this rank cannot go on out of
   // step with them.
   for (const Request* r : members) {
-    record(*r, "NEGOTIATE", r->enqueued_at, negotiated_at);
+    record(*r, negotiate_name(r->sig.kind), r->enqueued_at, negotiated_at);
     record(*r, "QUEUE", negotiated_at, start);
     Status s = prepare(*r);
     if (!s.ok()) return fatal(s);
@@ -214,7 +226,7 @@ Status OpRunner::allreduce(const std::vector<Request*>& members, double negotiat
     if (in_buffer) record(*r, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
     record(*r, "ALLREDUCE", t1, t2, args);
     for (const CodecSpan& c : codecs.spans) record(*r, c.encode ? "WIRE_ENCODE" : "WIRE_DECODE", c.start, c.end);
-    if (in_buffer) record(*r, "MEMCPY_OUT", t2, t3);
+    if (in_buffer) record(*r, "MEMCPY_OUT_FUSION_BUFFER", t2, t3);
   }
   return Status();
 }
@@ -227,7 +239,7 @@ Status OpRunner::adasum(const std::vector<Request*>& members, double negotiated_
   std::vector<size_t> segments;
   size_t total = 0;
   for (const Request* r : members) {
-    record(*r, "NEGOTIATE", r->enqueued_at, negotiated_at);
+    record(*r, negotiate_name(r->sig.kind), r->enqueued_at, negotiated_at);
     record(*r, "QUEUE", negotiated_at, start);
     Status s = prepare(*r);
     if (!s.ok()) return fatal(s);
@@ -352,7 +364,7 @@ Status OpRunner::alltoall(const Response& resp, Request& request) {
 
 Status OpRunner::run(const Response& resp, Request& request, double negotiated_at) {
   const double start = now_seconds();
-  record(request, "NEGOTIATE", request.enqueued_at, negotiated_at);
+  record(request, negotiate_name(request.sig.kind), request.enqueued_at, negotiated_at);
   record(request, "QUEUE", negotiated_at, start);
   FinishLane finish_lane{lane_, timeout_seconds_};
   Status prepared = prepare(request);

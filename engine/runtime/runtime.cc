@@ -246,7 +246,7 @@ bool Runtime::cycle(bool early) {
     return true;
   }
   if (out.ready.empty()) return true;
-  if (timeline) timeline->mark("CYCLE", now, str_cat("\"ready\": ", out.ready.size(), ", \"cached\": ", out.cached_hits));
+  if (timeline) timeline->mark("CYCLE_START", now, str_cat("\"ready\": ", out.ready.size(), ", \"cached\": ", out.cached_hits));
   execute(out.ready, negotiated_at, autotuner_.threshold(out.tuning));
   if (!runner_.comm_error().ok()) {
     die(runner_.comm_error());

@@ -1,6 +1,7 @@
 // The timeline: a Chrome trace-event JSON file (chrome://tracing, Perfetto) with one row
-// per tensor and its phases (NEGOTIATE, QUEUE, MEMCPY_IN_FUSION_BUFFER, the collective with
-// its algorithm, MEMCPY_OUT) plus cycle marks. The data path only appends an event to a
+// per tensor and its phases in Horovod's names (NEGOTIATE_ALLREDUCE, QUEUE,
+// MEMCPY_IN_FUSION_BUFFER, the collective with its algorithm, MEMCPY_OUT_FUSION_BUFFER) plus
+// CYCLE_START marks. The data path only appends an event to a
 // queue under a mutex; a thread of its own formats and writes, so a slow disk never
 // stalls a collective. Closing the timeline completes the JSON document.
 #pragma once

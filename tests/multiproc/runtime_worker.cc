@@ -339,7 +339,8 @@ void validate_timeline(const std::string& path, bool wire = false) {
     seen.push_back(e["name"].get<std::string>());
   }
   expect(fields, "every event of " + path + " has the trace-event fields");
-  for (const char* phase : {"NEGOTIATE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE", "MEMCPY_OUT", "CYCLE"}) {
+  for (const char* phase : {"NEGOTIATE_ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER",
+                            "CYCLE_START"}) {
     expect(std::find(seen.begin(), seen.end(), phase) != seen.end(), std::string("timeline has ") + phase);
   }
   if (!wire) return;

@@ -2,8 +2,8 @@
 """Renders a kolo runtime timeline (Chrome trace-event JSON) to a PNG, for the docs.
 
 One row per tensor (the cycle marks on top), time left to right, one colour per phase:
-NEGOTIATE grey, QUEUE yellow, MEMCPY_IN_FUSION_BUFFER blue, the collective green,
-MEMCPY_OUT orange, cycle marks red ticks. Python 3 standard library only (zlib writes
+NEGOTIATE_* grey, QUEUE yellow, MEMCPY_IN_FUSION_BUFFER blue, the collective green,
+MEMCPY_OUT_FUSION_BUFFER orange, cycle marks red ticks. Python 3 standard library only (zlib writes
 the PNG), so it runs wherever CI builds kolo.
 
 usage: kolo_timeline_png.py timeline.json out.png [width]
@@ -17,7 +17,7 @@ COLOURS = {
     "NEGOTIATE": (170, 170, 170),
     "QUEUE": (240, 200, 60),
     "MEMCPY_IN_FUSION_BUFFER": (60, 110, 220),
-    "MEMCPY_OUT": (240, 140, 40),
+    "MEMCPY_OUT_FUSION_BUFFER": (240, 140, 40),
 }
 COLLECTIVE = (40, 170, 80)
 MARK = (210, 40, 40)
@@ -62,7 +62,7 @@ def main():
     scale = (width - 1) / max(t1 - t0, 1e-9)
     for e in spans:
         y = 2 + row_of[e["tid"]] * row_h
-        colour = COLOURS.get(e["name"], COLLECTIVE)
+        colour = COLOURS.get("NEGOTIATE" if e["name"].startswith("NEGOTIATE") else e["name"], COLLECTIVE)
         fill(int((e["ts"] - t0) * scale), int((e["ts"] + e["dur"] - t0) * scale), y, y + row_h - 1, colour)
     for e in marks:
         x = int((e["ts"] - t0) * scale)

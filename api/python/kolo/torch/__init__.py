@@ -27,6 +27,47 @@ from kolo.torch import elastic  # noqa: F401 - hvd.elastic.run, hvd.elastic.Torc
 # Horovod scripts catch this when a peer fails.
 HorovodInternalError = KoloError
 
+# Horovod's variables, as its users set them, and kolo's that do the same (the same units:
+# bytes, milliseconds, seconds). Read when kolo.torch starts its runtime; a KOLO_* one set
+# too wins, and a conflict is a warning.
+HOROVOD_VARIABLES = {
+    "HOROVOD_TIMELINE": "KOLO_TIMELINE",
+    "HOROVOD_FUSION_THRESHOLD": "KOLO_FUSION_THRESHOLD",
+    "HOROVOD_CYCLE_TIME": "KOLO_CYCLE_TIME",
+    "HOROVOD_CACHE_CAPACITY": "KOLO_CACHE_CAPACITY",
+    "HOROVOD_STALL_CHECK_TIME_SECONDS": "KOLO_STALL_CHECK_TIME",
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "KOLO_STALL_SHUTDOWN_TIME",
+    "HOROVOD_AUTOTUNE": "KOLO_AUTOTUNE",
+}
+
+
+def _horovod_environment(environ=None):
+    """Sets the KOLO_* variable of each HOROVOD_* one given (in `environ`, os.environ by
+    default, which kolo's library reads too); returns the warnings."""
+    import os
+    env = os.environ if environ is None else environ
+    warnings = []
+    for horovod, kolo in HOROVOD_VARIABLES.items():
+        value = env.get(horovod)
+        if value is None:
+            continue
+        if horovod == "HOROVOD_AUTOTUNE":
+            value = "1" if value.strip().lower() in ("1", "true", "yes", "on") else "0"
+        mine = env.get(kolo)
+        if mine is None:
+            env[kolo] = value
+        elif mine != value:
+            warnings.append(f"kolo.torch: {horovod}={value} and {kolo}={mine} disagree; {kolo} wins")
+    if env.get("HOROVOD_STALL_CHECK_DISABLE", "").strip().lower() in ("1", "true"):
+        if env.get("KOLO_STALL_CHECK_TIME") not in (None, "0"):
+            warnings.append("kolo.torch: HOROVOD_STALL_CHECK_DISABLE=1 and KOLO_STALL_CHECK_TIME disagree; "
+                            "KOLO_STALL_CHECK_TIME wins")
+        else:
+            env["KOLO_STALL_CHECK_TIME"] = "0"
+    if env.get("HOROVOD_TIMELINE_MARK_CYCLES", "0") not in ("", "0"):
+        warnings.append("kolo.torch: HOROVOD_TIMELINE_MARK_CYCLES: kolo's timeline marks no cycles (ignored)")
+    return warnings
+
 
 def init(comm=None, process_sets=None):
     """Joins the job kolorun, mpirun or srun started (KOLO_RANK/KOLO_SIZE/KOLO_ADDR or
@@ -35,6 +76,10 @@ def init(comm=None, process_sets=None):
         raise NotImplementedError("kolo.torch.init: comm= is not supported; the world is every rank the launcher "
                                   "started (use process sets for subsets)")
     first = _state.comm is None
+    if first:
+        import warnings
+        for text in _horovod_environment():
+            warnings.warn(text)
     _state.init()
     if first:
         _start_runtime(None)

@@ -1,0 +1,1 @@
+"""What Horovod keeps in horovod.common that scripts import: its exceptions."""

@@ -135,8 +135,31 @@ if isinstance(pg, kolo.torch.distributed.KoloProcessGroup):
     pg.all_to_all_single(a2a, torch.tensor([float(100 * me + q) for q in range(n)]), [], [],
                          c10d.AllToAllOptions()).wait()
     expect(torch.equal(a2a, torch.tensor([float(100 * r + me) for r in range(n)])), "all_to_all_single (method)")
+    # Called without options, as a DDP communication hook may: torch's defaults (SUM, root 0).
+    t0 = torch.full((3,), float(me + 1))
+    pg.allreduce([t0]).wait()
+    expect(torch.equal(t0, torch.full((3,), float(n * (n + 1) / 2))), f"pg.allreduce without options: {t0}")
+    b0 = torch.full((2,), float(me))
+    pg.broadcast([b0]).wait()
+    expect(torch.equal(b0, torch.zeros(2)), f"pg.broadcast without options: {b0}")
 else:
     expect(False, f"the default group is a {type(pg).__name__}, not kolo's")
+# scatter and gather through torch.distributed, every rank the root in turn, odd shapes and
+# an integer dtype; all_gather_coalesced (outputs[r][i] = rank r's inputs[i]).
+for root in range(n):
+    got = torch.zeros(3, dtype=torch.int32)
+    pieces = [torch.full((3,), 10 * root + q, dtype=torch.int32) for q in range(n)] if me == root else None
+    dist.scatter(got, pieces, src=root)
+    expect(torch.equal(got, torch.full((3,), 10 * root + me, dtype=torch.int32)), f"scatter from {root}: {got}")
+    into = [torch.zeros(2, 2) for _ in range(n)] if me == root else None
+    dist.gather(torch.full((2, 2), float(me * me)), into, dst=root)
+    if me == root:
+        expect(all(torch.equal(into[r], torch.full((2, 2), float(r * r))) for r in range(n)), f"gather to {root}: {into}")
+coalesced = [[torch.zeros(1), torch.zeros(2)] for _ in range(n)]
+dist.all_gather_coalesced(coalesced, [torch.full((1,), float(me)), torch.full((2,), float(-me))])
+expect(all(torch.equal(coalesced[r][0], torch.full((1,), float(r))) and
+           torch.equal(coalesced[r][1], torch.full((2,), float(-r))) for r in range(n)),
+       f"all_gather_coalesced: {coalesced}")
 # abort(): a group's pending and later calls fail, the communicator is gone; the others go on.
 side = dist.new_group(list(range(n)))
 t = torch.ones(2)

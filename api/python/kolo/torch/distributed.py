@@ -176,8 +176,10 @@ class KoloProcessGroup(ProcessGroup):
                 t.copy_(buf)
         return _Done(tensors)
 
-    def allreduce(self, tensors, opts):
-        op = _op(opts.reduceOp)
+    # Every opts is optional: torch's Python layer passes one, a DDP communication hook may
+    # not (process_group.allreduce(tensors)); torch's defaults then (SUM, root 0).
+    def allreduce(self, tensors, opts=None):
+        op = _op((opts or dist.AllreduceOptions()).reduceOp)
         if len(tensors) == 1 and tensors[0].is_contiguous():
             from_python = sys._getframe(1).f_code.co_filename.endswith(_C10D_FILE)
             return self._allreduce_async(tensors[0], op, from_python)
@@ -243,15 +245,16 @@ class KoloProcessGroup(ProcessGroup):
             if entry[0].value:
                 _capi.lib.kolo_request_free(entry[0])
 
-    def allreduce_coalesced(self, tensors, opts):
+    def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
 
-    def broadcast(self, tensors, opts):
-        root = opts.rootRank
+    def broadcast(self, tensors, opts=None):
+        root = (opts or dist.BroadcastOptions()).rootRank
         return self._each(tensors, "broadcast", lambda b: _capi.check(_capi.lib.kolo_broadcast(
             _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), root, self._comm, _stream(b))), any_dtype=True)
 
-    def reduce(self, tensors, opts):
+    def reduce(self, tensors, opts=None):
+        opts = opts or dist.ReduceOptions()
         op, root = _op(opts.reduceOp), opts.rootRank
         return self._each(tensors, "reduce", lambda b: _capi.check(_capi.lib.kolo_reduce(
             _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), op, root, self._comm, _stream(b))))
@@ -277,7 +280,8 @@ class KoloProcessGroup(ProcessGroup):
                 o.copy_(flat[r])
         return _Done(output_lists)
 
-    def _reduce_scatter_base(self, output, input, opts):
+    def _reduce_scatter_base(self, output, input, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
         _carried(output, "reduce_scatter")
         _carried(input, "reduce_scatter")
         src = input.contiguous()
@@ -291,12 +295,12 @@ class KoloProcessGroup(ProcessGroup):
             output.copy_(dst)
         return _Done([output])
 
-    def reduce_scatter(self, outputs, input_lists, opts):
+    def reduce_scatter(self, outputs, input_lists, opts=None):
         for out, inputs in zip(outputs, input_lists):
             self._reduce_scatter_base(out, torch.stack([t.contiguous() for t in inputs]), opts)
         return _Done(outputs)
 
-    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts):
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         _carried(output, "alltoall")
         _carried(input, "alltoall")
         n = self._size
@@ -333,7 +337,7 @@ class KoloProcessGroup(ProcessGroup):
             output.copy_(dst)
         return _Done([output])
 
-    def alltoall(self, outputs, inputs, opts):
+    def alltoall(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
             _carried(o, "alltoall")
             _carried(i, "alltoall")
@@ -377,13 +381,82 @@ class KoloProcessGroup(ProcessGroup):
             self._allgather_base(o, i, opts)
         return _Done(outputs)
 
-    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts):
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
             self._reduce_scatter_base(o, i, opts)
         return _Done(outputs)
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
-        return self.allgather(output_lists, inputs, opts)
+        """torch's all_gather_coalesced: output_lists[r][i] is rank r's inputs[i] (allgather's
+        lists are the other way round: outputs[i][r])."""
+        if len(output_lists) != self._size or any(len(outs) != len(inputs) for outs in output_lists):
+            raise ValueError(f"kolo backend: all_gather_coalesced wants {self._size} lists of {len(inputs)} tensors")
+        for i, inp in enumerate(inputs):
+            flat = torch.empty((self._size,) + tuple(inp.shape), dtype=inp.dtype, device=inp.device)
+            self._allgather_base(flat, inp)
+            for r in range(self._size):
+                output_lists[r][i].copy_(flat[r])
+        return _Done(output_lists)
+
+    def _exchange(self, sends, recvs):
+        """Point-to-point in one group: sends [(peer, tensor)], recvs [(peer, tensor)]; the
+        received tensors filled when it returns (strided ones through contiguous copies)."""
+        srcs = [(q, t.contiguous()) for q, t in sends]
+        dsts = [(q, t, t if t.is_contiguous() else torch.empty_like(t, memory_format=torch.contiguous_format))
+                for q, t in recvs]
+        _capi.check(_capi.lib.kolo_group_start())
+        try:
+            for q, s in srcs:
+                b = as_bytes(s)
+                _capi.check(_capi.lib.kolo_send(_ptr(b), b.numel(), kolo_dtype(b), q, self._comm, _stream(b)))
+            for q, _, d in dsts:
+                b = as_bytes(d)
+                _capi.check(_capi.lib.kolo_recv(_ptr(b), b.numel(), kolo_dtype(b), q, self._comm, _stream(b)))
+        finally:
+            _capi.check(_capi.lib.kolo_group_end())
+        for _, t, d in dsts:
+            if d is not t:
+                t.copy_(d)
+
+    def scatter(self, outputs, input_lists, opts=None):
+        """torch's scatter: the root's input_lists[0][r] goes to rank r's outputs[0]."""
+        root = (opts or dist.ScatterOptions()).rootRank
+        if len(outputs) != 1:
+            raise ValueError("kolo backend: scatter takes one output tensor")
+        out = outputs[0]
+        if self._rank == root:
+            pieces = input_lists[0] if input_lists else []
+            if len(pieces) != self._size:
+                raise ValueError(f"kolo backend: scatter from rank {root} wants {self._size} inputs, got {len(pieces)}")
+            for t in pieces:
+                if t.numel() != out.numel() or t.dtype != out.dtype:
+                    raise ValueError(f"kolo backend: scatter input of {t.numel()} {t.dtype} for an output of "
+                                     f"{out.numel()} {out.dtype}")
+            self._exchange([(q, pieces[q]) for q in range(self._size) if q != root], [])
+            out.copy_(pieces[root].view_as(out))
+        else:
+            self._exchange([], [(root, out)])
+        return _Done(outputs)
+
+    def gather(self, output_lists, inputs, opts=None):
+        """torch's gather: rank r's inputs[0] goes to the root's output_lists[0][r]."""
+        root = (opts or dist.GatherOptions()).rootRank
+        if len(inputs) != 1:
+            raise ValueError("kolo backend: gather takes one input tensor")
+        inp = inputs[0]
+        if self._rank == root:
+            outs = output_lists[0] if output_lists else []
+            if len(outs) != self._size:
+                raise ValueError(f"kolo backend: gather to rank {root} wants {self._size} outputs, got {len(outs)}")
+            for t in outs:
+                if t.numel() != inp.numel() or t.dtype != inp.dtype:
+                    raise ValueError(f"kolo backend: gather output of {t.numel()} {t.dtype} for an input of "
+                                     f"{inp.numel()} {inp.dtype}")
+            self._exchange([], [(q, outs[q]) for q in range(self._size) if q != root])
+            outs[root].copy_(inp.view_as(outs[root]))
+        else:
+            self._exchange([(root, inp)], [])
+        return _Done(output_lists)
 
     # The names torch's C++ side looks up in a Python ProcessGroup (its trampoline) have
     # changed across 2.x: the newest call all_gather_single, reduce_scatter_single,

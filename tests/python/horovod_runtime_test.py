@@ -66,24 +66,6 @@ def first_async_beside_barrier():
     expect(elapsed < 10, f"async first operation beside barrier() took {elapsed:.1f} s (a wait for KOLO_TIMEOUT)")
 
 
-# A name stays taken until its handle is synchronized, completed or not (so the refusal
-# does not depend on how fast the peers were).
-@section
-def name_taken_until_synchronized():
-    h = hvd.allreduce_async(torch.ones(2), name="held", op=hvd.Sum)
-    deadline = time.monotonic() + 30
-    while not hvd.poll(h) and time.monotonic() < deadline:
-        time.sleep(0.001)
-    try:
-        hvd.allreduce_async(torch.ones(2), name="held", op=hvd.Sum)
-        expect(False, f"rank {me}: 'held' enqueued again (completed, not synchronized) was accepted")
-    except ValueError:
-        pass
-    expect(torch.equal(hvd.synchronize(h), torch.full((2,), float(n))), "'held' allreduce")
-    h = hvd.allreduce_async(torch.ones(2), name="held", op=hvd.Sum)  # free again once synchronized
-    expect(torch.equal(hvd.synchronize(h), torch.full((2,), float(n))), "'held' allreduce after synchronize")
-
-
 # The same with a process set's runtime (its ranks: all but the last).
 @section
 def process_set_first_async_beside_barrier():
@@ -355,6 +337,21 @@ def step_after_synchronize_warns():
         mine = [w for w in caught if "skip_synchronize()" in str(w.message)]
         expect(len(mine) == (0 if skip else 1), f"step() after synchronize(), skip={skip}: {len(mine)} warnings")
 
+
+# ---- a name is free again once its operation completes (Horovod's semantics), even while
+# its handle is kept unsynchronized; synchronize() still returns that operation's output --
+@section
+def name_free_once_done():
+    x = torch.full((3,), float(me + 1))
+    first = hvd.allreduce_async(x, name="reused", op=hvd.Sum)
+    deadline = time.monotonic() + 30
+    while not hvd.poll(first) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    expect(hvd.poll(first), "the first 'reused' allreduce completed")
+    again = hvd.allreduce_async(torch.full((3,), 10.0 * (me + 1)), name="reused", op=hvd.Sum)
+    want = n * (n + 1) / 2
+    expect(torch.equal(hvd.synchronize(again), torch.full((3,), 10.0 * want)), "the second 'reused' allreduce")
+    expect(torch.equal(hvd.synchronize(first), torch.full((3,), want)), "the first, synchronized after")
 
 hvd.shutdown()
 finish(f"horovod_runtime_test rank {me}/{n}")

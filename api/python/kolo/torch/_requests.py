@@ -159,12 +159,31 @@ def _name(kind, name, process_set=None):
 
 class _Pending:
     """What a handle keeps alive until it completes: the request, the tensors whose memory
-    the runtime uses, the allocator callback, and how to produce the output."""
+    the runtime uses, the allocator callback, and how to produce the output. Once the
+    operation has completed and its request is freed (_free_completed), `request` is None
+    and `result`/`error` hold its outcome for synchronize()."""
 
     def __init__(self, request, keep, finish):
         self.request = request
         self.keep = keep
         self.finish = finish
+        self.result = None
+        self.error = None
+
+
+def _free_completed():
+    """Frees the requests of operations that have completed, keeping their outcome: kolo's
+    runtime keeps a name taken until its request is freed, Horovod frees it when the
+    operation completes, and scripts (Horovod's suite among them) drop handles they never
+    synchronize. Called before each enqueue. (Caller holds no lock.)"""
+    with _pending_lock:
+        for p in _pending.values():
+            if p.request is None or _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:
+                continue
+            p.result = _capi.lib.kolo_wait(p.request)  # done: returns at once with its outcome
+            p.error = _capi.last_error()
+            _capi.lib.kolo_request_free(p.request)
+            p.request = None
 
 
 _pending = {}
@@ -180,6 +199,7 @@ def _register(request, keep, finish):
 
 
 def _enqueue(fn, *args):
+    _free_completed()
     request = ctypes.c_void_p()
     _capi.check(fn(*args, ctypes.byref(request)))
     return request
@@ -206,7 +226,7 @@ def poll(handle):
         return all(poll(h) for h in c[0])
     if p is None:
         raise ValueError(f"kolo.torch: poll of unknown handle {handle}")
-    return _capi.lib.kolo_test(p.request) != _capi.IN_PROGRESS
+    return p.request is None or _capi.lib.kolo_test(p.request) != _capi.IN_PROGRESS
 
 
 _unfinished = []  # operations that failed to complete in time: kolo may still use their buffers
@@ -230,6 +250,10 @@ def synchronize(handle):
         return finish(outs)
     if p is None:
         raise ValueError(f"kolo.torch: synchronize of unknown handle {handle}")
+    if p.request is None:  # completed and freed before (_free_completed)
+        if p.result != _capi.SUCCESS:
+            raise _capi.KoloError(p.result, p.error)
+        return p.finish()
     result = _capi.lib.kolo_wait(p.request)
     error = _capi.last_error()
     if result != _capi.SUCCESS and _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:

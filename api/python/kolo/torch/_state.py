@@ -197,6 +197,8 @@ def _forget_requests():
         _requests._pending.clear()
         _requests._composites.clear()
         for p in pending:
+            if p.request is None:  # completed and freed already
+                continue
             if _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:
                 _requests._unfinished.append(p)  # kolo may still use its buffers: kept alive
             else:

@@ -183,7 +183,7 @@ Status Communicator::fail(Status status) {
   if (first && marks && liveness_) {
     (void)mark_rank_failed(*liveness_->client, live_prefix(id_.prefix), id_.rank, status.message());
   }
-  connections_->fail();
+  connections_->fail(status.message());
   if (first && status.code() == Code::kRemote && liveness_) {
     status = name_ranks_gone(status, *liveness_->client, live_prefix(id_.prefix), id_.size, id_.rank, kNameGoneSeconds,
                              liveness_ == store_ && id_.rank != 0);

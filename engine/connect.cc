@@ -72,10 +72,10 @@ Connections::~Connections() {
   if (fabric_) fabric_->shutdown();
 }
 
-void Connections::fail() {
+void Connections::fail(const std::string& why) {
   // Closing our links makes peers that wait on us fail now instead of at their deadline.
   fabric_->shutdown(/*after_failure=*/true);
-  if (domain_) domain_->mark_failed();
+  if (domain_) domain_->mark_failed(why);
 }
 
 void Connections::abort() { fabric_->abort(); }

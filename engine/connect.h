@@ -33,7 +33,7 @@ class Connections {
   // for the one-host executor; null otherwise.
   SharedDomain* shared() const { return whole_ ? domain_.get() : nullptr; }
   // After a failure: close the links and make the peers' shared-memory waits return.
-  void fail();
+  void fail(const std::string& why);
   // From any thread: every wait returns kAborted.
   void abort();
   bool aborted() const { return fabric_->aborted(); }

@@ -105,8 +105,9 @@ class SharedDomain {
   // Waits until `word`, which member `index` publishes, reaches at_least.
   virtual Status wait_word(int index, const std::atomic<uint64_t>& word, uint64_t at_least, const Deadline& deadline,
                            const char* what, const StallCheck& stall) = 0;
-  // Makes every member's waits return at once with an error (this rank failed).
-  virtual void mark_failed() = 0;
+  // Makes every member's waits return at once with an error (this rank failed, seeing
+  // `why`: the first to mark says it to the others, whose errors then quote the cause).
+  virtual void mark_failed(const std::string& why) = 0;
   // Ok while every member lives and none has failed; else an error naming the rank. From
   // any thread, without waiting (for executors whose waits run elsewhere: device kernels).
   virtual Status members_alive() const = 0;

@@ -172,7 +172,7 @@ class LocalExecutor final : public Executor {
       else status = programs.compressed_scatter_or_gather(call);
     }
     ++op_sequence_;
-    if (!status.ok()) d_.mark_failed();  // the peers must not wait for us until their deadline
+    if (!status.ok()) d_.mark_failed(status.message());  // the peers must not wait for us until their deadline
     return status;
   }
 

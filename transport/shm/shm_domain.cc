@@ -380,11 +380,16 @@ Status Domain::health(int index) {
 
 Status Domain::failed_status() const {
   const SegmentHeader& h = header();
+  const bool exited = h.failed_exited.load(std::memory_order_acquire) != 0;
+  std::string why;
+  if (!exited && h.failed_why_ready.load(std::memory_order_acquire) != 0) {
+    why = std::string(h.failed_why, strnlen(h.failed_why, sizeof(h.failed_why)));
+  }
   return error(Code::kRemote, "rank ", h.failed_rank.load(std::memory_order_acquire), " on this host ",
-               h.failed_exited.load(std::memory_order_acquire) != 0 ? "exited" : "failed");
+               exited ? "exited" : "failed", why.empty() ? "" : " (", why, why.empty() ? "" : ")");
 }
 
-void Domain::mark_failed() {
+void Domain::mark_failed(const std::string& why) {
   SegmentHeader& h = header();
   // The cause, when a member has exited: the host's other ranks name it, not this rank,
   // which may only have seen its exit (once per failure: a pidfd poll per member).
@@ -394,8 +399,13 @@ void Domain::mark_failed() {
     if (i != my_index_ && exited(i)) cause = members_[i], exited_cause = true;
   }
   int32_t expected = -1;
-  if (h.failed_rank.compare_exchange_strong(expected, cause) && exited_cause) {
-    h.failed_exited.store(1, std::memory_order_release);
+  if (h.failed_rank.compare_exchange_strong(expected, cause)) {
+    if (exited_cause) h.failed_exited.store(1, std::memory_order_release);
+    // What the first to fail saw, for the others' errors (written once, by the CAS's winner).
+    const size_t n = std::min(why.size(), sizeof(h.failed_why) - 1);
+    std::memcpy(h.failed_why, why.data(), n);
+    h.failed_why[n] = '\0';
+    h.failed_why_ready.store(1, std::memory_order_release);
   }
   h.failed.store(1, std::memory_order_release);
   for (int i = 0; i < size(); ++i) {

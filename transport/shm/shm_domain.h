@@ -110,7 +110,7 @@ class Domain final : public SharedDomain {
   Status health(int index);
   bool exited(int index) const;
   // Marks the domain failed so that every peer's wait returns at once.
-  void mark_failed() override;
+  void mark_failed(const std::string& why) override;
   Status failed_status() const;  // once a rank has marked the domain failed: who, and how
   Status members_alive() const override;
   // From any thread: waits in this process return kAborted.

@@ -54,6 +54,8 @@ struct alignas(64) SegmentHeader {
   std::atomic<uint32_t> failed{0};      // any rank that fails sets it: the others stop at once
   std::atomic<int32_t> failed_rank{-1};  // the first to fail; or the member seen exited, the cause
   std::atomic<uint32_t> failed_exited{0};  // failed_rank exited (the others name it, not the echo)
+  std::atomic<uint32_t> failed_why_ready{0};  // failed_why holds what the first to fail saw
+  char failed_why[256];
 };
 
 struct SegmentGeometry {

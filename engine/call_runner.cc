@@ -163,7 +163,15 @@ Status CallRunner::execute(const PlannedCall* calls, size_t n) {
   }
   Status status = executor->run(calls, n, call_deadline_ != nullptr ? *call_deadline_ : Deadline(env_.timeout_seconds));
   if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
-  return status.ok() ? Status() : env_.fail(status);
+  if (status.ok()) return Status();
+  // Which call failed, as every rank numbers it (collectives run in the same order on all):
+  // the communicator's collective count, the collective, its count and dtype.
+  const CollSpec& spec = calls[0].call.spec;
+  const bool p2p = spec.kind == CollKind::kSend || spec.kind == CollKind::kRecv;
+  return env_.fail(status.with_context(
+      p2p ? str_cat(coll_name(spec.kind), " of ", spec.count, " x ", dtype_name(spec.dtype), " with rank ", spec.peer, ": ")
+          : str_cat("collective call ", collective_seq_, " (", coll_name(spec.kind), " of ", spec.count, " x ",
+                    dtype_name(spec.dtype), n > 1 ? str_cat(", first of a group of ", n) : std::string(), "): ")));
 }
 
 }  // namespace kolo

@@ -175,7 +175,8 @@ def _free_completed():
     """Frees the requests of operations that have completed, keeping their outcome: kolo's
     runtime keeps a name taken until its request is freed, Horovod frees it when the
     operation completes, and scripts (Horovod's suite among them) drop handles they never
-    synchronize. Called before each enqueue. (Caller holds no lock.)"""
+    synchronize. Called when an enqueue is refused, not before each (a DistributedOptimizer
+    step has hundreds in flight). (Caller holds no lock.)"""
     with _pending_lock:
         for p in _pending.values():
             if p.request is None or _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:
@@ -199,9 +200,12 @@ def _register(request, keep, finish):
 
 
 def _enqueue(fn, *args):
-    _free_completed()
     request = ctypes.c_void_p()
-    _capi.check(fn(*args, ctypes.byref(request)))
+    result = fn(*args, ctypes.byref(request))
+    if result == _capi.ERR_INVALID_USAGE:  # perhaps a name a completed, unsynchronized operation holds
+        _free_completed()
+        result = fn(*args, ctypes.byref(request))
+    _capi.check(result)
     return request
 
 

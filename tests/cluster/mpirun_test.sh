@@ -31,6 +31,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 TESTHOSTS=$SRC/tools/testhosts.sh
+# shellcheck source=tests/cluster/lib.sh
+source "$HERE/lib.sh"
 [ $# -eq 1 ] || { sed -n '7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 BUILD=$(cd "$1" 2>/dev/null && pwd) || { echo "mpirun_test: no build folder $1" >&2; exit 1; }
 PERF=$BUILD/bench/perf/kolo-perf
@@ -52,11 +54,9 @@ PREFIX=kmp$(($$ % 100000))
 H=$PREFIX-h
 WORK=$(mktemp -d /tmp/kolo-mpirun-test.XXXXXX)
 JOB_TIMEOUT=60    # any one mpirun/mpiexec; kolo itself gives up after KOLO_TIMEOUT
-failures=0
 started=$SECONDS
 bg_pid=''
 up=''
-perf_says=''
 
 teardown() {
   local rc=$?
@@ -72,17 +72,8 @@ teardown() {
   echo "mpirun_test: $((SECONDS - started)) s"
   exit "$rc"
 }
-trap teardown EXIT
-# Killed (ctest's timeout, ^C): exit, so that the EXIT trap still removes the hosts.
-trap 'exit 143' TERM
-trap 'exit 130' INT
-
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# Run inside another launcher's job, its variables would make our ranks join that one.
-while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(OMPI_COMM_WORLD_|PMI_|PMIX_|SLURM_)' || true)
-unset KOLO_RANK KOLO_SIZE KOLO_ADDR KOLO_LAUNCHER KOLO_LOCAL_RANK KOLO_LOCAL_SIZE KOLO_SECRET
+on_exit teardown
+clear_launcher_env
 # Open MPI refuses root without these (a container, a CI runner).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export KOLO_TIMEOUT=20
@@ -115,61 +106,8 @@ ompi=("$ompirun" --hostfile "$WORK/hostfile" --mca plm_rsh_agent "$TESTHOSTS rsh
 echo "# hosts ${H}0..${H}3 on $net, rank 0's store at $addr0; Open MPI: $ompirun ($("$ompirun" --version | sed -n 1p))"
 echo "# mpirun: ${ompi[*]} -x KOLO_ADDR=$addr0:PORT ..."
 
-# "h0:4 h1:4 ..." from host names, one a line: ranks per host.
-per_host() { sort -V | uniq -c | awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1}'; }
 ALL4="${H}0:4 ${H}1:4 ${H}2:4 ${H}3:4"
 ALL2="${H}0:2 ${H}1:2 ${H}2:2 ${H}3:2"
-
-# perf_ok OUT NRANKS WANT: kolo-perf's output OUT (its exit status checked by the caller)
-# has NRANKS distinct ranks placed as WANT, sizes measured, no wrong value in any column (9
-# and 13: #wrong out of place and in place), and its own verdict OK. Sets perf_says.
-perf_ok() {
-  local out=$1 n=$2 want=$3 ranks distinct placed rows bad
-  ranks=$(grep -c '^#  *Rank ' "$out" || true)
-  distinct=$(awk '/^# +Rank /{print $3}' "$out" | sort -u | wc -l)
-  placed=$(awk '/^# +Rank /{print $9}' "$out" | per_host)
-  rows=$(grep -c '^ *[0-9]' "$out" || true)
-  bad=$(awk '/^ *[0-9]/ && ($9 != 0 || $13 != 0)' "$out" | wc -l)
-  if [ "$ranks" -eq "$n" ] && [ "$distinct" -eq "$n" ] && [ "$placed" = "$want" ] && [ "$rows" -gt 0 ] &&
-    [ "$bad" -eq 0 ] && grep -q '^# Out of bounds values : 0 OK' "$out"; then
-    perf_says="$n ranks: $placed; $rows sizes, none wrong"
-    return 0
-  fi
-  perf_says="$ranks rank lines ($distinct ranks) of $n, placed '$placed' (want '$want'), $rows sizes, $bad with wrong values"
-  return 1
-}
-# check_perf NAME OUT NRANKS WANT: perf_ok, the result rows it checked printed, one PASS
-# or FAIL line.
-check_perf() {
-  local name=$1 out=$2
-  { grep -E '^ *[0-9]|^# Out of bounds' "$out" || true; } | sed 's/^/  /'
-  if perf_ok "$out" "$3" "$4"; then
-    pass "$name ($perf_says)"
-  else
-    fail "$name: $perf_says"
-    sed -n '1,40p' "$out" | sed 's/^/  | /'
-  fi
-}
-
-# A test host's processes named NAME (not zombies), one pid a line.
-procs_named() { # procs_named REGEX
-  local i pid
-  for i in 0 1 2 3; do
-    for pid in $(ip netns pids "$H$i" 2>/dev/null); do
-      [[ $(cat "/proc/$pid/stat" 2>/dev/null) =~ ^[0-9]+\ \(($1)\)\ [^ZX] ]] && echo "$pid"
-    done
-  done
-  return 0
-}
-# wait_until SECONDS COMMAND...: poll until COMMAND succeeds; 1 at the deadline.
-wait_until() {
-  local end=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    [ "$SECONDS" -lt "$end" ] || return 1
-    sleep 0.3
-  done
-}
 
 PERF_ARGS=(allreduce -b 8 -e 1M -f 8 -n 5 -w 1)
 
@@ -181,8 +119,7 @@ timeout "$JOB_TIMEOUT" "${ompi[@]}" -np 16 -x KOLO_ADDR="$KADDR" "$PERF" "${PERF
 if [ "$rc" -eq 0 ]; then
   check_perf "mpirun --hostfile -np 16 kolo-perf allreduce" "$WORK/s1.out" 16 "$ALL4"
 else
-  fail "mpirun -np 16 kolo-perf exited $rc"
-  tail -n 30 "$WORK/s1.out" | sed 's/^/  | /'
+  failed_run "mpirun -np 16 kolo-perf" "$rc" "$WORK/s1.out"
 fi
 
 echo "== 2. Open MPI: mpirun -np 8 --map-by ppr:2:node python3 (kolo.torch)"
@@ -348,8 +285,7 @@ EOF
     check_perf "mpiexec (Hydra) -n 16 kolo-perf allreduce" \
       "$WORK/s5b.out" 16 "$ALL4"
   else
-    fail "mpiexec -n 16 kolo-perf (wrapped) exited $rc"
-    tail -n 30 "$WORK/s5b.out" | sed 's/^/  | /'
+    failed_run "mpiexec -n 16 kolo-perf" "$rc" "$WORK/s5b.out"
   fi
   hydra_left() { [ -z "$(procs_named 'kolo-perf|hydra_pmi_proxy')" ]; }
   if wait_until 10 hydra_left; then pass "no kolo-perf rank and no hydra_pmi_proxy left in the test hosts"

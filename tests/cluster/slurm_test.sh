@@ -15,6 +15,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CLUSTER=$HERE/slurm_cluster.sh
+# shellcheck source=tests/cluster/lib.sh
+source "$HERE/lib.sh"
 [ $# -eq 1 ] || { sed -n '5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 if [ -d "$1" ]; then PERF=$(cd "$1" && pwd)/bench/perf/kolo-perf; else PERF=$(realpath "$1"); fi
 [ -x "$PERF" ] || { echo "slurm_test: no $PERF (build kolo first)" >&2; exit 1; }
@@ -28,7 +30,7 @@ fi
 PREFIX=ksl$(($$ % 100000))
 WORK=$(mktemp -d /tmp/kolo-slurm-test.XXXXXX)
 STEP_TIMEOUT=60   # any one srun/sbatch; kolo itself gives up after KOLO_TIMEOUT
-failures=0
+H="$PREFIX-h"
 started=$SECONDS
 
 teardown() {
@@ -40,18 +42,8 @@ teardown() {
   echo "slurm_test: $((SECONDS - started)) s"
   exit "$rc"
 }
-trap teardown EXIT
-# Killed (ctest's timeout, ^C): exit, so that the EXIT trap still tears the cluster down.
-trap 'exit 143' TERM
-trap 'exit 130' INT
-
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# Run inside a real Slurm job (a CI runner on a cluster), the job's variables would make
-# srun here join that job: none of them, and no rank variables of another launcher.
-while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(SLURM_|SBATCH_|SALLOC_|SRUN_)' || true)
-unset KOLO_RANK KOLO_SIZE KOLO_ADDR KOLO_LAUNCHER OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
+on_exit teardown
+clear_launcher_env
 
 SLURM_CONF=$("$CLUSTER" up 4 "$PREFIX")
 export SLURM_CONF
@@ -60,20 +52,6 @@ export SLURM_CONF
 # instead of hanging the test.
 KOLO_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 export KOLO_SECRET KOLO_TIMEOUT=20
-
-# "h0:4 h1:4 ..." from a list of host names, one a line: tasks per host.
-per_host() { sort | uniq -c | awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1}'; }
-
-# Whether a placement ("h0:4 h1:1 ...") matches WANT: either exactly, or for WANT
-# "any:N", N tasks over all 4 hosts, each with one at least (how Slurm spreads an uneven
-# count depends on its select plugin: cons_tres packs CPUs, -n 7 -N 4 gives 4,1,1,1).
-placement_ok() { # placement_ok GOT WANT ("any1": one task, wherever)
-  local got=$1 want=$2
-  [ "$want" = any1 ] && { [[ $got == *:1 && $got != *" "* ]]; return; }
-  [[ $want == any:* ]] || { [ "$got" = "$want" ]; return; }
-  echo "$got" | tr ' ' '\n' | awk -F: -v n="${want#any:}" \
-    '{ hosts++; sum += $2; if ($2 < 1) bad = 1 } END { exit !(hosts == 4 && sum == n && !bad) }'
-}
 
 # expect_hosts NAME WANT SRUN-ARGS...: `srun ARGS hostname` puts WANT tasks on each host.
 expect_hosts() {
@@ -87,26 +65,6 @@ expect_hosts() {
   if placement_ok "$got" "$want"; then pass "$name"; else fail "$name: want $want"; fi
 }
 
-# check_perf NAME OUT NRANKS WANT: kolo-perf's output OUT (its exit status checked by
-# the caller) has NRANKS ranks placed as WANT ("h0:2 h1:2 ..."), sizes measured, no wrong
-# value in any column, and its own verdict OK.
-check_perf() {
-  local name=$1 out=$2 n=$3 want=$4 ranks placed rows bad
-  ranks=$(grep -c '^#  *Rank ' "$out" || true)
-  placed=$(awk '/^# +Rank /{print $9}' "$out" | per_host)
-  rows=$(grep -c '^ *[0-9]' "$out" || true)
-  # Columns 9 and 13: #wrong out of place and in place.
-  bad=$(awk '/^ *[0-9]/ && ($9 != 0 || $13 != 0)' "$out" | wc -l)
-  grep '^ *[0-9]' "$out" | sed 's/^/  /'
-  if [ "$ranks" -eq "$n" ] && placement_ok "$placed" "$want" && [ "$rows" -gt 0 ] && [ "$bad" -eq 0 ] &&
-    grep -q '^# Out of bounds values : 0 OK' "$out"; then
-    pass "$name ($n ranks: $placed; $rows sizes, none wrong)"
-  else
-    fail "$name: ranks $ranks of $n, placed '$placed' (want '$want'), $rows sizes, $bad with wrong values"
-    sed -n '1,40p' "$out" | sed 's/^/  | /'
-  fi
-}
-
 # run_perf NAME NRANKS WANT SRUN-ARGS...: kolo-perf allreduce under srun, checked.
 run_perf() {
   local name=$1 n=$2 want=$3 rc=0
@@ -114,14 +72,12 @@ run_perf() {
   # -K: a rank that fails ends the step at once, not after the others' timeouts.
   timeout "$STEP_TIMEOUT" srun -K "$@" "$PERF" allreduce -b 8 -e 1M -f 8 -n 5 -w 1 >"$WORK/perf.out" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ]; then
-    fail "$name: srun $* kolo-perf exited $rc"
-    sed 's/^/  | /' "$WORK/perf.out" | tail -n 30
+    failed_run "$name: srun $* kolo-perf" "$rc" "$WORK/perf.out"
     return 0
   fi
   check_perf "$name" "$WORK/perf.out" "$n" "$want"
 }
 
-H="$PREFIX-h"
 echo "== srun -N 4 -n 16"
 expect_hosts "srun -N 4 -n 16 hostname" "${H}0:4 ${H}1:4 ${H}2:4 ${H}3:4" -N 4 -n 16
 run_perf "srun -N 4 -n 16 kolo-perf allreduce" 16 "${H}0:4 ${H}1:4 ${H}2:4 ${H}3:4" -N 4 -n 16
@@ -174,28 +130,9 @@ else
 fi
 
 echo "== scancel of a running kolo job"
-# kolo-perf processes in our test hosts, one pid a line (only ours: other kolo runs on this
-# machine are in other namespaces or in none).
-our_ranks() {
-  local i pid
-  for i in 0 1 2 3; do
-    for pid in $(ip netns pids "$H$i" 2>/dev/null); do
-      # "PID (kolo-perf) STATE": a zombie (an orphan not yet reaped by init) is gone.
-      [[ $(cat "/proc/$pid/stat" 2>/dev/null) =~ ^[0-9]+\ \(kolo-perf\)\ [^ZX] ]] && echo "$pid"
-    done
-  done
-  return 0
-}
-n_ranks() { our_ranks | wc -l; }
-# wait_until SECONDS COMMAND...: poll until COMMAND succeeds; 1 at the deadline.
-wait_until() {
-  local end=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    [ "$SECONDS" -lt "$end" ] || return 1
-    sleep 0.5
-  done
-}
+# kolo-perf processes in our test hosts (other kolo runs on this machine are in other
+# namespaces or in none).
+n_ranks() { procs_named kolo-perf | wc -l; }
 ls -A /dev/shm | sort >"$WORK/shm.before"
 ls -A /tmp | sort >"$WORK/tmp.before"
 # Many iterations: it runs until cancelled (the timeout only guards against a hang).
@@ -221,7 +158,7 @@ if wait_until 30 job_seen && wait_until 30 ranks_running; then
   fi
   bg_pid=''
   no_ranks() { [ "$(n_ranks)" -eq 0 ]; }
-  if wait_until 15 no_ranks; then pass "no kolo-perf rank left"; else fail "kolo-perf ranks left: $(our_ranks | tr '\n' ' ')"; fi
+  if wait_until 15 no_ranks; then pass "no kolo-perf rank left"; else fail "kolo-perf ranks left: $(procs_named kolo-perf | tr '\n' ' ')"; fi
   job_gone() { [ -z "$(squeue -h -j "$job" -o %i 2>/dev/null)" ]; }
   if wait_until 15 job_gone; then pass "job $job gone from squeue"; else fail "job $job still in squeue: $(squeue -h -j "$job")"; fi
   # slurmd's files of the step (its socket NODE_JOB.STEP, hwloc_topo_JOB.STEP.xml) in

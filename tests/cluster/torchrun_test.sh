@@ -36,6 +36,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 TESTHOSTS=$ROOT/tools/testhosts.sh
+# shellcheck source=tests/cluster/lib.sh
+source "$HERE/lib.sh"
 PY=/usr/bin/python3   # Debian's python3-torch: importable from this interpreter only
 [ $# -eq 1 ] || { sed -n '6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 BUILD=$(cd "$1" 2>/dev/null && pwd) || { echo "torchrun_test: no folder $1" >&2; exit 1; }
@@ -49,7 +51,6 @@ fi
 
 PREFIX=ktr$(($$ % 100000))
 WORK=$(mktemp -d /tmp/kolo-torchrun-test.XXXXXX)
-failures=0
 started=$SECONDS
 hosts_up=''
 
@@ -72,17 +73,10 @@ teardown() {
   echo "torchrun_test: $((SECONDS - started)) s"
   exit "$rc"
 }
-trap teardown EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
-
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+on_exit teardown
 info() { echo "  $*"; }
-
-# No launcher's variables from around us: the workers' ranks must come from torchrun.
-unset KOLO_RANK KOLO_SIZE KOLO_ADDR KOLO_LAUNCHER KOLO_ELASTIC RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT \
-  OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS SLURM_STEP_ID TORCHELASTIC_RUN_ID
+# The workers' ranks must come from torchrun, not from a launcher around us.
+clear_launcher_env
 export KOLO_LIBRARY=$BUILD/libkolo.so PYTHONPATH=$ROOT/api/python${PYTHONPATH:+:$PYTHONPATH}
 # A broken rendezvous fails in 20 s rather than hanging; one thread a worker (2 cores).
 export KOLO_TIMEOUT=20 OMP_NUM_THREADS=1

@@ -15,10 +15,7 @@
 #      reduce_scatter, barrier, values checked on every rank.
 #   2. c10d rendezvous, kolo.torch (hvd.init, hvd.allreduce...) with torchrun's variables
 #      alone: kolo.torch makes its world through torch's env:// store.
-#   3. c10d, kolo.torch with torchrun's variables handed to kolo (KOLO_RANK=RANK,
-#      KOLO_SIZE=WORLD_SIZE, KOLO_ADDR=MASTER_ADDR:MASTER_PORT, a port 1.13's c10d agent picked free for the
-#      workers; KOLO_SECRET from here).
-#   3b. static rendezvous, kolo.torch as in 2 (torch's store is then the agent's), no
+#   3. static rendezvous, kolo.torch as in 2 (torch's store is then the agent's), no
 #      KOLO_SECRET: the secret travels in kolo's unique id through torch's store.
 #   4. c10d, --max_restarts 1, the "kolo" backend: rank 1 raises on the first attempt after
 #      kolo is up; the agents restart the group and the second attempt must pass everywhere.
@@ -28,7 +25,7 @@
 # "AttributeError: 'NoneType' object has no attribute 'get'" in start_processes (to_map):
 # Std.from_str("0"), the default of --redirects/--tee, iterates the IntFlag Std, and 3.11
 # iterates single-bit members only, so "0" maps to None. Worked around two ways: scenarios 1
-# and 3b run /usr/bin/torchrun with --redirects 9:1 --tee 9:1 (a mapping for a local rank
+# and 3 run /usr/bin/torchrun with --redirects 9:1 --tee 9:1 (a mapping for a local rank
 # that does not exist: every worker gets Std.NONE), the others torchrun_launch.py (torchrun's
 # main() with from_str fixed). Torch 1.13 spells its options with underscores only.
 set -euo pipefail
@@ -91,7 +88,7 @@ H0=$PREFIX-h0 H1=$PREFIX-h1
 echo 'print("worker ran")' >"$WORK/trivial.py"
 if out=$(cd "$WORK" && timeout 60 "$PY" -m torch.distributed.run --standalone --nproc_per_node 1 \
     --monitor_interval 1 trivial.py 2>&1); then
-  info "plain torchrun works here: $(echo "$out" | grep 'worker ran' | head -1)"
+  info "plain torchrun works here: $(echo "$out" | grep -m1 'worker ran')"
 else
   info "plain torchrun fails here: $(echo "$out" | grep -E '^[A-Za-z.]*(Error|Exception)' | tail -1)" \
     "(in $(echo "$out" | grep -o 'in [a-z_]*$' | tail -2 | cut -c4- | paste -sd/))"
@@ -127,7 +124,20 @@ run_pair() {
 # show NAME: the lines of the workers' verdicts and of the agents' failures, both hosts.
 show() {
   grep -hE "checks, [0-9]+ failed|FAIL |NOWORLD|on purpose|Error|exitcode|Restarting|restart" \
-    "$WORK/$1.h0.log" "$WORK/$1.h1.log" | grep -v '^  File' | sed 's/^/    /' | head -40 || true
+    "$WORK/$1.h0.log" "$WORK/$1.h1.log" | grep -v '^  File' | sed 's/^/    /' | sed -n 1,40p || true
+}
+
+# verdict NAME API WHAT: one PASS or FAIL line for a pair's first attempt: both torchruns
+# exited 0 and every rank's result is "ok"; h0's log on a failure.
+verdict() {
+  local why
+  why=$(results "$1" "$2" 0) || true
+  if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ -z "$why" ]; then
+    pass "$3 (${elapsed} s)"
+  else
+    fail "$3: torchrun exit $rc0/$rc1;${why:+ $why}"
+    sed 's/^/    h0| /' "$WORK/$1.h0.log" | tail -25
+  fi
 }
 
 # results NAME API ATTEMPT: "ok" on every rank (0-3) of ATTEMPT, else its failures listed.
@@ -153,59 +163,19 @@ TORCHRUN=(/usr/bin/torchrun)
 run_pair static 60 "${TORCHRUN[@]}" --redirects 9:1 --tee 9:1 --nnodes 2 --nproc_per_node 2 --node_rank '{i}' \
   --master_addr "$H0" --master_port 29500 --monitor_interval 1 -- --api dist
 show static
-why=$(results static dist 0) || true
-if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ -z "$why" ]; then
-  pass "torchrun static rendezvous, backend=\"kolo\": 4 ranks on 2 hosts," \
-    "all_reduce/all_gather/broadcast/reduce_scatter checked on every rank (${elapsed} s)"
-else
-  fail "torchrun static rendezvous, backend=\"kolo\": torchrun exit $rc0/$rc1;${why:+ $why}"
-  sed 's/^/    h0| /' "$WORK/static.h0.log" | tail -25
-fi
+verdict static dist "torchrun static rendezvous, backend=\"kolo\": 4 ranks on 2 hosts, all_reduce/all_gather/broadcast/reduce_scatter checked on every rank"
 
 # --- 2. kolo.torch with torchrun's variables alone
-run_pair hvdplain 60 "${TR_C10D[@]}" --rdzv_id hvdplain -- --api hvd-plain
-show hvdplain
-noworld=0
-for r in 0 1 2 3; do
-  [ "$(cat "$WORK/hvdplain/hvd-plain.a0.r$r" 2>/dev/null)" = noworld ] && noworld=$((noworld + 1))
-done
-why=$(results hvdplain hvd-plain 0) || true
-if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ -z "$why" ]; then
-  pass "torchrun c10d, kolo.torch with torchrun's variables alone: hvd.init() made the 4-rank world (${elapsed} s)"
-elif [ "$noworld" -eq 4 ]; then
-  msg="torchrun c10d, kolo.torch with torchrun's variables alone: hvd.init() made a world of 1 on each of"
-  msg+=" the 4 ranks (kolo/torch/_state.py init)"
-  fail "$msg"
-else
-  fail "torchrun c10d, kolo.torch with torchrun's variables alone: torchrun exit $rc0/$rc1;${why:+ $why}"
-fi
-
-# --- 3. kolo.torch with torchrun's variables handed to kolo
 run_pair hvd 60 "${TR_C10D[@]}" --rdzv_id hvd -- --api hvd
 show hvd
-why=$(results hvd hvd 0) || true
-if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ -z "$why" ]; then
-  pass "torchrun c10d, kolo.torch (KOLO_RANK=RANK, KOLO_SIZE=WORLD_SIZE, KOLO_ADDR=MASTER_ADDR:MASTER_PORT):" \
-    "hvd.allreduce/allgather/broadcast checked on every rank (${elapsed} s)"
-else
-  fail "torchrun c10d, kolo.torch: torchrun exit $rc0/$rc1;${why:+ $why}"
-  sed 's/^/    h0| /' "$WORK/hvd.h0.log" | tail -25
-fi
+verdict hvd hvd "torchrun c10d, kolo.torch with torchrun's variables alone: hvd.init() made the 4-rank world, hvd.allreduce/allgather/broadcast checked on every rank"
 
-# --- 3b. static rendezvous, kolo.torch's world through torch's env:// store (the agent's
-# store here), no KOLO_SECRET. (Scenario 3's hand-over cannot work here: MASTER_PORT is the
-# agent's own store, and rank 0's kolo store cannot bind it.)
+# --- 3. static rendezvous, kolo.torch's world through torch's env:// store (the agent's
+# store here), no KOLO_SECRET.
 run_pair hvdstore 60 env -u KOLO_SECRET "${TORCHRUN[@]}" --redirects 9:1 --tee 9:1 --nnodes 2 --nproc_per_node 2 \
-  --node_rank '{i}' --master_addr "$H0" --master_port 29500 --monitor_interval 1 -- --api hvd-store
+  --node_rank '{i}' --master_addr "$H0" --master_port 29500 --monitor_interval 1 -- --api hvd
 show hvdstore
-why=$(results hvdstore hvd-store 0) || true
-if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ -z "$why" ]; then
-  pass "torchrun static rendezvous, kolo.torch's world made through torch's store (no KOLO_SECRET):" \
-    "checked on every rank (${elapsed} s)"
-else
-  fail "torchrun static rendezvous, kolo.torch through torch's store: torchrun exit $rc0/$rc1;${why:+ $why}"
-  sed 's/^/    h0| /' "$WORK/hvdstore.h0.log" | tail -25
-fi
+verdict hvdstore hvd "torchrun static rendezvous, kolo.torch's world made through torch's store (no KOLO_SECRET), checked on every rank"
 
 # restart_check NAME API HOW: rank 1's planned death on attempt 0, both agents back with 0,
 # attempt 1 ok on every rank, no third attempt.
@@ -240,7 +210,7 @@ restart_check restarthvd hvd kill
 # shared memory in memfds: nothing to look for in /dev/shm).
 left=$(ip netns pids "$H0"; ip netns pids "$H1")
 if [ -z "$left" ]; then pass "no process left on the test hosts"
-else fail "processes left on the test hosts: $(ps -o pid=,args= -p "$(paste -sd, <<<"$left")" | head -5)"; fi
+else fail "processes left on the test hosts: $(ps -o pid=,args= -p "$(paste -sd, <<<"$left")" | sed -n 1,5p)"; fi
 
 [ "$failures" -eq 0 ] || { echo "torchrun_test: $failures check(s) failed"; exit 1; }
 echo "torchrun_test: all checks passed"

@@ -2,19 +2,15 @@
 hosts: kolo's collectives, values checked, one verdict line and one result file per rank
 and attempt.
 
-    torchrun_worker.py --api dist|hvd|hvd-plain|hvd-store --out DIR [--fail-rank R [--fail-how raise|kill]] [--big N]
+    torchrun_worker.py --api dist|hvd --out DIR [--fail-rank R [--fail-how raise|kill]] [--big N]
 
 --api dist: torch.distributed.init_process_group(backend="kolo") through env:// (torchrun's
   MASTER_ADDR/MASTER_PORT), then all_reduce (SUM, MAX, one large), all_gather, broadcast
   from a non-zero root, reduce_scatter and barrier through torch.distributed.
---api hvd: kolo.torch (Horovod's API): hvd.init() with torchrun's variables handed to kolo
-  as KOLO_RANK/KOLO_SIZE/KOLO_ADDR (kolo_init does not read RANK/WORLD_SIZE; see
-  torchrun_test.sh), then allreduce (Sum, Average, async, large), allgather and broadcast.
---api hvd-plain: hvd.init() with torchrun's variables alone: kolo.torch makes its world
-  through torch's env:// store (kolo/torch/_state.py); a world of 1 on every rank is the
-  verdict "NOWORLD".
---api hvd-store: the same under static rendezvous (torch's store is the agent's), run with
-  no KOLO_SECRET (the secret travels in kolo's unique id through torch's store).
+--api hvd: kolo.torch (Horovod's API): hvd.init() with torchrun's variables alone (kolo.torch
+  makes its world through torch's env:// store, kolo/torch/_state.py; a world of 1 on every
+  rank is the verdict "noworld"), then allreduce (Sum, Average, async, large), allgather and
+  broadcast.
 --fail-rank R: on torchrun's first attempt (TORCHELASTIC_RESTART_COUNT 0) rank R raises
   (--fail-how raise) or SIGKILLs itself (--fail-how kill) after kolo has come up and run one
   allreduce, while the others are entering the next one; torchrun's agents then restart the
@@ -30,7 +26,7 @@ import sys
 import time
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--api", choices=("dist", "hvd", "hvd-plain", "hvd-store"), required=True)
+parser.add_argument("--api", choices=("dist", "hvd"), required=True)
 parser.add_argument("--out", required=True)
 parser.add_argument("--fail-rank", type=int, default=-1)
 parser.add_argument("--fail-how", choices=("raise", "kill"), default="raise",
@@ -130,18 +126,10 @@ try:
         dist.barrier()
         dist.destroy_process_group()
     else:
-        if args.api == "hvd":
-            # kolo_init reads KOLO_RANK/KOLO_SIZE/KOLO_ADDR (engine/world.cc), not torchrun's
-            # RANK/WORLD_SIZE: handed over here. Rank 0 hosts kolo's store at MASTER_ADDR:
-            # MASTER_PORT, a port torchrun's c10d agent picked free for this attempt and that
-            # nothing else uses in a script without env://. KOLO_SECRET: from the test.
-            env.setdefault("KOLO_RANK", env["RANK"])
-            env.setdefault("KOLO_SIZE", env["WORLD_SIZE"])
-            env.setdefault("KOLO_ADDR", f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}")
         import kolo.torch as hvd
 
         hvd.init()
-        if args.api == "hvd-plain" and hvd.size() == 1 and size > 1:
+        if hvd.size() == 1 and size > 1:
             print(f"{label}: NOWORLD: hvd.init() under torchrun alone made a world of 1 (rank {hvd.rank()}), "
                   f"torchrun's WORLD_SIZE is {size}", flush=True)
             verdict("noworld")

@@ -37,6 +37,13 @@ class SlurmEnv {
     }
   }
   void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+  // Task `task` of `tasks` in step `step` of job `job`, as srun sets them.
+  void slurm_task(int task, int tasks, int job, int step) {
+    set("SLURM_PROCID", std::to_string(task));
+    set("SLURM_NTASKS", std::to_string(tasks));
+    set("SLURM_JOB_ID", std::to_string(job));
+    set("SLURM_STEP_ID", std::to_string(step));
+  }
 
  private:
   struct Saved {
@@ -55,10 +62,7 @@ std::string this_host() {
 
 TEST(WorldSlurm, ATaskOfAStepMeetsOnTheStepsFirstNode) {
   SlurmEnv env;
-  env.set("SLURM_PROCID", "3");
-  env.set("SLURM_NTASKS", "8");
-  env.set("SLURM_JOB_ID", "123456");
-  env.set("SLURM_STEP_ID", "2");
+  env.slurm_task(3, 8, 123456, 2);
   env.set("SLURM_JOB_NODELIST", "gpu[01-04]");
   env.set("SLURM_STEP_NODELIST", "gpu[03-04]");  // the step runs on part of the allocation
   auto w = world_from_environment();
@@ -98,10 +102,7 @@ TEST(WorldSlurm, TheBatchScriptsOwnProcessIsOneProcess) {
 
 TEST(WorldSlurm, RankZeroOnTheFirstNodeHostsTheStore) {
   SlurmEnv env;
-  env.set("SLURM_PROCID", "0");
-  env.set("SLURM_NTASKS", "2");
-  env.set("SLURM_JOB_ID", "5");
-  env.set("SLURM_STEP_ID", "0");
+  env.slurm_task(0, 2, 5, 0);
   env.set("SLURM_STEP_NODELIST", this_host() + ",other");
   auto w = world_from_environment();
   ASSERT_TRUE(w.ok()) << w.status().to_string();
@@ -110,10 +111,7 @@ TEST(WorldSlurm, RankZeroOnTheFirstNodeHostsTheStore) {
 
 TEST(WorldSlurm, RankZeroElsewhereIsAClearError) {
   SlurmEnv env;
-  env.set("SLURM_PROCID", "0");
-  env.set("SLURM_NTASKS", "2");
-  env.set("SLURM_JOB_ID", "5");
-  env.set("SLURM_STEP_ID", "0");
+  env.slurm_task(0, 2, 5, 0);
   env.set("SLURM_STEP_NODELIST", "not-this-host[1-2]");
   auto w = world_from_environment();
   ASSERT_FALSE(w.ok());
@@ -124,10 +122,7 @@ TEST(WorldSlurm, RankZeroElsewhereIsAClearError) {
 
 TEST(WorldSlurm, AnAddressGivenWins) {
   SlurmEnv env;
-  env.set("SLURM_PROCID", "0");
-  env.set("SLURM_NTASKS", "2");
-  env.set("SLURM_JOB_ID", "5");
-  env.set("SLURM_STEP_ID", "0");
+  env.slurm_task(0, 2, 5, 0);
   env.set("SLURM_STEP_NODELIST", "not-this-host1");
   env.set("KOLO_ADDR", "10.0.0.1:4000");
   auto w = world_from_environment();

@@ -147,6 +147,18 @@ Status launcher_agrees(int size) {
   return Status();
 }
 
+// The rank and size a launcher set, parsed into `w` (errors name the variable).
+Status take_rank_and_size(WorldInfo& w, const char* rank_var, const std::string& rank_text, const char* size_var,
+                          const std::string& size_text) {
+  auto rank = parse_rank_variable(rank_var, rank_text);
+  if (!rank.ok()) return rank.status();
+  auto size = parse_rank_variable(size_var, size_text);
+  if (!size.ok()) return size.status();
+  w.rank = rank.value();
+  w.size = size.value();
+  return Status();
+}
+
 Status rank_in_range(const WorldInfo& w) {
   if (w.size < 1) return error(Code::kInvalidArgument, "world size ", w.size, " from ", w.source, " must be >= 1");
   if (w.rank >= w.size) {
@@ -193,44 +205,24 @@ std::atomic<int> g_world_count{0};
 Result<WorldInfo> world_from_environment() {
   WorldInfo w;
   if (env_is_set("KOLO_RANK") && env_is_set("KOLO_SIZE")) {
-    auto rank = parse_rank_variable("KOLO_RANK", env_string("KOLO_RANK"));
-    auto size = parse_rank_variable("KOLO_SIZE", env_string("KOLO_SIZE"));
-    if (!rank.ok()) return rank.status();
-    if (!size.ok()) return size.status();
-    w.rank = rank.value();
-    w.size = size.value();
+    KOLO_TRY(take_rank_and_size(w, "KOLO_RANK", env_string("KOLO_RANK"), "KOLO_SIZE", env_string("KOLO_SIZE")));
     w.source = env_string("KOLO_LAUNCHER") == "kolorun" ? "kolorun" : "KOLO_RANK";
     w.host_store = w.source != "kolorun" && w.rank == 0;
     if (w.source == "KOLO_RANK") KOLO_TRY(launcher_agrees(w.size));
   } else if (std::getenv("OMPI_COMM_WORLD_RANK") && std::getenv("OMPI_COMM_WORLD_SIZE")) {
-    auto rank = parse_rank_variable("OMPI_COMM_WORLD_RANK", std::getenv("OMPI_COMM_WORLD_RANK"));
-    auto size = parse_rank_variable("OMPI_COMM_WORLD_SIZE", std::getenv("OMPI_COMM_WORLD_SIZE"));
-    if (!rank.ok()) return rank.status();
-    if (!size.ok()) return size.status();
-    w.rank = rank.value();
-    w.size = size.value();
+    KOLO_TRY(take_rank_and_size(w, "OMPI_COMM_WORLD_RANK", std::getenv("OMPI_COMM_WORLD_RANK"), "OMPI_COMM_WORLD_SIZE", std::getenv("OMPI_COMM_WORLD_SIZE")));
     w.source = "Open MPI";
     w.host_store = w.rank == 0;
   } else if (std::getenv("PMI_RANK") && std::getenv("PMI_SIZE")) {
     // MPICH's Hydra (mpiexec; Intel MPI's and MVAPICH's too). Before Slurm: Hydra under
     // Slurm starts its proxies with srun, and its ranks inherit a proxy's SLURM_PROCID.
-    auto rank = parse_rank_variable("PMI_RANK", std::getenv("PMI_RANK"));
-    auto size = parse_rank_variable("PMI_SIZE", std::getenv("PMI_SIZE"));
-    if (!rank.ok()) return rank.status();
-    if (!size.ok()) return size.status();
-    w.rank = rank.value();
-    w.size = size.value();
+    KOLO_TRY(take_rank_and_size(w, "PMI_RANK", std::getenv("PMI_RANK"), "PMI_SIZE", std::getenv("PMI_SIZE")));
     w.source = "MPICH (Hydra)";
     w.host_store = w.rank == 0;
   } else if (std::getenv("SLURM_PROCID") && std::getenv("SLURM_NTASKS") && std::getenv("SLURM_STEP_ID")) {
     // A task of a job step (srun). A batch script's own process has SLURM_PROCID 0 and the
     // job's task count too, but no step: it is one process, not rank 0 of a world.
-    auto rank = parse_rank_variable("SLURM_PROCID", std::getenv("SLURM_PROCID"));
-    auto size = parse_rank_variable("SLURM_NTASKS", std::getenv("SLURM_NTASKS"));
-    if (!rank.ok()) return rank.status();
-    if (!size.ok()) return size.status();
-    w.rank = rank.value();
-    w.size = size.value();
+    KOLO_TRY(take_rank_and_size(w, "SLURM_PROCID", std::getenv("SLURM_PROCID"), "SLURM_NTASKS", std::getenv("SLURM_NTASKS")));
     w.source = "Slurm";
     w.host_store = w.rank == 0;
     if (!env_is_set("KOLO_ADDR")) KOLO_TRY(slurm_store_address(w));

@@ -6,6 +6,7 @@ import atexit
 import ctypes
 
 from kolo import _capi
+from kolo.torch._launch import launched
 
 comm = None  # kolo_comm_t of the world, or None before init()
 
@@ -124,7 +125,6 @@ def init():
     global comm
     if comm is not None:
         return
-    from kolo.torch.distributed import launched  # (a module that imports this one)
     launch = launched()
     out = ctypes.c_void_p()
     if launch.launcher == "torchrun" and launch.size > 1:

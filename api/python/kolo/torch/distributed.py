@@ -24,7 +24,6 @@ import stat
 import sys
 import tempfile
 import weakref
-from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -32,6 +31,7 @@ from torch.distributed.constants import default_pg_timeout
 from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_future
 
 from kolo import _capi
+from kolo.torch._launch import Launch, launched  # noqa: F401 - kolo.torch.distributed.launched
 from kolo.torch._ops import _stream, as_bytes, kolo_dtype
 
 _OPS = {dist.ReduceOp.SUM: _capi.OP_SUM, dist.ReduceOp.PRODUCT: _capi.OP_PROD, dist.ReduceOp.MIN: _capi.OP_MIN,
@@ -341,25 +341,10 @@ class KoloProcessGroup(ProcessGroup):
         for o, i in zip(outputs, inputs):
             _carried(o, "alltoall")
             _carried(i, "alltoall")
-        # The sends and receives run at the group's end: their buffers must live until
-        # then (contiguous copies kept here), and strided outputs are filled afterwards.
-        srcs = [i.contiguous() for i in inputs]
-        dsts = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format)
-                for o in outputs]
-        _capi.check(_capi.lib.kolo_group_start())
-        try:
-            for q in range(self._size):
-                src, dst = srcs[q], dsts[q]
-                if q == self._rank:
-                    dst.copy_(src)
-                    continue
-                _capi.check(_capi.lib.kolo_send(_ptr(src), src.numel(), kolo_dtype(src), q, self._comm, _stream(src)))
-                _capi.check(_capi.lib.kolo_recv(_ptr(dst), dst.numel(), kolo_dtype(dst), q, self._comm, _stream(dst)))
-        finally:
-            _capi.check(_capi.lib.kolo_group_end())
-        for d, o in zip(dsts, outputs):
-            if d is not o:
-                o.copy_(d)
+        me = self._rank
+        others = [q for q in range(self._size) if q != me]
+        self._exchange([(q, inputs[q]) for q in others], [(q, outputs[q]) for q in others])
+        outputs[me].copy_(inputs[me])
         return _Done(outputs)
 
     def send(self, tensors, dst, tag):
@@ -400,7 +385,9 @@ class KoloProcessGroup(ProcessGroup):
 
     def _exchange(self, sends, recvs):
         """Point-to-point in one group: sends [(peer, tensor)], recvs [(peer, tensor)]; the
-        received tensors filled when it returns (strided ones through contiguous copies)."""
+        received tensors filled when it returns. The sends and receives run at the group's
+        end: their buffers live until then (contiguous copies kept here), and strided
+        outputs are filled afterwards."""
         srcs = [(q, t.contiguous()) for q, t in sends]
         dsts = [(q, t, t if t.is_contiguous() else torch.empty_like(t, memory_format=torch.contiguous_format))
                 for q, t in recvs]
@@ -418,6 +405,15 @@ class KoloProcessGroup(ProcessGroup):
             if d is not t:
                 t.copy_(d)
 
+    def _check_pieces(self, what, kind, pieces, like):
+        """The root's list of a scatter or gather: one tensor per rank, each like `like`."""
+        if len(pieces) != self._size:
+            raise ValueError(f"kolo backend: {what} wants {self._size} {kind}, got {len(pieces)}")
+        for t in pieces:
+            if t.numel() != like.numel() or t.dtype != like.dtype:
+                raise ValueError(f"kolo backend: {what}: {kind} of {t.numel()} {t.dtype} where this rank has "
+                                 f"{like.numel()} {like.dtype}")
+
     def scatter(self, outputs, input_lists, opts=None):
         """torch's scatter: the root's input_lists[0][r] goes to rank r's outputs[0]."""
         root = (opts or dist.ScatterOptions()).rootRank
@@ -426,12 +422,7 @@ class KoloProcessGroup(ProcessGroup):
         out = outputs[0]
         if self._rank == root:
             pieces = input_lists[0] if input_lists else []
-            if len(pieces) != self._size:
-                raise ValueError(f"kolo backend: scatter from rank {root} wants {self._size} inputs, got {len(pieces)}")
-            for t in pieces:
-                if t.numel() != out.numel() or t.dtype != out.dtype:
-                    raise ValueError(f"kolo backend: scatter input of {t.numel()} {t.dtype} for an output of "
-                                     f"{out.numel()} {out.dtype}")
+            self._check_pieces(f"scatter from rank {root}", "inputs", pieces, out)
             self._exchange([(q, pieces[q]) for q in range(self._size) if q != root], [])
             out.copy_(pieces[root].view_as(out))
         else:
@@ -446,12 +437,7 @@ class KoloProcessGroup(ProcessGroup):
         inp = inputs[0]
         if self._rank == root:
             outs = output_lists[0] if output_lists else []
-            if len(outs) != self._size:
-                raise ValueError(f"kolo backend: gather to rank {root} wants {self._size} outputs, got {len(outs)}")
-            for t in outs:
-                if t.numel() != inp.numel() or t.dtype != inp.dtype:
-                    raise ValueError(f"kolo backend: gather output of {t.numel()} {t.dtype} for an input of "
-                                     f"{inp.numel()} {inp.dtype}")
+            self._check_pieces(f"gather to rank {root}", "outputs", outs, inp)
             self._exchange([], [(q, outs[q]) for q in range(self._size) if q != root])
             outs[root].copy_(inp.view_as(outs[root]))
         else:
@@ -513,77 +499,6 @@ DEVICES = ("cpu", "cuda")  # what the kolo backend carries
 
 if not hasattr(dist.Backend, "KOLO"):  # once per process
     dist.Backend.register_backend("kolo", _create, **_registration_options(dist.Backend.register_backend))
-
-
-class Launch(NamedTuple):
-    """Where this process stands in the job its launcher started."""
-    rank: int
-    size: int
-    local_rank: int  # among the ranks on this host
-    local_size: int  # ranks on this host; 0 where the launcher does not say
-    launcher: str    # "kolorun", "KOLO_RANK" (set by hand), "torchrun", "Open MPI", "Slurm", "single process"
-    job: str         # a name the launcher gives this job, the same on every rank ("" if none)
-
-
-def _int(name, default=None):
-    text = os.environ.get(name)
-    if text is None or text == "":
-        if default is None:
-            raise ValueError(f"kolo: {name} is not set")
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"kolo: {name}={text!r} is not a number") from None
-    if value < 0:
-        raise ValueError(f"kolo: {name}={text!r} is negative")
-    return value
-
-
-def launched():
-    """The rank and size this process was started with, from the variables of its launcher:
-    kolorun (or a hand-made launch) KOLO_RANK/KOLO_SIZE, torchrun RANK/WORLD_SIZE, Open
-    MPI's mpirun OMPI_COMM_WORLD_RANK/SIZE, MPICH's mpiexec PMI_RANK/PMI_SIZE, Slurm's srun
-    SLURM_PROCID/SLURM_NTASKS (of a step), in that order (torchrun inside an mpirun or srun allocation is the launcher of this process);
-    none of them: a single process. As kolo_init reads them, torchrun's added."""
-    env = os.environ
-
-    def has(*names):
-        return all(env.get(n) for n in names)
-
-    if has("KOLO_RANK", "KOLO_SIZE"):
-        rank, size = _int("KOLO_RANK"), _int("KOLO_SIZE")
-        local_rank, local_size = _int("KOLO_LOCAL_RANK", rank), _int("KOLO_LOCAL_SIZE", 0)
-        launcher = "kolorun" if env.get("KOLO_LAUNCHER") == "kolorun" else "KOLO_RANK"
-        job = env.get("KOLO_ADDR", "")
-    elif has("RANK", "WORLD_SIZE"):
-        rank, size = _int("RANK"), _int("WORLD_SIZE")
-        local_rank, local_size = _int("LOCAL_RANK", rank), _int("LOCAL_WORLD_SIZE", 0)
-        launcher = "torchrun"
-        job = env.get("TORCHELASTIC_RUN_ID") or (f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
-                                                 if has("MASTER_ADDR", "MASTER_PORT") else "")
-    elif has("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
-        rank, size = _int("OMPI_COMM_WORLD_RANK"), _int("OMPI_COMM_WORLD_SIZE")
-        local_rank = _int("OMPI_COMM_WORLD_LOCAL_RANK", rank)
-        local_size = _int("OMPI_COMM_WORLD_LOCAL_SIZE", 0)
-        launcher = "Open MPI"
-        job = env.get("PMIX_NAMESPACE") or env.get("OMPI_MCA_ess_base_jobid", "")
-    elif has("PMI_RANK", "PMI_SIZE"):
-        rank, size = _int("PMI_RANK"), _int("PMI_SIZE")
-        local_rank, local_size = _int("MPI_LOCALRANKID", rank), _int("MPI_LOCALNRANKS", 0)
-        launcher = "MPICH (Hydra)"
-        job = env.get("KOLO_ADDR", "")
-    elif has("SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID"):  # a step's task, not the batch script
-        rank, size = _int("SLURM_PROCID"), _int("SLURM_NTASKS")
-        local_rank = _int("SLURM_LOCALID", rank)
-        local_size = size if env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES")) == "1" else 0
-        launcher = "Slurm"
-        job = f"{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '0')}" if env.get("SLURM_JOB_ID") else ""
-    else:
-        return Launch(0, 1, 0, 1, "single process", "")
-    if size < 1 or rank >= size:
-        raise ValueError(f"kolo: rank {rank} of {size} (from {launcher}) is not a rank of the job")
-    return Launch(rank, size, local_rank, local_size, launcher, job)
 
 
 def _private_store(launch, timeout):

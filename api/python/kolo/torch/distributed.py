@@ -8,7 +8,9 @@ the job's secret: the store must be one the job trusts, as for NCCL's unique id)
 CUDA tensors: CUDA collectives are enqueued on torch's current stream of the tensor's
 device (kolo's device path), so later work on that stream sees their results. Allreduces of one contiguous tensor (DDP's buckets) go through kolo's runtime and
 return at once, their futures completing on the runtime's thread; the other collectives
-run to completion when called (kolo's host calls block), returning finished work.
+run to completion when called (kolo's host calls block), returning finished work. Sends
+and receives wait until their Work is waited on (or the next collective), then run together
+(_P2PWork); a receive from any source finds its sender through counts in torch's store.
 
 `kolo.torch.distributed.init_process_group()` does the same for a script started by
 kolorun, mpirun (Open MPI), srun or torchrun: the rank and size from whichever launcher set
@@ -23,6 +25,7 @@ import re
 import stat
 import sys
 import tempfile
+import time
 import weakref
 
 import torch
@@ -117,6 +120,55 @@ def _ptr(t):
     return ctypes.c_void_p(t.data_ptr())
 
 
+class _P2PWork(Work):
+    """An isend or irecv (torch's Python layer hands its Work to the script). kolo's send
+    and recv block until the peer's call matches, so a posted call waits in its group's
+    list and runs, with every call posted before it, as one kolo group (where a send and a
+    receive do not wait for each other) when a Work of them is waited on or polled, when
+    batch_isend_irecv ends, or before the group's next collective (kolo runs a rank's calls
+    in program order): two ranks that each isend before they irecv do not deadlock."""
+
+    def __init__(self, group, tensors):
+        super().__init__()
+        self._group, self._tensors = group, tensors
+        self._done, self._error, self._source = False, None, -1
+
+    def wait(self, timeout=None):
+        if not self._done:
+            self._group._run_p2p()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def is_completed(self):
+        self.wait()
+        return True
+
+    def is_success(self):
+        return self.is_completed() and self._error is None
+
+    def exception(self):
+        return self._error
+
+    def result(self):
+        self.wait()
+        return self._tensors
+
+    def get_future(self):
+        future = torch.futures.Future()
+        try:
+            self.wait()
+            future.set_result(self._tensors)
+        except Exception as e:
+            future.set_exception(e)
+        return future
+
+    def _source_rank(self):
+        """The sender of a receive from any source (torch's dist.recv(src=None) asks)."""
+        self.wait()
+        return self._source
+
+
 class KoloProcessGroup(ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
@@ -137,6 +189,12 @@ class KoloProcessGroup(ProcessGroup):
         self._comm = comm
         self._sequence = 0
         self._in_flight = []  # (request, tensor, callback, options) of runtime allreduces
+        # Point-to-point: the calls posted and not yet run ([kind, peer, tensor, work]; peer
+        # None: a receive from any source), and, for receives from any source, the messages
+        # taken from each peer (the store counts those each peer sent: see _any_sender).
+        self._store, self._timeout = store, timeout
+        self._p2p = []
+        self._taken = [0] * size
         _live.add(self)
 
     def shutdown(self):
@@ -166,8 +224,9 @@ class KoloProcessGroup(ProcessGroup):
         return "kolo"
 
     def _each(self, tensors, what, fn, any_dtype=False):
-        """fn on each tensor, contiguous; any_dtype: fn only moves bytes (broadcast, send,
-        recv), so a dtype kolo does not carry (DDP's bool buffers) goes as its bytes."""
+        """fn on each tensor, contiguous; any_dtype: fn only moves bytes (broadcast), so a
+        dtype kolo does not carry (DDP's bool buffers) goes as its bytes."""
+        self._run_p2p()
         for t in tensors:
             _carried(t, what, any_dtype)
             buf = t if t.is_contiguous() else t.contiguous()
@@ -180,6 +239,8 @@ class KoloProcessGroup(ProcessGroup):
     # not (process_group.allreduce(tensors)); torch's defaults then (SUM, root 0).
     def allreduce(self, tensors, opts=None):
         op = _op((opts or dist.AllreduceOptions()).reduceOp)
+        if any(t.is_sparse for t in tensors):
+            return self._sparse_allreduce(tensors, op)
         if len(tensors) == 1 and tensors[0].is_contiguous():
             from_python = sys._getframe(1).f_code.co_filename.endswith(_C10D_FILE)
             return self._allreduce_async(tensors[0], op, from_python)
@@ -202,6 +263,7 @@ class KoloProcessGroup(ProcessGroup):
         a future does not raise in torch 1.13.) from_python: called by
         torch.distributed's Python functions, whose Work stays in Python: a _RuntimeWork,
         whose wait() raises."""
+        self._run_p2p()
         self._reap()
         future = torch.futures.Future()
         result_future = future.then(_raise_failure)
@@ -245,6 +307,40 @@ class KoloProcessGroup(ProcessGroup):
             if entry[0].value:
                 _capi.lib.kolo_request_free(entry[0])
 
+    def _sparse_allreduce(self, tensors, op):
+        """As Gloo's: this rank's tensors summed and coalesced, every rank's indices and values
+        gathered (their counts first), the whole coalesced again: each tensor becomes the sum.
+        On the host, as Gloo's (a CUDA tensor's result is copied back to its device)."""
+        if op != _capi.OP_SUM:
+            raise ValueError("kolo backend: a sparse allreduce sums (ReduceOp.SUM), as Gloo's")
+        mine = tensors[0].cpu()
+        for t in tensors[1:]:
+            mine = mine + t.cpu()
+        mine = mine.coalesce()
+        indices = mine._indices().t().contiguous()  # nnz x sparse_dim
+        values = mine._values().contiguous()  # nnz x the dense dimensions
+        nnz = torch.empty(self._size, dtype=torch.int64)
+        self._allgather_base(nnz, torch.tensor([indices.shape[0]], dtype=torch.int64))
+        nnz = nnz.tolist()
+        every_index = self._allgatherv(indices, nnz).view(-1, indices.shape[1])
+        every_value = self._allgatherv(values, nnz).view(-1, *values.shape[1:])
+        total = torch.sparse_coo_tensor(every_index.t(), every_value, mine.shape).coalesce()
+        for t in tensors:
+            t.copy_(total.to(t.device))
+        return _Done(tensors)
+
+    def _allgatherv(self, mine, rows):
+        """Every rank's rows of `mine` (a contiguous host tensor; rows[r] from rank r), one
+        after the other; as bytes, any dtype."""
+        row = torch.Size(mine.shape[1:]).numel() * mine.element_size()  # bytes
+        counts = (ctypes.c_size_t * self._size)(*[r * row for r in rows])
+        displs = (ctypes.c_size_t * self._size)(*[sum(rows[:r]) * row for r in range(self._size)])
+        out = torch.empty((sum(rows),) + tuple(mine.shape[1:]), dtype=mine.dtype)
+        src, dst = mine.reshape(-1).view(torch.uint8), out.reshape(-1).view(torch.uint8)
+        _capi.check(_capi.lib.kolo_allgatherv(_ptr(src), src.numel(), _ptr(dst), counts, displs, _capi.UINT8,
+                                              self._comm, None))
+        return out
+
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
 
@@ -260,6 +356,7 @@ class KoloProcessGroup(ProcessGroup):
             _ptr(b), _ptr(b), b.numel(), kolo_dtype(b), op, root, self._comm, _stream(b))))
 
     def _allgather_base(self, output, input, opts=None):
+        self._run_p2p()
         _carried(output, "allgather")
         _carried(input, "allgather")
         src = input.contiguous()
@@ -281,6 +378,7 @@ class KoloProcessGroup(ProcessGroup):
         return _Done(output_lists)
 
     def _reduce_scatter_base(self, output, input, opts=None):
+        self._run_p2p()
         opts = opts or dist.ReduceScatterOptions()
         _carried(output, "reduce_scatter")
         _carried(input, "reduce_scatter")
@@ -301,6 +399,7 @@ class KoloProcessGroup(ProcessGroup):
         return _Done(outputs)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        self._run_p2p()
         _carried(output, "alltoall")
         _carried(input, "alltoall")
         n = self._size
@@ -347,15 +446,76 @@ class KoloProcessGroup(ProcessGroup):
         outputs[me].copy_(inputs[me])
         return _Done(outputs)
 
-    def send(self, tensors, dst, tag):
-        return self._each(tensors, "send", lambda b: _capi.check(_capi.lib.kolo_send(
-            _ptr(b), b.numel(), kolo_dtype(b), dst, self._comm, _stream(b))), any_dtype=True)
+    # Point-to-point (_P2PWork says when a posted call runs). Tags are not matched: kolo
+    # has none, and the messages between two ranks arrive in the order they were sent.
+    def send(self, tensors, dst, tag=0):
+        work = self._post("send", dst, tensors)
+        # Counted in the store, for a receive from any source on dst (_any_sender).
+        self._store.add(f"kolo/sent/{self._rank}/{dst}", len(tensors))
+        return work
 
-    def recv(self, tensors, src, tag):
-        return self._each(tensors, "recv", lambda b: _capi.check(_capi.lib.kolo_recv(
-            _ptr(b), b.numel(), kolo_dtype(b), src, self._comm, _stream(b))), any_dtype=True)
+    def recv(self, tensors, src, tag=0):
+        work = self._post("recv", src, tensors)
+        self._taken[src] += len(tensors)
+        return work
+
+    def recv_anysource(self, tensors, tag=0):
+        return self._post("recv", None, tensors)
+
+    def _post(self, kind, peer, tensors):
+        work = _P2PWork(self, tensors)
+        for t in tensors:
+            _carried(t, kind, any_dtype=True)
+            self._p2p.append([kind, peer, t, work])
+        return work
+
+    def _run_p2p(self):
+        """Runs the point-to-point calls posted so far, in order, as kolo groups: one up to
+        each receive from any source, whose sender is found (and counted) only then, since
+        that sender may be waiting for the calls before it."""
+        calls, self._p2p = self._p2p, []
+        at = 0
+        try:
+            while at < len(calls):
+                if calls[at][1] is None:
+                    calls[at][1] = calls[at][3]._source = self._any_sender()
+                    self._taken[calls[at][1]] += 1
+                end = next((i for i in range(at + 1, len(calls)) if calls[i][1] is None), len(calls))
+                self._exchange([(c[1], c[2]) for c in calls[at:end] if c[0] == "send"],
+                               [(c[1], c[2]) for c in calls[at:end] if c[0] == "recv"])
+                for c in calls[at:end]:
+                    c[3]._done = True
+                at = end
+        except BaseException as e:
+            for c in calls[at:]:
+                c[3]._done, c[3]._error = True, e
+            raise
+
+    def _any_sender(self):
+        """The first peer that has sent this rank more messages than it has taken from that
+        peer (each send adds to a count in the store): waits for one, until the group's
+        timeout."""
+        deadline = time.monotonic() + self._timeout.total_seconds()
+        pause = 1e-4
+        while True:
+            for q in range(self._size):
+                if q != self._rank and self._store.add(f"kolo/sent/{q}/{self._rank}", 0) > self._taken[q]:
+                    return q
+            if time.monotonic() > deadline:
+                raise _capi.KoloError(_capi.ERR_TIMEOUT, f"kolo backend: rank {self._rank}: no message from any "
+                                                         f"rank within {self._timeout}")
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
+
+    # batch_isend_irecv: its calls run together when it ends.
+    def _start_coalescing(self):
+        pass
+
+    def _end_coalescing(self, reqs=None):
+        self._run_p2p()
 
     def barrier(self, opts=None):
+        self._run_p2p()
         _capi.check(_capi.lib.kolo_barrier(self._comm))
         return _Done([])
 
@@ -388,6 +548,7 @@ class KoloProcessGroup(ProcessGroup):
         received tensors filled when it returns. The sends and receives run at the group's
         end: their buffers live until then (contiguous copies kept here), and strided
         outputs are filled afterwards."""
+        self._run_p2p()  # a no-op when it runs them
         srcs = [(q, t.contiguous()) for q, t in sends]
         dsts = [(q, t, t if t.is_contiguous() else torch.empty_like(t, memory_format=torch.contiguous_format))
                 for q, t in recvs]

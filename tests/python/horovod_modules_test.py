@@ -63,6 +63,10 @@ def variables():
     notes = hvd._horovod_environment(env)
     expect(env.get("KOLO_STALL_CHECK_TIME") == "0", f"HOROVOD_STALL_CHECK_DISABLE: {env}")
     expect(any("MARK_CYCLES" in s for s in notes), f"mark cycles noted: {notes}")
+    # HOROVOD_TIMELINE=DYNAMIC (Horovod's own suite sets it): no file until start_timeline().
+    env = {"HOROVOD_TIMELINE": "DYNAMIC"}
+    hvd._horovod_environment(env)
+    expect("KOLO_TIMELINE" not in env, f"HOROVOD_TIMELINE=DYNAMIC is not a file's name: {env}")
 
 
 @section

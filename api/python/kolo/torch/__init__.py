@@ -51,6 +51,8 @@ def _horovod_environment(environ=None):
         value = env.get(horovod)
         if value is None:
             continue
+        if horovod == "HOROVOD_TIMELINE" and value == "DYNAMIC":
+            continue  # Horovod's word for "no file until start_timeline()", not a file's name
         if horovod == "HOROVOD_AUTOTUNE":
             value = "1" if value.strip().lower() in ("1", "true", "yes", "on") else "0"
         mine = env.get(kolo)

@@ -228,6 +228,14 @@ kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_e
   });
 }
 
+kolo_result_t kolo_comm_dump(kolo_comm_t comm, const char* folder) {
+  return api_call("kolo_comm_dump", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    kolo::Result<std::string> path = comm->impl->dump_trace(folder != nullptr ? folder : "");
+    return path.status();
+  });
+}
+
 int kolo_comm_rank(kolo_comm_t comm) { return query(comm, "kolo_comm_rank", &kolo::Communicator::rank); }
 int kolo_comm_size(kolo_comm_t comm) { return query(comm, "kolo_comm_size", &kolo::Communicator::size); }
 int kolo_comm_local_rank(kolo_comm_t comm) {

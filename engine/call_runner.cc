@@ -1,5 +1,6 @@
 #include "engine/call_runner.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "support/log.h"
@@ -22,6 +23,12 @@ std::string spec_key(const CollSpec& spec, bool grouped) {
   for (size_t d : spec.displs) key << ',' << d;
   key << (grouped ? "/g" : "");
   return key.str();
+}
+
+std::string two_decimals(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", x);
+  return text;
 }
 
 bool same_plan_key(const CollSpec& a, const CollSpec& b) {
@@ -144,6 +151,7 @@ Status CallRunner::run_host(const CollCall* calls, size_t n, const std::shared_p
   std::lock_guard<std::mutex> lock(lock_);
   KOLO_TRY(env_.usable());
   begin();
+  call_number_ = 0;  // a chunk of a device call: numbered among the host calls
   host_calls_.clear();
   for (size_t i = 0; i < n; ++i) {
     const Plan* given = plans != nullptr ? plans[i].get() : nullptr;
@@ -161,17 +169,24 @@ Status CallRunner::execute(const PlannedCall* calls, size_t n) {
     return env_.fail(error(Code::kInternal, "rank ", env_.rank, ": the ", executor_name(p.executor),
                            " executor cannot run on this communicator"));
   }
-  Status status = executor->run(calls, n, call_deadline_ != nullptr ? *call_deadline_ : Deadline(env_.timeout_seconds));
+  const double timeout = env_.timeout_seconds;
+  const Deadline deadline = call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout);
+  Status status = executor->run(calls, n, deadline);
   if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
   if (status.ok()) return Status();
   // Which call failed, as every rank numbers it (collectives run in the same order on all):
-  // the communicator's collective count, the collective, its count and dtype.
+  // the communicator's collective count, the collective, its count and dtype, and how long
+  // this rank waited in it.
   const CollSpec& spec = calls[0].call.spec;
   const bool p2p = spec.kind == CollKind::kSend || spec.kind == CollKind::kRecv;
+  const std::string waited =
+      call_deadline_ != nullptr ? std::string() : str_cat(", failed after ", two_decimals(timeout - deadline.remaining_seconds()), " s");
   return env_.fail(status.with_context(
-      p2p ? str_cat(coll_name(spec.kind), " of ", spec.count, " x ", dtype_name(spec.dtype), " with rank ", spec.peer, ": ")
-          : str_cat("collective call ", collective_seq_, " (", coll_name(spec.kind), " of ", spec.count, " x ",
-                    dtype_name(spec.dtype), n > 1 ? str_cat(", first of a group of ", n) : std::string(), "): ")));
+      p2p ? str_cat(coll_name(spec.kind), " of ", spec.count, " x ", dtype_name(spec.dtype), " with rank ", spec.peer,
+                    waited, ": ")
+          : str_cat("collective call ", call_number_ != 0 ? call_number_ : uint64_t{collective_seq_}, " (",
+                    coll_name(spec.kind), " of ", spec.count, " x ", dtype_name(spec.dtype),
+                    n > 1 ? str_cat(", first of a group of ", n) : std::string(), waited, "): ")));
 }
 
 }  // namespace kolo

@@ -66,6 +66,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   lap(times.barrier);
   // Past the barrier every rank of the host is done with its host's store.
   comm->local_store_.reset();
+  // Recorded and numbered from here: the init's own barrier is no call of the user's.
+  comm->collectives_ = 0;
+  if (const size_t capacity = trace_capacity()) {
+    comm->recorder_ = std::make_unique<FlightRecorder>(capacity, comm->id_.prefix, comm->id_.rank, comm->id_.size);
+    arm_trace_signal();
+  }
   comm->startup_ = times;
   log_info(Subsys::kInit, "communicator ", comm->id_.prefix, ": rank ", comm->rank(), " of ", comm->size(),
            ", local ", comm->local_rank_, "/", comm->local_size_, ", cross ", comm->cross_rank_, "/",
@@ -93,6 +99,7 @@ Status Communicator::read_environment() {
     return error(Code::kInvalidArgument, "KOLO_BACKEND='", backend, "' is not kolo or nccl");
   }
   nccl_backend_ = backend == "nccl";
+  dump_on_failure_ = env_is_set("KOLO_TRACE_DIR");
   return Status();
 }
 
@@ -181,10 +188,11 @@ Status Communicator::fail(Status status) {
   // which ranks are gone: what this rank saw is often only a survivor's echo.
   const bool marks = status.code() == Code::kRemote || status.code() == Code::kTimeout;
   if (first && marks && liveness_) {
-    (void)mark_rank_failed(*liveness_->client, live_prefix(id_.prefix), id_.rank, status.message());
+    (void)mark_rank_failed(*liveness_->client, live_prefix(id_.prefix), id_.rank, status.message(),
+                           status.code() == Code::kTimeout);
   }
   connections_->fail(status.message());
-  if (first && status.code() == Code::kRemote && liveness_) {
+  if (first && marks && liveness_) {
     status = name_ranks_gone(status, *liveness_->client, live_prefix(id_.prefix), id_.size, id_.rank, kNameGoneSeconds,
                              liveness_ == store_ && id_.rank != 0);
     std::lock_guard<std::mutex> lock(failed_mutex_);
@@ -209,9 +217,11 @@ Status Communicator::usable() {
 
 // A blocking (host) call first lets the device calls queued before it finish, so that
 // every rank runs its calls in the order it made them.
-Status Communicator::drain_device() {
+Status Communicator::drain_device(bool* waited) {
   for (Executor* executor : queueing_) {
-    if (executor->busy()) KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
+    if (!executor->busy()) continue;
+    if (waited != nullptr) *waited = true;
+    KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
   }
   return Status();
 }
@@ -224,24 +234,63 @@ Status Communicator::room_for_device(const CollCall* calls, size_t n) {
   return Status();
 }
 
-Status Communicator::run(const CollCall& call) {
-  KOLO_TRY(device::assert_may_block("a collective call"));
-  KOLO_TRY(call.spec.device ? room_for_device(&call, 1) : drain_device());
-  std::lock_guard<std::mutex> lock(runner_->lock());
-  return run_locked(&call, 1);
-}
+Status Communicator::run(const CollCall& call) { return run_calls(&call, 1); }
 
 Status Communicator::run_group(const std::vector<CollCall>& calls) {
-  KOLO_TRY(device::assert_may_block("a group of calls"));
   bool device = false, host = false;
   for (const CollCall& c : calls) (c.spec.device ? device : host) = true;
   if (device && host) {
     return error(Code::kInvalidArgument, "a group mixes host and device buffers on rank ", id_.rank,
                  "; put them in separate groups");
   }
-  KOLO_TRY(host ? drain_device() : room_for_device(calls.data(), calls.size()));
-  std::lock_guard<std::mutex> lock(runner_->lock());
-  return run_locked(calls.data(), calls.size());
+  return run_calls(calls.data(), calls.size());
+}
+
+// The flight recorder sees each call enter, start (once this thread holds the call lock and
+// the device work before it is done) and end; the ticks cost about 10 ns each, so an
+// uncontended host call takes its start from its entry.
+Status Communicator::run_calls(const CollCall* calls, size_t n) {
+  const uint64_t entered = recorder_ ? trace_ticks() : 0;
+  KOLO_TRY(device::assert_may_block(n == 1 ? "a collective call" : "a group of calls"));
+  const bool on_device = n > 0 && calls[0].spec.device;
+  bool waited = on_device;
+  KOLO_TRY(on_device ? room_for_device(calls, n) : drain_device(&waited));
+  std::unique_lock<std::mutex> lock(runner_->lock(), std::try_to_lock);
+  if (!lock.owns_lock()) waited = true, lock.lock();
+  const uint64_t first_seq = collectives_ + 1;
+  size_t slot = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool p2p = calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
+    if (!p2p) ++collectives_;
+    if (!recorder_) continue;
+    const size_t s = recorder_->entered(calls[i].spec, collectives_, static_cast<uint16_t>(std::min<size_t>(i, 0xffff)),
+                                        static_cast<uint16_t>(std::min<size_t>(n, 0xffff)), entered);
+    if (i == 0) slot = s;
+  }
+  if (recorder_) {
+    const uint64_t started = waited ? trace_ticks() : entered;
+    for (size_t i = 0; i < n; ++i) recorder_->started(slot + i, started);
+  }
+  runner_->set_call_number(first_seq);
+  Status status = run_locked(calls, n);
+  if (recorder_) {
+    const uint64_t ended = trace_ticks();
+    for (size_t i = 0; i < n; ++i) recorder_->ended(slot + i, runner_->last_plan(), status.ok(), ended);
+  }
+  // The first failure is dumped where KOLO_TRACE_DIR asks for it (a refusal is no failure).
+  if (!status.ok() && dump_on_failure_ && !dumped_failure_ && !async_error().ok()) {
+    dumped_failure_ = true;
+    Result<std::string> path = dump_trace("", "failure");
+    if (!path.ok()) log_warn(Subsys::kExec, path.status().message(), " (the call's own error follows)");
+  }
+  return status;
+}
+
+Result<std::string> Communicator::dump_trace(const std::string& folder, const std::string& reason) const {
+  if (!recorder_) {
+    return error(Code::kInvalidArgument, "rank ", id_.rank, ": the flight recorder is off (KOLO_TRACE_CALLS=0)");
+  }
+  return recorder_->dump(DumpRequest{folder, reason, async_error().message()});
 }
 
 Status Communicator::check_runnable(const CollCall& call) {

@@ -15,6 +15,7 @@
 #include "engine/bootstrap_net.h"
 #include "engine/connect.h"
 #include "engine/executors/executor.h"
+#include "engine/flight_recorder.h"
 #include "engine/planner/plan.h"
 #include "support/status.h"
 #include "topology/graph.h"
@@ -87,6 +88,11 @@ class Communicator {
   // an empty call), for the runtime's timeline. Only meaningful on the thread that ran it,
   // until the next call.
   const Plan* last_plan() const { return runner_ ? runner_->last_plan() : nullptr; }
+  // The number of the last collective called (1, 2, ... in call order, alike on every rank;
+  // the flight recorder's and the errors' "collective call N"; the timeline's seq).
+  uint64_t last_call_seq() const { return collectives_; }
+  // Writes the flight recorder's ring to `folder` ("" = KOLO_TRACE_DIR); the file's path.
+  Result<std::string> dump_trace(const std::string& folder, const std::string& reason = "request") const;
   // Whether `call` can run here as planned, without running it: an error (the same on
   // every rank, plans being alike) for what the chosen executor refuses, such as a
   // compressed allreduce across hosts. For callers that must not lose the communicator
@@ -148,8 +154,9 @@ class Communicator {
   void inherit(const Inherited& from);
   void place_on_hosts();
   Status calibrate_network(const Deadline& deadline);
+  Status run_calls(const CollCall* calls, size_t n);  // run and run_group: records, then run_locked
   Status run_locked(const CollCall* calls, size_t n);
-  Status drain_device();
+  Status drain_device(bool* waited = nullptr);  // *waited: device work was still running
   Status room_for_device(const CollCall* calls, size_t n);  // before a device call: make_room
   Status set_up_device(const CollCall& call);     // Executor::set_up, before planning
   // The running call's deadline: barrier(within)'s, else KOLO_TIMEOUT from now.
@@ -169,7 +176,7 @@ class Communicator {
   // Where this communicator's live keys are (the elastic job's store, else store_): a
   // failure names the ranks gone from there (fail).
   std::shared_ptr<StoreSession> liveness_;
-  static constexpr double kNameGoneSeconds = 0.5;
+  static constexpr double kNameGoneSeconds = 1.0;
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts
@@ -196,6 +203,12 @@ class Communicator {
   Algorithm forced_algorithm_ = Algorithm::kAuto;
   double timeout_seconds_ = 300;
   bool nccl_backend_ = false;  // KOLO_BACKEND=nccl
+  bool dump_on_failure_ = false;  // KOLO_TRACE_DIR is set
+  // The flight recorder (null: KOLO_TRACE_CALLS=0), from the end of the init on; the
+  // collectives called so far, counted with or without it.
+  std::unique_ptr<FlightRecorder> recorder_;
+  uint64_t collectives_ = 0;
+  bool dumped_failure_ = false;
 };
 
 }  // namespace kolo

@@ -208,11 +208,30 @@ std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(
 namespace {
 constexpr double kMarkSeconds = 0.25;  // a stopped store (its host SIGSTOPped) costs this, once
 constexpr double kLiveWaitSeconds = 0.1;
+constexpr double kSilentWaitSeconds = 0.5;  // for the others to fail as well (their deadlines are alike)
 std::string failed_prefix(const std::string& live_keys) { return str_cat(live_keys, "failed/"); }
 }  // namespace
 
-// With every rank alive (one stuck, a link cut): what the first rank to fail saw, if that
-// was another rank ("rank 0 failed first: rank 2 did not arrive in time").
+// `here` less its closing parenthesis when that quotes the end of `why` (a host peer's
+// failure quotes what it saw, shm_domain.cc, and the caller puts all of `why` first).
+std::string without_quote_of(std::string here, const std::string& why) {
+  if (here.empty() || here.back() != ')') return here;
+  int depth = 0;
+  for (size_t i = here.size(); i-- > 0;) {
+    depth += here[i] == ')' ? 1 : here[i] == '(' ? -1 : 0;
+    if (depth != 0) continue;
+    const std::string quoted = here.substr(i + 1, here.size() - i - 2);
+    if (i > 0 && quoted.size() <= why.size() && why.compare(why.size() - quoted.size(), quoted.size(), quoted) == 0) {
+      here.erase(here[i - 1] == ' ' ? i - 1 : i);
+    }
+    break;
+  }
+  return here;
+}
+
+// With every rank alive (one stuck, a link cut): what the first rank to see the cause saw,
+// if that was another rank, put first ("collective call 6 (...): rank 2 did not arrive in
+// time [reported first by rank 1]; here: ...").
 Status first_failure(const Status& failure, StoreClient& liveness, const std::string& live_keys, int me,
                      const Deadline& deadline) {
   Result<std::optional<std::string>> first = liveness.peek(str_cat(live_keys, "first_failure"), deadline);
@@ -220,18 +239,41 @@ Status first_failure(const Status& failure, StoreClient& liveness, const std::st
   const std::string& text = *first.value();
   const size_t cut = text.find('\n');
   if (cut == std::string::npos || text.substr(0, cut) == std::to_string(me)) return failure;
-  return Status(failure.code(), str_cat("rank ", text.substr(0, cut), " failed first: ", text.substr(cut + 1),
-                                        "; here: ", failure.message()));
+  const std::string why = text.substr(cut + 1);
+  return Status(failure.code(),
+                str_cat(why, " [reported first by rank ", text.substr(0, cut), "]; here: ", without_quote_of(failure.message(), why)));
 }
 
-Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int rank, const std::string& why) {
+// Every rank alive: the ranks that did not say they failed too (mark_rank_failed) within
+// kSilentWaitSeconds are the cause: alive, but never in the call the others failed in, or
+// stuck in it (a rank waiting for a neighbour that waits for the stuck one names only the
+// neighbour). Where many are silent it is no answer (failures that only some ranks saw,
+// ranks that do not mark: the start-up exchange), and what the first to fail saw is quoted.
+Status silent_or_first_failure(const Status& failure, StoreClient& liveness, const std::string& live_keys, int size,
+                               int me, const Deadline& deadline) {
+  Result<std::vector<int>> silent = liveness.absent(failed_prefix(live_keys), size, kSilentWaitSeconds, deadline);
+  if (!silent.ok() || silent.value().empty() || 2 * silent.value().size() > static_cast<size_t>(size) ||
+      std::binary_search(silent.value().begin(), silent.value().end(), me)) {
+    return first_failure(failure, liveness, live_keys, me, deadline);
+  }
+  const std::vector<int>& who = silent.value();
+  return Status(failure.code(), str_cat(who.size() == 1 ? "rank " : "ranks ", rank_list(who, 16),
+                                        who.size() == 1 ? " is" : " are", " alive but did not fail with the other ",
+                                        size - static_cast<int>(who.size()),
+                                        ": it never entered this call or is stuck in it; here: ", failure.message()));
+}
+
+Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int rank, const std::string& why,
+                        bool cause) {
   const Deadline deadline(kMarkSeconds);
   KOLO_TRY(liveness.set(str_cat(failed_prefix(live_keys), rank), why.substr(0, 512), deadline));
-  // The first to fail says what it saw: the others' failures are mostly its echo.
+  // The first rank to see a cause (a peer that did not come, a mismatch) says what it saw:
+  // the others' failures are its echoes, and name it.
+  if (!cause) return Status();
   Result<int64_t> order = liveness.add(str_cat(live_keys, "first_failure/count"), 1, deadline);
   if (!order.ok()) return order.status();
   if (order.value() != 1) return Status();
-  return liveness.set(str_cat(live_keys, "first_failure"), str_cat(rank, "\n", why.substr(0, 512)), deadline);
+  return liveness.set(str_cat(live_keys, "first_failure"), str_cat(rank, "\n", why.substr(0, 1024)), deadline);
 }
 
 Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::string& live_keys, int size,
@@ -245,7 +287,7 @@ Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::
     return Status(failure.code(), str_cat("rank 0 is not alive (its store closed: ", missing.status().message(),
                                           "); here: ", failure.message()));
   }
-  if (missing.value().empty()) return first_failure(failure, liveness, live_keys, me, deadline);
+  if (missing.value().empty()) return silent_or_first_failure(failure, liveness, live_keys, size, me, deadline);
   // Ranks that failed and said so (mark_rank_failed) before they exited are echoes, not causes.
   Result<std::vector<int>> unmarked = liveness.absent(failed_prefix(live_keys), size, 0, deadline);
   if (!unmarked.ok()) return failure;
@@ -253,7 +295,7 @@ Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::
   for (int r : missing.value()) {
     if (std::binary_search(unmarked.value().begin(), unmarked.value().end(), r)) gone.push_back(r);
   }
-  if (gone.empty()) return first_failure(failure, liveness, live_keys, me, deadline);
+  if (gone.empty()) return silent_or_first_failure(failure, liveness, live_keys, size, me, deadline);
   return Status(failure.code(), str_cat(gone.size() == 1 ? "rank " : "ranks ", rank_list(gone, 16),
                                         gone.size() == 1 ? " is" : " are",
                                         " not alive (never started, exited or killed); here: ", failure.message()));

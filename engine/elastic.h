@@ -38,8 +38,11 @@ std::string live_prefix(const std::string& comm_prefix);  // live_key's without 
 // process hosted it (`store_of_rank0`), rank 0 is named. With every rank alive (one stuck, a
 // link cut), what the first rank to fail saw is quoted, unless that was `me`.
 // Says in the store that `rank` failed (seeing `why`) before it exits: name_ranks_gone then
-// takes it for an echo of the failure, not its cause.
-Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int rank, const std::string& why);
+// takes it for an echo of the failure, not its cause. `cause`: what it saw is a cause (it
+// waited for a peer in vain, or a mismatch), not another rank's failure: the first such is
+// quoted in the others' errors.
+Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int rank, const std::string& why,
+                        bool cause);
 Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::string& live_keys, int size,
                        int me, double seconds, bool store_of_rank0);
 

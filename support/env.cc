@@ -62,6 +62,12 @@ const std::vector<EnvVar>& env_table() {
       one_of("KOLO_DEBUG", "WARN", "NONE,WARN,INFO,TRACE", "log level, on stderr", /*any_case=*/true),
       list_of("KOLO_DEBUG_SUBSYS", "all", "INIT,BOOTSTRAP,TRANSPORT,PLAN,EXEC,ENGINE,TOPO", "subsystems to log",
               /*any_case=*/true),
+      integer("KOLO_TRACE_CALLS", "1024", "", 0, 1 << 24,
+              "calls each communicator's flight recorder keeps (0 = off): dumped on a failure, on SIGUSR1 and on "
+              "kolo_comm_dump where KOLO_TRACE_DIR is set; kolo-trace reads the dumps"),
+      path("KOLO_TRACE_DIR", "", "no dumps",
+           "folder for the flight recorder's dumps, one file per rank and communicator (kolorun sets one of its own "
+           "and prints kolo-trace's summary when a job fails)"),
       seconds("KOLO_TIMEOUT", "300",
               "seconds any wait may last before it fails with KOLO_ERR_TIMEOUT (above 1e9, inf too, counts as 1e9)"),
       // Planning and transports. The names must match the planner's and the transport

@@ -77,6 +77,10 @@ class Job {
   void reap();
   void on_signal(int signo);
   void terminate();
+  // A rank failed: the ranks of this machine whose kolo armed its dump signal dump their
+  // flight recorders (SIGUSR1), and the job ends kDumpGraceSeconds later, so that the
+  // survivors' own errors and dumps come through first (JobSpec::trace_dir).
+  void dump_then_terminate();
   void signal_running(int signo);
   void set_exit(int code) {
     if (!exit_code_) exit_code_ = code;
@@ -107,6 +111,7 @@ class Job {
   std::optional<std::string> ssh_path_;
   std::optional<TimePoint> timeout_at_;
   std::optional<TimePoint> kill_at_;
+  std::optional<TimePoint> terminate_at_;  // dump_then_terminate's
   std::optional<TimePoint> drain_until_;
   std::optional<TimePoint> next_discovery_;
   // Elastic: a rank has finished (exited 0), so the job is ending: no new ranks, and

@@ -353,7 +353,19 @@ void Job::reap() {
       say(str_cat("rank ", r, " killed by signal ", signal_name(WTERMSIG(status))));
     }
     set_exit(code);
-    terminate();
+    dump_then_terminate();
+  }
+}
+
+void Job::dump_then_terminate() {
+  if (spec_.trace_dir.empty()) return terminate();
+  if (terminate_at_) return;  // a later rank's failure: the grace runs already
+  terminate_at_ = after(kDumpGraceSeconds);
+  for (Rank& rank : ranks_) {
+    // Only a process whose kolo installed the handler (it leaves a mark): SIGUSR1 would
+    // end any other. Ranks elsewhere dump on their own failure.
+    if (!rank.running || !rank.where.local) continue;
+    if (::access(str_cat(spec_.trace_dir, "/.kolo-armed.", rank.pid).c_str(), F_OK) == 0) ::kill(rank.pid, SIGUSR1);
   }
 }
 
@@ -403,7 +415,7 @@ bool Job::any_stream_open() const {
 
 int Job::poll_timeout_ms() const {
   std::optional<TimePoint> next;
-  for (const auto& at : {terminating_ ? std::optional<TimePoint>() : timeout_at_, kill_at_, drain_until_,
+  for (const auto& at : {terminating_ ? std::optional<TimePoint>() : timeout_at_, kill_at_, terminate_at_, drain_until_,
                          terminating_ ? std::optional<TimePoint>() : next_discovery_, stop_joiners_at_}) {
     if (at && (!next || *at < *next)) next = at;
   }
@@ -482,6 +494,10 @@ int Job::run() {
       terminate();
     }
     if (spec_.elastic && !terminating_) elastic_tick(now);
+    if (terminate_at_ && now >= *terminate_at_) {
+      terminate_at_.reset();
+      terminate();
+    }
     if (kill_at_ && now >= *kill_at_) {
       signal_running(SIGKILL);
       killed_ = true;

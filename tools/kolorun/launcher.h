@@ -40,6 +40,9 @@ struct JobSpec {
   double discovery_interval_s = 1.0;
   std::string this_hostname;          // which discovered hosts are this machine
   bool store_on_loopback = false;     // then remote hosts cannot join
+  // KOLO_TRACE_DIR of the ranks (kolorun's own folder unless the user set one; "" with
+  // --no-trace): when a rank fails, the others dump there before the job is stopped.
+  std::string trace_dir;
 };
 
 // Exit codes of kolorun itself (a rank's failure passes its own code on).
@@ -49,6 +52,9 @@ constexpr int kExitCannotRun = 127;
 
 // Seconds between SIGTERM and SIGKILL when the job is being stopped.
 constexpr double kKillGraceSeconds = 3.0;
+// Seconds between a rank's failure and stopping the others, where they dump their flight
+// recorders: their own errors (most come within milliseconds) and dumps are written by then.
+constexpr double kDumpGraceSeconds = 1.0;
 
 // Blocks the signals that run_job takes through a signalfd (SIGCHLD, SIGINT, SIGTERM,
 // SIGHUP) and ignores SIGPIPE. Call before any thread starts (the store's server

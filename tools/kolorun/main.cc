@@ -1,5 +1,6 @@
 // kolorun: starts a kolo job. Parses the command line, places the ranks, makes the
 // per-job secret, hosts the rendezvous store, and hands the rest to the launcher.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "tools/kolorun/horovod_flags.h"
 #include "tools/kolorun/hosts.h"
 #include "tools/kolorun/launcher.h"
+#include "tools/kolo_trace/trace_report.h"
 #include "transport/bootstrap/store.h"
 
 extern char** environ;
@@ -41,6 +43,9 @@ const char kUsage[] =
     "                         (without hosts, every rank runs on this machine)\n"
     "  -x NAME=VALUE, -x NAME set (or pass on kolorun's value of) a variable for every rank\n"
     "  --no-prefix            relay the ranks' output as is, without '[rank] '\n"
+    "  --no-trace             when a rank fails, print no diagnosis (by default the ranks dump\n"
+    "                         their flight recorders to KOLO_TRACE_DIR, or a folder of\n"
+    "                         kolorun's, and kolorun prints kolo-trace's summary of them)\n"
     "  --nccl                 run the job on kolo's libnccl.so.2: programs linked with NCCL\n"
     "                         (PyTorch's \"nccl\" backend, MPI+NCCL codes) use kolo unchanged;\n"
     "                         its folder goes first on LD_LIBRARY_PATH and the library on\n"
@@ -74,12 +79,33 @@ const char kUsage[] =
     "are passed on.\n"
     "When a rank fails, kolorun stops the others and exits with the rank's status.\n";
 
+// A folder of kolorun's own for the ranks' flight-recorder dumps ("" where none can be made:
+// the job runs without).
+std::string make_trace_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = str_cat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/kolorun-trace.XXXXXX");
+  return ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
+}
+
+void remove_trace_dir(const std::string& folder) {
+  if (DIR* dir = ::opendir(folder.c_str())) {
+    while (dirent* e = ::readdir(dir)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+        ::unlink(str_cat(folder, "/", e->d_name).c_str());
+      }
+    }
+    ::closedir(dir);
+  }
+  ::rmdir(folder.c_str());
+}
+
 struct Options {
   std::optional<int> np;
   std::string host_list;
   std::string hostfile;
   std::vector<std::pair<std::string, std::string>> exports;
   bool prefix = true;
+  bool trace = true;
   bool nccl = false;
   bool bind_to_core = true;
   double timeout_s = 0;
@@ -163,6 +189,8 @@ Result<Options> parse_args(int argc, char** argv) {
       }
     } else if (arg == "--no-prefix") {
       options.prefix = false;
+    } else if (arg == "--no-trace") {
+      options.trace = false;
     } else if (arg == "--nccl") {
       options.nccl = true;
     } else if (horovod) {
@@ -413,8 +441,30 @@ int kolorun_main(int argc, char** argv) {
   job.addr = store_host + ":" + std::to_string(store.value()->port());
   job.store_on_loopback = loopback;
 
+  // The flight recorders' folder: the user's KOLO_TRACE_DIR, else one of kolorun's own,
+  // removed after a job that succeeded.
+  std::string own_trace_dir;
+  if (options.trace) {
+    auto given = std::find_if(job.env.begin(), job.env.end(), [](const auto& v) { return v.first == "KOLO_TRACE_DIR"; });
+    if (given != job.env.end()) {
+      job.trace_dir = given->second;
+    } else if (!(own_trace_dir = make_trace_dir()).empty()) {
+      job.trace_dir = own_trace_dir;
+      job.env.emplace_back("KOLO_TRACE_DIR", own_trace_dir);
+    }
+  }
+
   int status = run_job(job);
   store.value().reset();
+  if (status != 0 && !job.trace_dir.empty()) {
+    const trace::Dumps dumps = trace::read_folder(job.trace_dir);
+    if (!dumps.ranks.empty()) {
+      std::cerr << "kolorun: the ranks' flight recorders (kolo-trace " << job.trace_dir << "):\n"
+                << trace::report(dumps, job.trace_dir);
+      own_trace_dir.clear();  // kept for a second look
+    }
+  }
+  if (!own_trace_dir.empty()) remove_trace_dir(own_trace_dir);
   return status;
 }
 

@@ -91,6 +91,13 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm);
  * returned (a peer died while the call was queued on a stream): KOLO_SUCCESS while it
  * works; kolo_last_error() then says what failed. Safe from another thread. */
 kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error);
+/* Writes the communicator's flight recorder (its last KOLO_TRACE_CALLS calls: which
+ * collective, dtype, count, plan, when each entered, started and ended, and its state; no
+ * data, no secret) to folder/kolo-trace.<communicator>.rank<R>.json (folder NULL or "":
+ * KOLO_TRACE_DIR). Not collective, safe from another thread: a thread of a rank whose call
+ * hangs may dump. `kolo-trace FOLDER` reads the dumps of every rank. A failed call dumps by
+ * itself where KOLO_TRACE_DIR is set, and so does SIGUSR1. */
+kolo_result_t kolo_comm_dump(kolo_comm_t comm, const char* folder);
 /* ---- Elastic jobs (docs/elastic.md) ----
  * Collective over the ranks that take part: a new communicator without the ranks listed in
  * exclude (every caller passes the same list; excluded ranks do not call), or, with exclude

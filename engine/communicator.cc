@@ -109,6 +109,10 @@ Communicator::~Communicator() {
     if (executor) (void)executor->drain(Deadline(timeout_seconds_));
   }
   for (auto& executor : executors_) executor.reset();
+  // The store may close with this process: the others finish naming the cause first.
+  if (!async_error().ok() && liveness_ == store_ && store_ && store_->server) {
+    linger_for_failures(*store_->client, live_prefix(id_.prefix), id_.size, kNameGoneSeconds);
+  }
   // Registered buffers left: unmapped with the peers (whose liveness the shared domain
   // tells, so before the connections go), unless a peer may be gone.
   if (!async_error().ok() || (connections_ && connections_->aborted())) {

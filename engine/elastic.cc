@@ -206,9 +206,9 @@ std::string live_prefix(const std::string& comm_prefix) { return str_cat(comm_pr
 std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(live_prefix(comm_prefix), rank); }
 
 namespace {
-constexpr double kMarkSeconds = 0.25;  // a stopped store (its host SIGSTOPped) costs this, once
+constexpr double kMarkSeconds = 0.5;  // a stopped store (its host SIGSTOPped) costs this, once
 constexpr double kLiveWaitSeconds = 0.1;
-constexpr double kSilentWaitSeconds = 0.5;  // for the others to fail as well (their deadlines are alike)
+constexpr double kSilentWaitSeconds = 0.8;  // for the others to fail as well (their deadlines are alike)
 std::string failed_prefix(const std::string& live_keys) { return str_cat(live_keys, "failed/"); }
 }  // namespace
 
@@ -274,6 +274,11 @@ Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int
   if (!order.ok()) return order.status();
   if (order.value() != 1) return Status();
   return liveness.set(str_cat(live_keys, "first_failure"), str_cat(rank, "\n", why.substr(0, 1024)), deadline);
+}
+
+void linger_for_failures(StoreClient& liveness, const std::string& live_keys, int size, double seconds) {
+  const Deadline deadline(seconds + 0.5);
+  (void)liveness.absent(failed_prefix(live_keys), size, seconds, deadline);
 }
 
 Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::string& live_keys, int size,

@@ -46,6 +46,11 @@ Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int
 Status name_ranks_gone(const Status& failure, StoreClient& liveness, const std::string& live_keys, int size,
                        int me, double seconds, bool store_of_rank0);
 
+// A failed communicator's store host, before its store may close: waits up to `seconds`
+// for every rank to say it failed (mark_rank_failed), so that the others can still ask
+// the store who is gone or silent (name_ranks_gone) when this process exits first.
+void linger_for_failures(StoreClient& liveness, const std::string& live_keys, int size, double seconds);
+
 // One membership agreement: who of the old members take part (and which joiners are let
 // in), in which order. The first caller to arrive decides for all and writes the outcome.
 struct MembershipRequest {

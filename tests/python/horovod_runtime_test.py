@@ -5,7 +5,8 @@ one element count in different shapes refused on every rank; join: any operation
 allreduce fails at once while a rank has joined, whatever names the others use, cached
 names too, and Average divides by every rank) and DistributedOptimizer
 (broadcast_optimizer_state before any step, no named_parameters, a process set leaving
-ranks out, sparse gradients, step() after synchronize()). Each is checked against what it
+ranks out, sparse gradients, step() after synchronize()), and shutdown() and init() numbering
+unnamed operations afresh. Each is checked against what it
 must give, computed here from every rank's known inputs. Exits non-zero with the failures
 listed."""
 import sys
@@ -352,6 +353,20 @@ def name_free_once_done():
     want = n * (n + 1) / 2
     expect(torch.equal(hvd.synchronize(again), torch.full((3,), 10.0 * want)), "the second 'reused' allreduce")
     expect(torch.equal(hvd.synchronize(first), torch.full((3,), want)), "the first, synchronized after")
+
+
+# ---- an unnamed operation one rank made and the others did not (a failure on some ranks,
+# in a script) leaves that rank's numbering ahead: shutdown() and init() number from 0
+# again on every rank, as Horovod's shutdown resets its handles ----------------------------
+@section
+def shutdown_renumbers_unnamed():
+    if me == 1:
+        hvd.allreduce_async(torch.ones(2), op=hvd.Sum)  # the others never make it; never synchronized
+    hvd.shutdown()
+    hvd.init()
+    t = hvd.allreduce(torch.full((2,), float(me)), op=hvd.Sum)
+    expect(torch.equal(t, torch.full((2,), float(sum(range(n))))), f"an unnamed allreduce after re-init: {t}")
+
 
 hvd.shutdown()
 finish(f"horovod_runtime_test rank {me}/{n}")

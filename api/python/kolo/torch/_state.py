@@ -215,4 +215,10 @@ def shutdown():
         remove_process_set(ps)
     made, comm = comm, None
     global_process_set.comm = None
-    _capi.check(_capi.lib.kolo_comm_destroy(made))
+    try:
+        _capi.check(_capi.lib.kolo_comm_destroy(made))
+    finally:
+        # As Horovod's shutdown resets its handles: unnamed operations are numbered from 0
+        # again in the next world, so ranks that a failure left out of step (a rank that
+        # made an operation the others did not) start it in step.
+        _forget_requests()

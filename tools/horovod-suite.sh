@@ -44,14 +44,15 @@ PY
 export PYTHONPATH=$work/shim:$root/api/python:$hvd_dir/test/utils${PYTHONPATH:+:$PYTHONPATH}
 export KOLO_LIBRARY=$build/libkolo.so KOLO_TIMEOUT=${KOLO_TIMEOUT:-30}
 kolorun=$build/tools/kolorun/kolorun
-run() {  # run OUT PYTEST_ARGS...: one kolorun job
+run() {  # run OUT PYTEST_ARGS...: one kolorun job, in the scratch folder (the suite writes files where it runs)
   local out=$1; shift
   # The suite checks hvd.rank()/size() against an MPI launcher's variables (PMI_RANK,
   # PMI_SIZE), and runs its shutdown/re-init tests (and a barrier and shutdown after each
   # test) only where horovodrun's Gloo mode set HOROVOD_RANK: kolorun plays that launcher.
-  timeout -k 5 "$limit" "$kolorun" -np "$np" /bin/sh -c \
-    'PMI_RANK=$KOLO_RANK PMI_SIZE=$KOLO_SIZE HOROVOD_RANK=$KOLO_RANK HOROVOD_SIZE=$KOLO_SIZE exec "$@"' sh \
-    "$python" -m pytest -q -p no:cacheprovider -x --tb=line "$@" >"$out" 2>&1
+  (cd "$work" && timeout -k 5 "$limit" "$kolorun" -np "$np" /bin/sh -c \
+    'PMI_RANK=$KOLO_RANK PMI_SIZE=$KOLO_SIZE HOROVOD_RANK=$KOLO_RANK HOROVOD_SIZE=$KOLO_SIZE \
+     exec "$@" ${REPORTS:+"--junitxml=$REPORTS/rank$KOLO_RANK.xml"}' sh \
+    "$python" -m pytest -q -p no:cacheprovider --tb=line "$@" >"$out" 2>&1)
 }
 # Each test by its node id (test_torch.py::Class::test): a -k of its name would also run
 # every test whose name contains it (test_horovod_allreduce would run the _prescale one).
@@ -59,9 +60,30 @@ tests=$(cd "$hvd_dir/test/parallel" && "$python" -m pytest --collect-only -q -p 
         grep '::' | { if [ -n "$pattern" ]; then grep -E "::[^:]*($pattern)"; else cat; fi; })
 passed=0 failed=0 skipped=0
 if [ "$one_job" -eq 1 ]; then
+  # Each rank's verdicts in a report of its own (REPORTS: pytest's junit XML): the tests
+  # that failed on each rank, and each rank's counts.
   limit=$((limit * 20))
-  run "$work/all.log" "$suite" ${pattern:+-k "$pattern"}
-  tail -5 "$work/all.log"
+  REPORTS=$work run "$work/all.log" "$suite" ${pattern:+-k "$pattern"}
+  for r in $(seq 0 $((np - 1))); do
+    [ -f "$work/rank$r.xml" ] || { echo "rank $r: no report (the job's end below)"; tail -20 "$work/all.log"; continue; }
+    "$python" - "$work/rank$r.xml" "$r" <<'PY'
+import sys, xml.etree.ElementTree as ET
+cases = ET.parse(sys.argv[1]).getroot().iter("testcase")
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+for c in cases:
+    bad = c.find("failure") if c.find("failure") is not None else c.find("error")
+    if bad is not None:
+        counts["failed"] += 1
+        why = (bad.get("message") or "").split("\n")[0][:120]
+        print(f"FAIL  rank {sys.argv[2]} {c.get('name'):55} {why}")
+    elif c.find("skipped") is not None:
+        counts["skipped"] += 1
+    else:
+        counts["passed"] += 1
+print(f"horovod test_torch.py on kolo.torch, one job, rank {sys.argv[2]}: {counts['passed']} passed, "
+      f"{counts['failed']} failed, {counts['skipped']} skipped")
+PY
+  done
   exit 0
 fi
 for id in $tests; do

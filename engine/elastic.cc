@@ -208,7 +208,7 @@ std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(
 namespace {
 constexpr double kMarkSeconds = 0.5;  // a stopped store (its host SIGSTOPped) costs this, once
 constexpr double kLiveWaitSeconds = 0.1;
-constexpr double kSilentWaitSeconds = 0.8;  // for the others to fail as well (their deadlines are alike)
+constexpr double kSilentWaitSeconds = 0.5;  // for the others to fail as well (their deadlines are alike)
 std::string failed_prefix(const std::string& live_keys) { return str_cat(live_keys, "failed/"); }
 }  // namespace
 

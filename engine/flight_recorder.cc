@@ -246,6 +246,7 @@ Result<std::string> FlightRecorder::dump(const DumpRequest& request) const {
     (void)std::remove(temporary.c_str());
     return error(Code::kSystem, "rank ", rank_, ": cannot rename the flight recorder's dump into ", path);
   }
+  if (request.reason == "failure") failure_dumped_.store(true, std::memory_order_release);
   return path;
 }
 
@@ -258,6 +259,7 @@ int dump_all_recorders(const DumpRequest& request) {
   std::lock_guard<std::mutex> lock(g_recorders_mutex);
   int written = 0;
   for (const FlightRecorder* r : recorders()) {
+    if (request.reason == "signal" && r->failure_dumped()) continue;
     Result<std::string> path = r->dump(request);
     if (path.ok()) {
       ++written;

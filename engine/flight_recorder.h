@@ -78,6 +78,7 @@ class FlightRecorder {
   // Writes this communicator's ring to <folder>/kolo-trace.<comm>.rank<R>.json (atomically:
   // a temporary file renamed). Any thread; a slot being written meanwhile is skipped.
   Result<std::string> dump(const DumpRequest& request) const;
+  bool failure_dumped() const { return failure_dumped_.load(std::memory_order_acquire); }
   // The dump as text (the file's contents).
   std::string to_json(const DumpRequest& request) const;
 
@@ -98,6 +99,9 @@ class FlightRecorder {
   }
 
   std::vector<Slot> slots_;
+  // A failure's dump is written: a signal's (kolorun's, when another rank failed) would
+  // only replace it with the same calls under a less telling reason.
+  mutable std::atomic<bool> failure_dumped_{false};
   std::atomic<uint64_t> written_{0};  // calls entered so far (the next slot's index)
   std::vector<uint64_t> p2p_sent_, p2p_received_;  // per peer
   std::string comm_;

@@ -67,13 +67,14 @@ Status OpRunner::collective_group(std::vector<CollCall> calls) {
   return s;
 }
 
-// The timeline shows the Plan that ran (the communicator's last), not a second opinion.
-std::string OpRunner::algorithm(const CollSpec& spec) const {
+// The timeline shows the Plan that ran (the communicator's last), not a second opinion, and
+// the call's number in the communicator's flight recorder (its "seq"), so that one call can
+// be followed in both.
+std::string OpRunner::plan_args(const CollSpec& spec) const {
   if (timeline_ == nullptr) return "";
-  if (spec.kind == CollKind::kSend) return "send/recv group";
   const Plan* p = comm_.last_plan();
-  if (p == nullptr) return "";
-  return plan_label(*p);
+  const std::string algorithm = spec.kind == CollKind::kSend ? "send/recv group" : p != nullptr ? plan_label(*p) : "";
+  return str_cat("\"algorithm\": \"", algorithm, "\", \"seq\": ", comm_.last_call_seq());
 }
 
 void OpRunner::record(const Request& request, const char* phase, double start, double end, const std::string& args) {
@@ -213,7 +214,7 @@ Status OpRunner::allreduce(const std::vector<Request*>& members, double negotiat
   if (timeline_ == nullptr) return Status();
   size_t bytes = 0;
   for (const CollCall& c : calls) bytes += c.spec.bytes();
-  std::string args = str_cat("\"algorithm\": \"", algorithm(calls.back().spec), "\", \"fused_tensors\": ", tensors,
+  std::string args = str_cat(plan_args(calls.back().spec), ", \"fused_tensors\": ", tensors,
                              ", \"packed_tensors\": ", packed.size(), ", \"bytes\": ", bytes);
   if (trace_codecs) {
     args += str_cat(", \"wire\": \"", dtype_name(sig.wire), "\", \"encode_us\": ",
@@ -401,7 +402,7 @@ Status OpRunner::run(const Response& resp, Request& request, double negotiated_a
   Status finished = lane_.finish(timeout_seconds_);  // also after a failure: queued work may use the buffers
   if (!finished.ok()) (void)fatal(finished);
   if (status.ok()) status = finished;
-  record(request, phase_name(resp.sig.kind), start, now_seconds(), str_cat("\"algorithm\": \"", algorithm(spec), "\""));
+  record(request, phase_name(resp.sig.kind), start, now_seconds(), plan_args(spec));
   return status;
 }
 

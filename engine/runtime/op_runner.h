@@ -55,8 +55,9 @@ class OpRunner {
   // this rank only) when it fails, because the collective must still run on every rank.
   void* output(Request& request, size_t count, const std::vector<size_t>& rank_counts, Status* failure);
   void record(const Request& request, const char* phase, double start, double end, const std::string& args = "");
-  // The executor and algorithm of the collective that just ran, for the timeline.
-  std::string algorithm(const CollSpec& spec) const;
+  // The timeline's args of the collective that just ran: its Plan ("algorithm") and its
+  // number in the communicator's flight recorder ("seq").
+  std::string plan_args(const CollSpec& spec) const;
 
   Communicator& comm_;
   Timeline* timeline_ = nullptr;

@@ -339,6 +339,17 @@ void validate_timeline(const std::string& path, bool wire = false) {
     seen.push_back(e["name"].get<std::string>());
   }
   expect(fields, "every event of " + path + " has the trace-event fields");
+  // Each collective span carries its number in the flight recorder, never falling.
+  int64_t last_seq = 0;
+  bool rising = true, numbered = false;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("name", "") != "ALLREDUCE" || !e.contains("args")) continue;
+    const int64_t seq = e["args"].value("seq", int64_t{0});
+    numbered = true;
+    rising &= seq > 0 && seq >= last_seq;  // the tensors of one fused call share its number
+    last_seq = seq;
+  }
+  expect(numbered && rising, "the ALLREDUCE spans of " + path + " carry rising flight-recorder numbers (seq)");
   for (const char* phase : {"NEGOTIATE_ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER",
                             "CYCLE_START"}) {
     expect(std::find(seen.begin(), seen.end(), phase) != seen.end(), std::string("timeline has ") + phase);

@@ -7,6 +7,7 @@ set -u
 build=${1:?usage: tools_bad_input_test.sh BUILD_DIR}
 kolorun=$build/tools/kolorun/kolorun perf=$build/bench/perf/kolo-perf
 topo=$build/tools/kolo_topo/kolo-topo plan=$build/tools/kolo_plan/kolo-plan
+trace=$build/tools/kolo_trace/kolo-trace
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mkdir "$dir/unreadable" && chmod 000 "$dir/unreadable"  # (root reads it anyway: used where that does not matter)
@@ -78,8 +79,18 @@ bad "needs an algorithm" "$plan" --dump nope --bytes 8
 bad "malformed" "$plan" --file "$dir/garbage.json"
 bad "unknown argument" "$plan" --bogus
 bad "positive number" "$plan" --chunk 0
+# kolo-trace
+bad "usage" "$trace"
+bad "usage" "$trace" a b
+bad "cannot open the folder" "$trace" "$dir/missing-folder"
+mkdir "$dir/dumps" && cp "$dir/garbage.json" "$dir/dumps/kolo-trace.x.rank0.json"
+bad "not JSON, or cut short" "$trace" "$dir/dumps"
+printf '{"format": "kolo-flight-recorder", "version": 1, "comm": "c", "rank": 5, "size": 2, "calls": []}' >"$dir/dumps/kolo-trace.x.rank0.json"
+bad "out of range" "$trace" "$dir/dumps"
+printf '{"format": "kolo-flight-recorder", "version": 1, "comm": "c", "rank": 0, "size": 2, "calls": [{"seq": "x"}]}' >"$dir/dumps/kolo-trace.x.rank0.json"
+bad "missing or of the wrong type" "$trace" "$dir/dumps"
 # --help answers on stdout with exit 0, for every tool.
-for tool in "$kolorun" "$perf" "$topo" "$plan"; do
+for tool in "$kolorun" "$perf" "$topo" "$plan" "$trace"; do
   cases=$((cases + 1))
   if ! timeout 20 "$tool" --help >"$dir/out" 2>&1 || ! grep -qi "usage" "$dir/out"; then
     echo "FAIL: $tool --help (exit $?)"; head -3 "$dir/out"; failures=$((failures + 1))

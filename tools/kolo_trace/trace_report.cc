@@ -169,16 +169,20 @@ void report_comm(const std::string& comm, std::vector<const RankDump*> ranks, st
       if (c->state == "failed") failed.push_back(d->rank), waited.push_back((c->ended_ms - c->started_ms) / 1e3);
       else if (!completed(*c)) waiting.push_back(d->rank);
     }
-    std::string what = shapes.empty() ? std::string() : shapes.begin()->first;
-    for (auto& [shape, who] : shapes) {
-      if (who.size() > shapes[what].size()) what = shape;
+    // The call's shapes in the order of their lowest rank; the headline names the most common.
+    std::vector<std::pair<std::string, std::vector<int>>> by_rank(shapes.begin(), shapes.end());
+    std::sort(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.second[0] < b.second[0]; });
+    std::string what;
+    size_t most = 0;
+    for (auto& [shape, who] : by_rank) {
+      if (who.size() > most) what = shape, most = who.size();
     }
     out << "  the ranks part at call " << k << (what.empty() ? "" : " (" + what + ")") << ":";
     std::vector<std::string> parts;
     if (!never.empty()) parts.push_back(ranks_phrase(never) + " never entered it");
     if (shapes.size() > 1) {
       std::string m = "mismatch:";
-      for (auto& [shape, who] : shapes) m += " " + ranks_phrase(who) + " called " + shape + ";";
+      for (auto& [shape, who] : by_rank) m += " " + ranks_phrase(who) + " called " + shape + ";";
       m.pop_back();
       parts.push_back(m);
     }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -108,12 +109,24 @@ FlightRecorder::~FlightRecorder() {
   recorders().erase(this);
 }
 
+CallRecord FlightRecorder::Slot::get() const {
+  uint64_t w[kWords];
+  for (size_t i = 0; i < kWords; ++i) w[i] = words[i].load(std::memory_order_relaxed);
+  CallRecord record;
+  std::memcpy(static_cast<void*>(&record), w, sizeof record);
+  return record;
+}
+
+void FlightRecorder::Slot::put(const CallRecord& record) {
+  uint64_t w[kWords] = {};
+  std::memcpy(w, &record, sizeof record);
+  for (size_t i = 0; i < kWords; ++i) words[i].store(w[i], std::memory_order_relaxed);
+}
+
 size_t FlightRecorder::entered(const CollSpec& spec, uint64_t seq, uint16_t group_index, uint16_t group_size,
                                uint64_t now) {
   const size_t index = written_.load(std::memory_order_relaxed);
-  Slot& s = slot(index);
-  begin_write(s);
-  CallRecord& r = s.record;
+  CallRecord r;
   const bool p2p = spec.kind == CollKind::kSend || spec.kind == CollKind::kRecv;
   r.seq = seq;
   r.p2p_seq = !p2p || spec.peer < 0 || spec.peer >= size_ ? 0
@@ -128,10 +141,10 @@ size_t FlightRecorder::entered(const CollSpec& spec, uint64_t seq, uint16_t grou
   r.group_index = group_index;
   r.group_size = group_size;
   r.device = spec.device;
-  r.planned = false;
-  r.state = CallState::kEntered;
   r.entered = now;
-  r.started = r.ended = 0;
+  Slot& s = slot(index);
+  begin_write(s);
+  s.put(r);
   end_write(s);
   written_.store(index + 1, std::memory_order_release);
   return index;
@@ -139,16 +152,17 @@ size_t FlightRecorder::entered(const CollSpec& spec, uint64_t seq, uint16_t grou
 
 void FlightRecorder::started(size_t index, uint64_t now) {
   Slot& s = slot(index);
+  CallRecord r = s.get();
+  r.state = CallState::kRunning;
+  r.started = now;
   begin_write(s);
-  s.record.state = CallState::kRunning;
-  s.record.started = now;
+  s.put(r);
   end_write(s);
 }
 
 void FlightRecorder::ended(size_t index, const Plan* plan, bool ok, uint64_t now) {
   Slot& s = slot(index);
-  begin_write(s);
-  CallRecord& r = s.record;
+  CallRecord r = s.get();
   if (plan != nullptr) {
     r.planned = true;
     r.executor = plan->executor;
@@ -158,6 +172,8 @@ void FlightRecorder::ended(size_t index, const Plan* plan, bool ok, uint64_t now
   r.state = !ok ? CallState::kFailed : r.device ? CallState::kOnStream : CallState::kDone;
   if (r.started == 0) r.started = now;
   r.ended = now;
+  begin_write(s);
+  s.put(r);
   end_write(s);
 }
 
@@ -174,7 +190,7 @@ std::string FlightRecorder::to_json(const DumpRequest& request) const {
     for (int attempt = 0; attempt < 3 && !whole; ++attempt) {  // a slot the call thread writes now is retried
       const uint64_t before = s.version.load(std::memory_order_acquire);
       if (before & 1) continue;
-      r = s.record;
+      r = s.get();
       std::atomic_thread_fence(std::memory_order_acquire);
       whole = s.version.load(std::memory_order_relaxed) == before;
     }

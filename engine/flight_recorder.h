@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <type_traits>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,6 +54,8 @@ struct CallRecord {
   uint64_t entered = 0, started = 0, ended = 0;  // trace_ticks(); 0 = not yet
 };
 
+static_assert(std::is_trivially_copyable_v<CallRecord>, "the flight recorder copies records as words");
+
 // Where a dump goes and why; folder "" = KOLO_TRACE_DIR.
 struct DumpRequest {
   std::string folder;
@@ -83,13 +86,17 @@ class FlightRecorder {
   std::string to_json(const DumpRequest& request) const;
 
  private:
+  // A seqlock per slot: only the call thread writes; a dump copies a slot whose version is
+  // even and unchanged across the copy. The record is kept as relaxed atomic words, so that
+  // a dump reading it while it is written is no data race (only a copy to retry).
   struct Slot {
+    static constexpr size_t kWords = (sizeof(CallRecord) + 7) / 8;
     std::atomic<uint64_t> version{0};  // odd while the call thread writes the record
-    CallRecord record;
+    std::atomic<uint64_t> words[kWords] = {};
+    CallRecord get() const;
+    void put(const CallRecord& record);  // between begin_write and end_write
   };
   Slot& slot(size_t index) { return slots_[index % slots_.size()]; }
-  // A seqlock per slot: only the call thread writes; a dump copies a slot whose version is
-  // even and unchanged across the copy.
   static void begin_write(Slot& s) {
     s.version.store(s.version.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);

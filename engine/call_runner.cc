@@ -151,7 +151,6 @@ Status CallRunner::run_host(const CollCall* calls, size_t n, const std::shared_p
   std::lock_guard<std::mutex> lock(lock_);
   KOLO_TRY(env_.usable());
   begin();
-  call_number_ = 0;  // a chunk of a device call: numbered among the host calls
   host_calls_.clear();
   for (size_t i = 0; i < n; ++i) {
     const Plan* given = plans != nullptr ? plans[i].get() : nullptr;
@@ -184,7 +183,7 @@ Status CallRunner::execute(const PlannedCall* calls, size_t n) {
   return env_.fail(status.with_context(
       p2p ? str_cat(coll_name(spec.kind), " of ", spec.count, " x ", dtype_name(spec.dtype), " with rank ", spec.peer,
                     waited, ": ")
-          : str_cat("collective call ", call_number_ != 0 ? call_number_ : uint64_t{collective_seq_}, " (",
+          : str_cat("collective call ", calls[0].call.seq, " (",
                     coll_name(spec.kind), " of ", spec.count, " x ", dtype_name(spec.dtype),
                     n > 1 ? str_cat(", first of a group of ", n) : std::string(), waited, "): ")));
 }

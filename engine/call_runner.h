@@ -64,9 +64,6 @@ class CallRunner final : public HostRunner {
   // null: KOLO_TIMEOUT from when the call starts.
   void set_call_deadline(const Deadline* deadline) { call_deadline_ = deadline; }
   const Deadline* call_deadline() const { return call_deadline_; }
-  // The communicator's number of the collective run next (its errors' "collective call N");
-  // 0: the runner's own count of host calls (device staging's host calls, from its thread).
-  void set_call_number(uint64_t number) { call_number_ = number; }
 
  private:
   Executor* executor_of(const Plan& plan) const { return env_.executors[static_cast<int>(plan.executor)].get(); }
@@ -78,7 +75,6 @@ class CallRunner final : public HostRunner {
   std::mutex lock_;
   const Deadline* call_deadline_ = nullptr;
   uint32_t collective_seq_ = 0;
-  uint64_t call_number_ = 0;
   std::vector<uint32_t> send_seq_, recv_seq_;  // point-to-point, per peer
   // The plan cache; the last lookup is remembered so that a repeated call costs a
   // comparison, not a key (an 8-byte one-host allreduce takes about a microsecond).

@@ -84,6 +84,9 @@ struct CollCall {
   Scale postscale;
   void* stream = nullptr;  // device calls: the caller's stream (nullptr: the default stream)
   int device = -1;         // device calls: the device that owns the buffers (and the stream)
+  // The communicator's number of this collective (1, 2, ... in call order, alike on every
+  // rank; 0 until it runs): its errors' "collective call N" and the flight recorder's seq.
+  uint64_t seq = 0;
 };
 
 }  // namespace kolo

@@ -1,8 +1,10 @@
 #include "engine/communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "engine/call_runner.h"
 #include "engine/comm_store.h"
@@ -190,7 +192,10 @@ Status Communicator::fail(Status status) {
   // The store hears that this rank failed (so that it is not named as the cause when it
   // exits), then the peers (links closed, the host's peers stopped), then the store is asked
   // which ranks are gone: what this rank saw is often only a survivor's echo.
-  const bool marks = status.code() == Code::kRemote || status.code() == Code::kTimeout;
+  // Only a rank in a call says so: one that fails from a background thread while it makes
+  // no call (its device executor saw a peer fail) may be the one the others wait for.
+  const bool marks = (status.code() == Code::kRemote || status.code() == Code::kTimeout) &&
+                     in_call_.load(std::memory_order_relaxed);
   if (first && marks && liveness_) {
     (void)mark_rank_failed(*liveness_->client, live_prefix(id_.prefix), id_.rank, status.message(),
                            status.code() == Code::kTimeout);
@@ -202,6 +207,7 @@ Status Communicator::fail(Status status) {
     std::lock_guard<std::mutex> lock(failed_mutex_);
     failed_ = status;
   }
+  if (first) failure_settled_.store(true, std::memory_order_release);
   log_warn(Subsys::kExec, status.message());
   return status;
 }
@@ -225,7 +231,15 @@ Status Communicator::drain_device(bool* waited) {
   for (Executor* executor : queueing_) {
     if (!executor->busy()) continue;
     if (waited != nullptr) *waited = true;
-    KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
+    Status drained = executor->drain(Deadline(timeout_seconds_));
+    if (drained.ok()) continue;
+    // The queued calls have deadlines of their own, about as far as this wait's: their
+    // failure (naming whom they waited for) is the cause, this timeout only its echo.
+    const Deadline grace(kNameGoneSeconds);
+    while (!failure_settled_.load(std::memory_order_acquire) && !grace.expired()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return async_error().ok() ? fail(std::move(drained)) : usable();
   }
   return Status();
 }
@@ -254,6 +268,19 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
 // the device work before it is done) and end; the ticks cost about 10 ns each, so an
 // uncontended host call takes its start from its entry.
 Status Communicator::run_calls(const CollCall* calls, size_t n) {
+  in_call_.store(true, std::memory_order_relaxed);  // a store, no read-modify-write: one caller at a time is the rule
+  Status status = run_recorded(calls, n);
+  in_call_.store(false, std::memory_order_relaxed);
+  // The first failure is dumped where KOLO_TRACE_DIR asks for it (a refusal is no failure).
+  if (!status.ok() && dump_on_failure_ && !dumped_failure_ && !async_error().ok()) {
+    dumped_failure_ = true;
+    Result<std::string> path = dump_trace("", "failure");
+    if (!path.ok()) log_warn(Subsys::kExec, path.status().message(), " (the call's own error follows)");
+  }
+  return status;
+}
+
+Status Communicator::run_recorded(const CollCall* calls, size_t n) {
   const uint64_t entered = recorder_ ? trace_ticks() : 0;
   KOLO_TRY(device::assert_may_block(n == 1 ? "a collective call" : "a group of calls"));
   const bool on_device = n > 0 && calls[0].spec.device;
@@ -275,17 +302,10 @@ Status Communicator::run_calls(const CollCall* calls, size_t n) {
     const uint64_t started = waited ? trace_ticks() : entered;
     for (size_t i = 0; i < n; ++i) recorder_->started(slot + i, started);
   }
-  runner_->set_call_number(first_seq);
-  Status status = run_locked(calls, n);
+  Status status = run_locked(calls, n, first_seq);
   if (recorder_) {
     const uint64_t ended = trace_ticks();
     for (size_t i = 0; i < n; ++i) recorder_->ended(slot + i, runner_->last_plan(), status.ok(), ended);
-  }
-  // The first failure is dumped where KOLO_TRACE_DIR asks for it (a refusal is no failure).
-  if (!status.ok() && dump_on_failure_ && !dumped_failure_ && !async_error().ok()) {
-    dumped_failure_ = true;
-    Result<std::string> path = dump_trace("", "failure");
-    if (!path.ok()) log_warn(Subsys::kExec, path.status().message(), " (the call's own error follows)");
   }
   return status;
 }
@@ -329,12 +349,13 @@ Status Communicator::set_up_device(const CollCall& call) {
 // One call, or n as one group (n > 1). The caller holds the runner's lock. What a device
 // call needs before it is planned (registered windows, the set-up, buffers shared), then
 // the runner plans and runs it.
-Status Communicator::run_locked(const CollCall* calls, size_t n) {
+Status Communicator::run_locked(const CollCall* calls, size_t n, uint64_t first_seq) {
   KOLO_TRY(usable());
   runner_->begin();
   if (n == 1) {  // the common case, without the group's vector
     if (calls[0].spec.empty()) return Status();
     PlannedCall call{nullptr, runner_->lowered(calls[0]), 0};
+    call.call.seq = first_seq;
     if (call.call.spec.device) {
       mark_registered(call.call);
       KOLO_TRY(set_up_device(call.call));
@@ -351,9 +372,13 @@ Status Communicator::run_locked(const CollCall* calls, size_t n) {
   // A group that device_ipc runs is its calls one after another, each planned alone.
   const bool grouped = n > 1 && !group_runs_on_device_ipc(calls, n, plan_context_);
   group_.clear();
+  uint64_t seq = first_seq;  // numbers the group's collectives, not its sends and receives
   for (size_t i = 0; i < n; ++i) {
+    const bool p2p = calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
+    const uint64_t this_seq = p2p ? 0 : seq++;
     if (calls[i].spec.empty()) continue;
     PlannedCall call{nullptr, runner_->lowered(calls[i]), 0};
+    call.call.seq = this_seq;
     if (call.call.spec.device) mark_registered(call.call);
     group_.push_back(std::move(call));
   }

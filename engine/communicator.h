@@ -154,8 +154,9 @@ class Communicator {
   void inherit(const Inherited& from);
   void place_on_hosts();
   Status calibrate_network(const Deadline& deadline);
-  Status run_calls(const CollCall* calls, size_t n);  // run and run_group: records, then run_locked
-  Status run_locked(const CollCall* calls, size_t n);
+  Status run_calls(const CollCall* calls, size_t n);     // run and run_group: run_recorded, and a failure's dump
+  Status run_recorded(const CollCall* calls, size_t n);  // the flight recorder around run_locked
+  Status run_locked(const CollCall* calls, size_t n, uint64_t first_seq);
   Status drain_device(bool* waited = nullptr);  // *waited: device work was still running
   Status room_for_device(const CollCall* calls, size_t n);  // before a device call: make_room
   Status set_up_device(const CollCall& call);     // Executor::set_up, before planning
@@ -209,6 +210,8 @@ class Communicator {
   std::unique_ptr<FlightRecorder> recorder_;
   uint64_t collectives_ = 0;
   bool dumped_failure_ = false;
+  std::atomic<bool> failure_settled_{false};
+  std::atomic<bool> in_call_{false};  // a call of the user's runs (run_calls): its failure is said in the store  // the first failure's cause is named (fail() returned)
 };
 
 }  // namespace kolo

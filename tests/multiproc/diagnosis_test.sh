@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Diagnosis (issue 49), on one host: a stuck rank named by every survivor within
-# KOLO_TIMEOUT + 1 s and by kolorun's kolo-trace summary in one line; a straggler found with
+# KOLO_TIMEOUT + 1 s and by kolorun's kolo-trace summary in one line, on host and device
+# buffers; a straggler found with
 # its lag; a dump folder that cannot be written (a warning, the job's own error still
 # comes); truncated and foreign dumps reported, not guessed at; no secret in a dump.
 #   diagnosis_test.sh KOLORUN WORKER KOLO_TRACE
@@ -29,6 +30,16 @@ done
 grep -q "the ranks part at call 6 (allreduce of 1024 x float): rank 2 never entered it" <<< "$out" ||
   fail "kolorun's summary does not say that rank 2 never entered call 6"
 grep -q "signal: rank 2" <<< "$out" || fail "the stuck rank 2 did not dump on kolorun's signal"
+
+# 1b. The same on device buffers (the emulated device; each allreduce followed by a barrier,
+# so the user's call 6 is collective call 11): the queued device call's failure is the cause.
+out=$(KOLO_DEVICE=emulated KOLO_TIMEOUT=$timeout_s DIAG_DEVICE=1 DIAG_STUCK_RANK=2 DIAG_STUCK_AFTER=5 \
+      DIAG_STUCK_SECONDS=20 timeout 60 "$kolorun" --no-trace -np 4 "$worker" 2>&1)
+for r in 0 1 3; do
+  line=$(grep "^\[$r\] rank $r: call 6 failed after" <<< "$out" | head -n 1)
+  grep -q "rank 2 is alive but did not fail.*collective call 11 (allreduce" <<< "$line" ||
+    fail "device path: rank $r's error does not name rank 2 and collective call 11: ${line:-$out}"
+done
 
 # 2. Rank 1 of 3 20 ms late to every call: named the straggler, its lag within 20 %.
 mkdir "$work/late"

@@ -6,6 +6,8 @@
 //                     (sleeping DIAG_STUCK_SECONDS, default 30) and then exits 0
 //   DIAG_LATE_RANK    this rank sleeps DIAG_LATE_MS before every call (a straggler)
 //   DIAG_DUMP         1: kolo_comm_dump(comm, NULL) after the last call (the job did not fail)
+//   DIAG_DEVICE       1: the allreduces on device buffers (kolo_mem_alloc; KOLO_DEVICE=emulated
+//                     without a GPU), each followed by a barrier, which waits for it
 // Prints, on a failed call: "rank R: call K failed after S s: <kolo_last_error()>".
 // Exit status: 0 = every call ran, 1 = a call failed (the error printed), 2 = set-up failed.
 #include <unistd.h>
@@ -43,7 +45,15 @@ int main() {
   const size_t count = static_cast<size_t>(env_or("DIAG_COUNT", 1024));
   const int stuck_rank = env_or("DIAG_STUCK_RANK", -1), stuck_after = env_or("DIAG_STUCK_AFTER", 5);
   const int late_rank = env_or("DIAG_LATE_RANK", -1), late_ms = env_or("DIAG_LATE_MS", 20);
-  std::vector<float> send(count, 1.0f), recv(count);
+  std::vector<float> host_send(count, 1.0f), host_recv(count);
+  void* send = host_send.data();
+  void* recv = host_recv.data();
+  const bool device = env_or("DIAG_DEVICE", 0) == 1;
+  if (device && (kolo_mem_alloc(&send, count * sizeof(float)) != KOLO_SUCCESS ||
+                 kolo_mem_alloc(&recv, count * sizeof(float)) != KOLO_SUCCESS)) {
+    std::fprintf(stderr, "kolo_mem_alloc failed: %s\n", kolo_last_error());
+    return 2;
+  }
   for (int call = 1; call <= calls; ++call) {
     if (rank == stuck_rank && call > stuck_after) {
       std::printf("rank %d: stuck before call %d\n", rank, call);
@@ -53,7 +63,8 @@ int main() {
     }
     if (rank == late_rank) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
     const auto start = std::chrono::steady_clock::now();
-    if (kolo_allreduce(send.data(), recv.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr) != KOLO_SUCCESS) {
+    if (kolo_allreduce(send, recv, count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr) != KOLO_SUCCESS ||
+        (device && kolo_barrier(comm) != KOLO_SUCCESS)) {
       std::printf("rank %d: call %d failed after %.2f s: %s\n", rank, call, seconds_since(start), kolo_last_error());
       std::fflush(stdout);
       kolo_comm_destroy(comm);

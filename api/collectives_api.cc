@@ -9,6 +9,7 @@
 #include "engine/adasum.h"
 #include "kernels/host_kernels.h"
 #include "support/device/buffer_place.h"
+#include "support/probe.h"
 
 using kolo::CollCall;
 using kolo::CollKind;
@@ -156,7 +157,8 @@ extern "C" {
 
 kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op,
                                 const kolo_coll_options* options, kolo_comm_t comm, void* stream) {
-  return api_call("kolo_allreduce", [&]() -> Status {
+  KOLO_PROBE(kApiEntry);
+  const kolo_result_t result = api_call("kolo_allreduce", [&]() -> Status {
     KOLO_TRY(check_reduction(comm, dtype, op, "allreduce"));
     KOLO_TRY(kolo::check_buffer("send", send, count));
     KOLO_TRY(kolo::check_buffer("recv", recv, count));
@@ -168,6 +170,8 @@ kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo
     KOLO_TRY(apply_options(call, options, dtype, op, true));
     return submit(comm, std::move(call), stream);
   });
+  KOLO_PROBE(kApiExit);
+  return result;
 }
 
 kolo_result_t kolo_allreduce(const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op,

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "support/log.h"
+#include "support/probe.h"
 
 namespace kolo {
 namespace {
@@ -144,6 +145,7 @@ Status CallRunner::run(PlannedCall* calls, size_t n, bool grouped) {
     if (!call.call.spec.device) call.tag_base = next_tag_base(call.call.spec);
   }
   ran_plan_ = calls[n - 1].plan;
+  KOLO_PROBE(kPlanned);
   return execute(calls, n);
 }
 
@@ -170,7 +172,9 @@ Status CallRunner::execute(const PlannedCall* calls, size_t n) {
   }
   const double timeout = env_.timeout_seconds;
   const Deadline deadline = call_deadline_ != nullptr ? *call_deadline_ : Deadline(timeout);
+  KOLO_PROBE(kExecutorEntered);
   Status status = executor->run(calls, n, deadline);
+  KOLO_PROBE(kExecutorDone);
   if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
   if (status.ok()) return Status();
   // Which call failed, as every rank numbers it (collectives run in the same order on all):

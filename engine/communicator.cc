@@ -12,6 +12,7 @@
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
+#include "support/probe.h"
 
 namespace kolo {
 
@@ -196,12 +197,16 @@ Status Communicator::fail(Status status) {
   // no call (its device executor saw a peer fail) may be the one the others wait for.
   const bool marks = (status.code() == Code::kRemote || status.code() == Code::kTimeout) &&
                      in_call_.load(std::memory_order_relaxed);
+  // A store this rank cannot reach to say so cannot tell it who is gone either: then the
+  // naming is skipped (a host cut off from the others fails within its deadline as it is).
+  bool reached = false;
   if (first && marks && liveness_) {
-    (void)mark_rank_failed(*liveness_->client, live_prefix(id_.prefix), id_.rank, status.message(),
-                           status.code() == Code::kTimeout);
+    reached = mark_rank_failed(*liveness_->client, live_prefix(id_.prefix), id_.rank, status.message(),
+                               status.code() == Code::kTimeout)
+                  .ok();
   }
   connections_->fail(status.message());
-  if (first && marks && liveness_) {
+  if (reached) {
     status = name_ranks_gone(status, *liveness_->client, live_prefix(id_.prefix), id_.size, id_.rank, kNameGoneSeconds,
                              liveness_ == store_ && id_.rank != 0);
     std::lock_guard<std::mutex> lock(failed_mutex_);
@@ -281,6 +286,7 @@ Status Communicator::run_calls(const CollCall* calls, size_t n) {
 }
 
 Status Communicator::run_recorded(const CollCall* calls, size_t n) {
+  KOLO_PROBE(kApiChecked);
   const uint64_t entered = recorder_ ? trace_ticks() : 0;
   KOLO_TRY(device::assert_may_block(n == 1 ? "a collective call" : "a group of calls"));
   const bool on_device = n > 0 && calls[0].spec.device;
@@ -302,11 +308,13 @@ Status Communicator::run_recorded(const CollCall* calls, size_t n) {
     const uint64_t started = waited ? trace_ticks() : entered;
     for (size_t i = 0; i < n; ++i) recorder_->started(slot + i, started);
   }
+  KOLO_PROBE(kCommLocked);
   Status status = run_locked(calls, n, first_seq);
   if (recorder_) {
     const uint64_t ended = trace_ticks();
     for (size_t i = 0; i < n; ++i) recorder_->ended(slot + i, runner_->last_plan(), status.ok(), ended);
   }
+  KOLO_PROBE(kCommDone);
   return status;
 }
 

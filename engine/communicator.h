@@ -177,7 +177,7 @@ class Communicator {
   // Where this communicator's live keys are (the elastic job's store, else store_): a
   // failure names the ranks gone from there (fail).
   std::shared_ptr<StoreSession> liveness_;
-  static constexpr double kNameGoneSeconds = 2.0;
+  static constexpr double kNameGoneSeconds = 1.0;
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts

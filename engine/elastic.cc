@@ -206,9 +206,9 @@ std::string live_prefix(const std::string& comm_prefix) { return str_cat(comm_pr
 std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(live_prefix(comm_prefix), rank); }
 
 namespace {
-constexpr double kMarkSeconds = 0.5;  // a stopped store (its host SIGSTOPped) costs this, once
+constexpr double kMarkSeconds = 0.25;  // a stopped store (its host SIGSTOPped) costs this, once
 constexpr double kLiveWaitSeconds = 0.1;
-constexpr double kSilentWaitSeconds = 0.5;  // for the others to fail as well (their deadlines are alike)
+constexpr double kSilentWaitSeconds = 0.25;  // for the others to fail as well (their deadlines are alike)
 std::string failed_prefix(const std::string& live_keys) { return str_cat(live_keys, "failed/"); }
 }  // namespace
 
@@ -258,9 +258,12 @@ Status silent_or_first_failure(const Status& failure, StoreClient& liveness, con
   }
   const std::vector<int>& who = silent.value();
   return Status(failure.code(), str_cat(who.size() == 1 ? "rank " : "ranks ", rank_list(who, 16),
-                                        who.size() == 1 ? " is" : " are", " alive but did not fail with the other ",
-                                        size - static_cast<int>(who.size()),
-                                        ": it never entered this call or is stuck in it; here: ", failure.message()));
+                                        " did not fail with the other ", size - static_cast<int>(who.size()),
+                                        who.size() == 1 ? " (it never entered this call, is stuck in it, or cannot "
+                                                          "reach the store)"
+                                                        : " (they never entered this call, are stuck in it, or cannot "
+                                                          "reach the store)",
+                                        "; here: ", failure.message()));
 }
 
 Status mark_rank_failed(StoreClient& liveness, const std::string& live_keys, int rank, const std::string& why,

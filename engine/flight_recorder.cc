@@ -16,23 +16,11 @@
 #include <set>
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
-
 #include "support/clock.h"
 #include "support/env.h"
 #include "support/log.h"
 
 namespace kolo {
-
-uint64_t trace_ticks() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __rdtsc();
-#else
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-#endif
-}
 
 const char* call_state_name(CallState state) {
   switch (state) {

@@ -20,14 +20,13 @@
 
 #include "engine/collective.h"
 #include "engine/planner/plan.h"
+#include "support/clock.h"
 #include "support/status.h"
 
 namespace kolo {
 
-// The CPU's timestamp counter where it is cheap (x86: rdtsc, about 20 cycles; a steady
-// clock read costs twice that), else the steady clock in nanoseconds. Ticks become wall time
-// only in a dump (TickClock).
-uint64_t trace_ticks();
+// support/clock.h's cpu_ticks(); they become wall time only in a dump (TickClock).
+inline uint64_t trace_ticks() { return cpu_ticks(); }
 
 enum class CallState : uint8_t { kEntered, kRunning, kDone, kFailed, kOnStream };
 const char* call_state_name(CallState state);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/host_kernels.h"
+#include "support/probe.h"
 
 namespace kolo {
 
@@ -131,6 +132,7 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
   mine.shape = signatures_.shape();
   mine.count = signatures_.count();
   d_.publish_word(mine.tag, f + 1);
+  KOLO_PROBE(kPublished);
 
   // Take: what this rank reads of its peers' boxes.
   switch (s.kind) {
@@ -140,7 +142,10 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
       for (int q = 0; q < n; ++q) {
         if (q != me) KOLO_TRY(wait_box(q, f, deadline, "waiting for the peers' data"));
       }
-      return reduce_boxes(call, f, out, 0);
+      KOLO_PROBE(kPeerSeen);
+      KOLO_TRY(reduce_boxes(call, f, out, 0));
+      KOLO_PROBE(kReduced);
+      return Status();
     case CollKind::kBroadcast:
       if (me == root) return Status();
       KOLO_TRY(wait_box(root, f, deadline, "waiting for the root's data"));

@@ -13,6 +13,7 @@
 #include "kernels/compress.h"
 #include "kernels/host_kernels.h"
 #include "support/env.h"
+#include "support/probe.h"
 
 namespace kolo {
 namespace {
@@ -160,6 +161,7 @@ class LocalExecutor final : public Executor {
     const bool reduces = call.spec.kind == CollKind::kAllreduce || call.spec.kind == CollKind::kReduce;
     signatures_.announce(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot,
                          call.postscale.divisor > 1);  // AVG, lowered by Communicator::lowered
+    KOLO_PROBE(kAnnounced);
     Status status;
     if (plan.protocol == Protocol::kFastBox) {
       status = fast_.run(call, deadline);

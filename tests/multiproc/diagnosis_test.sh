@@ -37,7 +37,7 @@ out=$(KOLO_DEVICE=emulated KOLO_TIMEOUT=$timeout_s DIAG_DEVICE=1 DIAG_STUCK_RANK
       DIAG_STUCK_SECONDS=20 timeout 60 "$kolorun" --no-trace -np 4 "$worker" 2>&1)
 for r in 0 1 3; do
   line=$(grep "^\[$r\] rank $r: call 6 failed after" <<< "$out" | head -n 1)
-  grep -q "rank 2 is alive but did not fail.*collective call 11 (allreduce" <<< "$line" ||
+  grep -q "rank 2 did not fail with the other.*collective call 11 (allreduce" <<< "$line" ||
     fail "device path: rank $r's error does not name rank 2 and collective call 11: ${line:-$out}"
 done
 

@@ -5,8 +5,8 @@ one element count in different shapes refused on every rank; join: any operation
 allreduce fails at once while a rank has joined, whatever names the others use, cached
 names too, and Average divides by every rank) and DistributedOptimizer
 (broadcast_optimizer_state before any step, no named_parameters, a process set leaving
-ranks out, sparse gradients, step() after synchronize()), and shutdown() and init() numbering
-unnamed operations afresh. Each is checked against what it
+ranks out, sparse gradients, step() after synchronize()), a name refused when enqueued twice in a row even if the
+first completed in between, and shutdown() and init() numbering unnamed operations afresh. Each is checked against what it
 must give, computed here from every rank's known inputs. Exits non-zero with the failures
 listed."""
 import sys
@@ -16,6 +16,8 @@ import warnings
 import torch
 
 import kolo.torch as hvd
+from kolo import _capi
+from kolo.torch import _requests as hvd_requests
 
 from kolo_checks import expect, finish, run_only, section
 
@@ -355,6 +357,32 @@ def name_free_once_done():
     expect(torch.equal(hvd.synchronize(first), torch.full((3,), want)), "the first, synchronized after")
 
 
+# ---- the same name enqueued twice in a row is refused even when the first has completed
+# in between (its peers were waiting for it): Horovod's background thread cannot complete it
+# that fast, and its suite's *_duplicate_name_error tests count on the error --------------
+@section
+def duplicate_name_after_peers_waited():
+    x = torch.full((2,), float(me))
+    first = None
+    if me == 0:
+        first = hvd.allreduce_async(x, name="raced", op=hvd.Sum)
+    hvd.barrier()
+    if me != 0:
+        first = hvd.allreduce_async(x, name="raced", op=hvd.Sum)
+        if me == n - 1:  # the last one in: the first completes at once
+            deadline = time.monotonic() + 30
+            while _capi.lib.kolo_test(hvd_requests._pending[first].request) == _capi.IN_PROGRESS and \
+                    time.monotonic() < deadline:
+                time.sleep(0.001)
+            try:
+                hvd.allreduce_async(x, name="raced", op=hvd.Sum)
+                expect(False, "a name enqueued twice in a row, the first completed between: no error")
+            except ValueError:
+                pass
+    expect(torch.equal(hvd.synchronize(first), torch.full((2,), float(sum(range(n))))), "the 'raced' allreduce")
+    hvd.barrier()  # the others wait for the last rank's check before they go on
+
+
 # ---- an unnamed operation one rank made and the others did not (a failure on some ranks,
 # in a script) leaves that rank's numbering ahead: shutdown() and init() number from 0
 # again on every rank, as Horovod's shutdown resets its handles ----------------------------
@@ -362,6 +390,7 @@ def name_free_once_done():
 def shutdown_renumbers_unnamed():
     if me == 1:
         hvd.allreduce_async(torch.ones(2), op=hvd.Sum)  # the others never make it; never synchronized
+    hvd.barrier()  # none shuts down (which stops every rank's runtime) before rank 1 has enqueued it
     hvd.shutdown()
     hvd.init()
     t = hvd.allreduce(torch.full((2,), float(me)), op=hvd.Sum)

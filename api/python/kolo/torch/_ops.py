@@ -14,7 +14,7 @@ from kolo.torch._requests import (  # noqa: F401 - also kolo.torch's and _optimi
     Average, Sum, Adasum, Min, Max, Product, _DTYPES, _KOLO_OPS, _check_reducible, _check_tensor,
     _contiguous, _enqueue, _name, _ptr, _register, _register_composite, _resolve_op, _root_in_set,
     _scaled, _set_rank, _set_size, _source, _state_rank, _stream, _widened, as_bytes, kolo_dtype,
-    poll, synchronize, wire_for)
+    poll, synchronize, waited, wire_for)
 from kolo.torch import _state
 
 # ---- allreduce -----------------------------------------------------------------------
@@ -589,8 +589,10 @@ def join(device=-1):
     every rank has joined. Returns the rank that joined last."""
     last = ctypes.c_int(-1)
     _capi.check(_capi.lib.kolo_join(_state.require(), ctypes.byref(last)))
+    waited()
     return last.value
 
 
 def barrier(process_set=None):
     _capi.check(_capi.lib.kolo_barrier(_state.comm_of(process_set)))
+    waited()

@@ -169,6 +169,16 @@ class _Pending:
         self.finish = finish
         self.result = None
         self.error = None
+        self.waits = _waits[0]
+
+
+# How many times this rank has waited on the job (synchronize, barrier, join): see
+# _free_completed.
+_waits = [0]
+
+
+def waited():
+    _waits[0] += 1
 
 
 def _free_completed():
@@ -176,10 +186,15 @@ def _free_completed():
     runtime keeps a name taken until its request is freed, Horovod frees it when the
     operation completes, and scripts (Horovod's suite among them) drop handles they never
     synchronize. Called when an enqueue is refused, not before each (a DistributedOptimizer
-    step has hundreds in flight). (Caller holds no lock.)"""
+    step has hundreds in flight). Only operations enqueued before this rank last waited on
+    the job (waited()), or seen complete by poll(): the same name enqueued twice in a row is
+    Horovod's duplicate error,
+    which Horovod raises because its background thread cannot have completed the first in
+    between, where kolo's runtime may have (its peers were already waiting for it).
+    (Caller holds no lock.)"""
     with _pending_lock:
         for p in _pending.values():
-            if p.request is None or _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:
+            if p.request is None or p.waits == _waits[0] or _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:
                 continue
             p.result = _capi.lib.kolo_wait(p.request)  # done: returns at once with its outcome
             p.error = _capi.last_error()
@@ -230,7 +245,10 @@ def poll(handle):
         return all(poll(h) for h in c[0])
     if p is None:
         raise ValueError(f"kolo.torch: poll of unknown handle {handle}")
-    return p.request is None or _capi.lib.kolo_test(p.request) != _capi.IN_PROGRESS
+    done = p.request is None or _capi.lib.kolo_test(p.request) != _capi.IN_PROGRESS
+    if done:
+        p.waits = -1  # its completion seen here: its name may be freed (_free_completed)
+    return done
 
 
 _unfinished = []  # operations that failed to complete in time: kolo may still use their buffers
@@ -238,6 +256,7 @@ _unfinished = []  # operations that failed to complete in time: kolo may still u
 
 def synchronize(handle):
     """Waits for the operation of `handle` and returns its output."""
+    waited()
     with _pending_lock:
         p = _pending.pop(handle, None)
         c = _composites.pop(handle, None)

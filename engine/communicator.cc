@@ -304,15 +304,15 @@ Status Communicator::run_recorded(const CollCall* calls, size_t n) {
                                         static_cast<uint16_t>(std::min<size_t>(n, 0xffff)), entered);
     if (i == 0) slot = s;
   }
-  if (recorder_) {
-    const uint64_t started = waited ? trace_ticks() : entered;
+  if (recorder_ && waited) {
+    const uint64_t started = trace_ticks();
     for (size_t i = 0; i < n; ++i) recorder_->started(slot + i, started);
   }
   KOLO_PROBE(kCommLocked);
   Status status = run_locked(calls, n, first_seq);
   if (recorder_) {
     const uint64_t ended = trace_ticks();
-    for (size_t i = 0; i < n; ++i) recorder_->ended(slot + i, runner_->last_plan(), status.ok(), ended);
+    for (size_t i = 0; i < n; ++i) recorder_->ended(slot + i, runner_->last_plan(), status.ok(), calls[i].spec.device, ended);
   }
   KOLO_PROBE(kCommDone);
   return status;

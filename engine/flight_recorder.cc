@@ -98,71 +98,32 @@ FlightRecorder::~FlightRecorder() {
 }
 
 CallRecord FlightRecorder::Slot::get() const {
-  uint64_t w[kWords];
-  for (size_t i = 0; i < kWords; ++i) w[i] = words[i].load(std::memory_order_relaxed);
-  CallRecord record;
-  std::memcpy(static_cast<void*>(&record), w, sizeof record);
-  return record;
-}
-
-void FlightRecorder::Slot::put(const CallRecord& record) {
-  uint64_t w[kWords] = {};
-  std::memcpy(w, &record, sizeof record);
-  for (size_t i = 0; i < kWords; ++i) words[i].store(w[i], std::memory_order_relaxed);
-}
-
-size_t FlightRecorder::entered(const CollSpec& spec, uint64_t seq, uint16_t group_index, uint16_t group_size,
-                               uint64_t now) {
-  const size_t index = written_.load(std::memory_order_relaxed);
+  auto get = [](const std::atomic<uint64_t>& field) { return field.load(std::memory_order_relaxed); };
   CallRecord r;
-  const bool p2p = spec.kind == CollKind::kSend || spec.kind == CollKind::kRecv;
-  r.seq = seq;
-  r.p2p_seq = !p2p || spec.peer < 0 || spec.peer >= size_ ? 0
-              : ++(spec.kind == CollKind::kSend ? p2p_sent_ : p2p_received_)[spec.peer];
-  r.kind = spec.kind;
-  r.dtype = spec.dtype;
-  r.wire = spec.wire;
-  r.op = spec.op;
-  r.root = spec.root;
-  r.peer = spec.peer;
-  r.count = spec.count;
-  r.group_index = group_index;
-  r.group_size = group_size;
-  r.device = spec.device;
-  r.entered = now;
-  Slot& s = slot(index);
-  begin_write(s);
-  s.put(r);
-  end_write(s);
-  written_.store(index + 1, std::memory_order_release);
-  return index;
-}
-
-void FlightRecorder::started(size_t index, uint64_t now) {
-  Slot& s = slot(index);
-  CallRecord r = s.get();
-  r.state = CallState::kRunning;
-  r.started = now;
-  begin_write(s);
-  s.put(r);
-  end_write(s);
-}
-
-void FlightRecorder::ended(size_t index, const Plan* plan, bool ok, uint64_t now) {
-  Slot& s = slot(index);
-  CallRecord r = s.get();
-  if (plan != nullptr) {
-    r.planned = true;
-    r.executor = plan->executor;
-    r.algorithm = plan->algorithm;
-    r.protocol = plan->protocol;
-  }
-  r.state = !ok ? CallState::kFailed : r.device ? CallState::kOnStream : CallState::kDone;
-  if (r.started == 0) r.started = now;
-  r.ended = now;
-  begin_write(s);
-  s.put(r);
-  end_write(s);
+  r.seq = get(seq);
+  r.count = get(count);
+  r.entered = get(entered);
+  r.started = get(started);
+  r.ended = get(ended);
+  const uint64_t sh = get(shape), pl = get(place), pd = get(p2p_device), out = get(outcome);
+  r.kind = static_cast<CollKind>(sh & 0xff);
+  r.dtype = static_cast<DType>(sh >> 8 & 0xff);
+  r.wire = static_cast<DType>(sh >> 16 & 0xff);
+  r.op = static_cast<ReduceOp>(sh >> 24 & 0xff);
+  r.group_size = static_cast<uint16_t>(sh >> 32);
+  r.group_index = static_cast<uint16_t>(sh >> 48);
+  r.root = static_cast<int32_t>(static_cast<uint32_t>(pl));
+  r.peer = static_cast<int32_t>(static_cast<uint32_t>(pl >> 32));
+  r.device = (pd & 1) != 0;
+  r.p2p_seq = pd >> 1;
+  r.state = static_cast<CallState>(out & 0xff);
+  r.planned = (out >> 8 & 1) != 0;
+  r.executor = static_cast<ExecutorKind>(out >> 16 & 0xff);
+  r.algorithm = static_cast<Algorithm>(out >> 24 & 0xff);
+  r.protocol = static_cast<Protocol>(out >> 32 & 0xff);
+  // A call that did not wait to start started when it entered (started() was not called).
+  if (r.started == 0 && r.state != CallState::kEntered) r.started = r.entered;
+  return r;
 }
 
 std::string FlightRecorder::to_json(const DumpRequest& request) const {

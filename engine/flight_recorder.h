@@ -11,7 +11,6 @@
 #pragma once
 
 #include <atomic>
-#include <type_traits>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,8 +52,6 @@ struct CallRecord {
   uint64_t entered = 0, started = 0, ended = 0;  // trace_ticks(); 0 = not yet
 };
 
-static_assert(std::is_trivially_copyable_v<CallRecord>, "the flight recorder copies records as words");
-
 // Where a dump goes and why; folder "" = KOLO_TRACE_DIR.
 struct DumpRequest {
   std::string folder;
@@ -70,12 +67,51 @@ class FlightRecorder {
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
-  // The call thread (one at a time, under the communicator's call lock from started() on):
-  // entered() takes the next slot and returns its index, for the calls that follow; `seq`:
-  // the communicator's collective number (Communicator::last_call_seq).
-  size_t entered(const CollSpec& spec, uint64_t seq, uint16_t group_index, uint16_t group_size, uint64_t now);
-  void started(size_t slot, uint64_t now);
-  void ended(size_t slot, const Plan* plan, bool ok, uint64_t now);
+  // The call thread (one at a time, under the communicator's call lock): entered() takes
+  // the next slot and returns its index, for the calls that follow; `seq`: the
+  // communicator's collective number (Communicator::last_call_seq). started() only where
+  // the call waited to start (for the call lock, or device work before it): else it started
+  // when it entered. Inline, a dozen plain stores: this is on every call's path.
+  size_t entered(const CollSpec& spec, uint64_t seq, uint16_t group_index, uint16_t group_size, uint64_t now) {
+    const size_t index = written_.load(std::memory_order_relaxed);
+    const bool p2p = spec.kind == CollKind::kSend || spec.kind == CollKind::kRecv;
+    const uint64_t p2p_seq = !p2p || spec.peer < 0 || spec.peer >= size_ ? 0
+                             : ++(spec.kind == CollKind::kSend ? p2p_sent_ : p2p_received_)[spec.peer];
+    Slot& s = slot(index);
+    begin_write(s);
+    put(s.seq, seq);
+    put(s.count, spec.count);
+    put(s.entered, now);
+    put(s.started, 0);
+    put(s.shape, static_cast<uint64_t>(spec.kind) | uint64_t{static_cast<uint8_t>(spec.dtype)} << 8 |
+                     uint64_t{static_cast<uint8_t>(spec.wire)} << 16 | uint64_t{static_cast<uint8_t>(spec.op)} << 24 |
+                     uint64_t{group_size} << 32 | uint64_t{group_index} << 48);
+    put(s.place, uint64_t{static_cast<uint32_t>(spec.root)} | uint64_t{static_cast<uint32_t>(spec.peer)} << 32);
+    put(s.p2p_device, p2p_seq << 1 | (spec.device ? 1 : 0));
+    put(s.outcome, static_cast<uint64_t>(CallState::kEntered));
+    end_write(s);
+    written_.store(index + 1, std::memory_order_release);
+    return index;
+  }
+  void started(size_t index, uint64_t now) {
+    Slot& s = slot(index);
+    begin_write(s);
+    put(s.started, now);
+    put(s.outcome, static_cast<uint64_t>(CallState::kRunning));
+    end_write(s);
+  }
+  void ended(size_t index, const Plan* plan, bool ok, bool device, uint64_t now) {
+    Slot& s = slot(index);
+    const CallState state = !ok ? CallState::kFailed : device ? CallState::kOnStream : CallState::kDone;
+    begin_write(s);
+    put(s.ended, now);
+    put(s.outcome, static_cast<uint64_t>(state) |
+                       (plan == nullptr ? 0
+                                        : uint64_t{1} << 8 | uint64_t{static_cast<uint8_t>(plan->executor)} << 16 |
+                                              uint64_t{static_cast<uint8_t>(plan->algorithm)} << 24 |
+                                              uint64_t{static_cast<uint8_t>(plan->protocol)} << 32));
+    end_write(s);
+  }
 
   // Writes this communicator's ring to <folder>/kolo-trace.<comm>.rank<R>.json (atomically:
   // a temporary file renamed). Any thread; a slot being written meanwhile is skipped.
@@ -86,15 +122,19 @@ class FlightRecorder {
 
  private:
   // A seqlock per slot: only the call thread writes; a dump copies a slot whose version is
-  // even and unchanged across the copy. The record is kept as relaxed atomic words, so that
-  // a dump reading it while it is written is no data race (only a copy to retry).
+  // even and unchanged across the copy. The fields are relaxed atomics (plain stores on the
+  // machines kolo runs on), so that a dump reading one while it is written is no data race,
+  // only a copy to retry.
   struct Slot {
-    static constexpr size_t kWords = (sizeof(CallRecord) + 7) / 8;
-    std::atomic<uint64_t> version{0};  // odd while the call thread writes the record
-    std::atomic<uint64_t> words[kWords] = {};
+    std::atomic<uint64_t> version{0};  // odd while the call thread writes
+    std::atomic<uint64_t> seq{0}, count{0}, entered{0}, started{0}, ended{0};
+    std::atomic<uint64_t> shape{0};       // kind, dtype, wire, op (a byte each), group size, group index
+    std::atomic<uint64_t> place{0};       // root, peer (32 bits each)
+    std::atomic<uint64_t> p2p_device{0};  // p2p_seq << 1 | device
+    std::atomic<uint64_t> outcome{0};     // state, planned, executor, algorithm, protocol (a byte each)
     CallRecord get() const;
-    void put(const CallRecord& record);  // between begin_write and end_write
   };
+  static void put(std::atomic<uint64_t>& field, uint64_t value) { field.store(value, std::memory_order_relaxed); }
   Slot& slot(size_t index) { return slots_[index % slots_.size()]; }
   static void begin_write(Slot& s) {
     s.version.store(s.version.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

@@ -72,14 +72,21 @@ std::vector<double> floor_exchange(kolo_comm_t comm, int rank, int calls, double
   char name[64] = {0};
   if (rank == 0) std::snprintf(name, sizeof name, "/kolo-breakdown-%d", static_cast<int>(getpid()));
   if (kolo_broadcast(name, name, sizeof name, KOLO_UINT8, 0, comm, nullptr) != KOLO_SUCCESS) return {};
-  const int fd = shm_open(name, O_RDWR | (rank == 0 ? O_CREAT : 0), 0600);
-  if (fd < 0 || (rank == 0 && ftruncate(fd, 4096) != 0)) return {};
+  // Made by rank 0 before rank 1 opens it, unlinked once both hold it; every rank learns
+  // whether all could map it, so that no rank leaves the others waiting.
+  int fd = rank == 0 ? shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600) : -1;
+  if (fd >= 0 && ftruncate(fd, 4096) != 0) close(fd), fd = -1;
   kolo_barrier(comm);
-  void* map = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  kolo_barrier(comm);
+  if (rank != 0) fd = shm_open(name, O_RDWR, 0600);
+  void* map = fd >= 0 ? mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (fd >= 0) close(fd);
+  int ok = map != MAP_FAILED, all_ok = 0;
+  kolo_allreduce(&ok, &all_ok, 1, KOLO_INT32, KOLO_MIN, comm, nullptr);
   if (rank == 0) shm_unlink(name);
-  if (map == MAP_FAILED) return {};
+  if (!all_ok) {
+    if (map != MAP_FAILED) munmap(map, 4096);
+    return {};
+  }
   FloorLine* lines = static_cast<FloorLine*>(map);
   FloorLine& mine = lines[rank];
   FloorLine& peer = lines[1 - rank];

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/host_kernels.h"
+#include "kernels/reduce_small.h"
 #include "support/probe.h"
 
 namespace kolo {
@@ -66,6 +67,8 @@ Status FastBoxes::reduce_boxes(const CollCall& call, uint64_t f, void* dst, size
   const void* srcs[kMaxReduceInputs];
   if (n <= kMaxReduceInputs) {
     for (int k = 0; k < n; ++k) srcs[k] = box(k, f).payload + offset;
+    // A few elements (the common small call): inline, the same bits (kernels/reduce_small.h).
+    if (call.postscale.identity() && reduce_small(dst, srcs, n, s.count, s.dtype, s.op)) return Status();
     return reduce_into(dst, srcs, n, s.count, s.dtype, s.op, call.postscale);
   }
   if (scratch_.size() < s.bytes()) scratch_.resize(s.bytes());

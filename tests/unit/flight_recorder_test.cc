@@ -36,7 +36,7 @@ TEST(FlightRecorder, KeepsTheLastCallsInOrder) {
   for (uint64_t seq = 1; seq <= 10; ++seq) {
     const size_t slot = recorder.entered(allreduce(seq), seq, 0, 1, trace_ticks());
     recorder.started(slot, trace_ticks());
-    recorder.ended(slot, &plan, seq != 10, trace_ticks());
+    recorder.ended(slot, &plan, seq != 10, false, trace_ticks());
   }
   const trace::RankDump dump = read_back(recorder);
   EXPECT_EQ(dump.comm, "c/1");
@@ -63,8 +63,8 @@ TEST(FlightRecorder, CallsInFlightAndPointToPoint) {
   send.kind = CollKind::kSend;
   send.peer = 1;
   send.count = 3;
-  recorder.ended(recorder.entered(send, 0, 0, 1, trace_ticks()), nullptr, true, trace_ticks());
-  recorder.ended(recorder.entered(send, 0, 0, 1, trace_ticks()), nullptr, true, trace_ticks());
+  recorder.ended(recorder.entered(send, 0, 0, 1, trace_ticks()), nullptr, true, false, trace_ticks());
+  recorder.ended(recorder.entered(send, 0, 0, 1, trace_ticks()), nullptr, true, false, trace_ticks());
   (void)recorder.entered(allreduce(5), 1, 0, 1, trace_ticks());  // never started: waiting for the call lock
   const std::string text = recorder.to_json(DumpRequest{});
   EXPECT_NE(text.find("\"p2p_seq\": 2"), std::string::npos) << text;
@@ -81,7 +81,7 @@ TEST(FlightRecorder, DumpWhileRecording) {
   std::thread caller([&] {
     for (uint64_t seq = 1; !stop.load(); ++seq) {
       const size_t slot = recorder.entered(allreduce(seq), seq, 0, 1, trace_ticks());
-      recorder.ended(slot, nullptr, true, trace_ticks());
+      recorder.ended(slot, nullptr, true, false, trace_ticks());
     }
   });
   for (int i = 0; i < 200; ++i) {

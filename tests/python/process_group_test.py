@@ -51,8 +51,9 @@ def batch_isend_irecv():
 @section
 def recv_from_any_source():
     # Rank 0 takes two messages from each other rank, in whatever order they come (recv
-    # with src=None returns the sender, irecv's Work tells it), then one from rank 1 by name;
-    # the others send two, rank 1 a third.
+    # with src=None returns the sender, irecv's Work tells it); the others send two. Then
+    # (after a barrier: a receive from any source could take it) rank 1 sends a third, which
+    # rank 0 receives by name: the counts of messages taken stay right.
     if me == 0:
         seen = []
         for i in range(2 * (n - 1)):
@@ -66,12 +67,14 @@ def recv_from_any_source():
             expect(torch.equal(got, torch.full((2,), sender * 10)), f"recv from any source: {got} from {sender}")
             seen.append(sender)
         expect(sorted(seen) == sorted(list(range(1, n)) * 2), f"senders of recv from any source: {seen}")
+        dist.barrier()
         last = torch.zeros(2, dtype=torch.int64)
         dist.recv(last, src=1)
         expect(torch.equal(last, torch.full((2,), -1)), f"recv from rank 1 after any source: {last}")
     else:
         for _ in range(2):
             dist.send(torch.full((2,), me * 10), 0)
+        dist.barrier()
         if me == 1:
             dist.send(torch.full((2,), -1), 0)
     dist.barrier()

@@ -1,4 +1,5 @@
 // C entry points for communicators: creation, queries, split, destroy, abort, errors.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -228,8 +229,23 @@ kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_e
   });
 }
 
+kolo_result_t kolo_comm_set_timeout(kolo_comm_t comm, double seconds) {
+  return api_call("kolo_comm_set_timeout", [&]() -> Status {
+    KOLO_TRY(kolo::check_comm(comm));
+    if (!(seconds > 0)) {  // NaN too
+      return kolo::error(kolo::Code::kInvalidArgument, "kolo_comm_set_timeout: seconds = ", seconds,
+                         " is not a positive number of seconds");
+    }
+    comm->impl->set_timeout(std::min(seconds, 1e9));
+    return kolo::Status();
+  });
+}
+
 kolo_result_t kolo_comm_dump(kolo_comm_t comm, const char* folder) {
   return api_call("kolo_comm_dump", [&]() -> Status {
+    if (comm == nullptr) {  // every communicator of this process
+      return kolo::dump_all_recorders(kolo::DumpRequest{folder != nullptr ? folder : "", "request", ""}).status();
+    }
     KOLO_TRY(kolo::check_comm(comm));
     kolo::Result<std::string> path = comm->impl->dump_trace(folder != nullptr ? folder : "");
     return path.status();

@@ -63,6 +63,7 @@ class CallRunner final : public HostRunner {
   // A deadline for the one call the calling thread runs now (a split's, an init's barrier);
   // null: KOLO_TIMEOUT from when the call starts.
   void set_call_deadline(const Deadline* deadline) { call_deadline_ = deadline; }
+  void set_timeout(double seconds) { env_.timeout_seconds = seconds; }  // the caller holds lock()
   const Deadline* call_deadline() const { return call_deadline_; }
 
  private:

@@ -318,6 +318,12 @@ Status Communicator::run_recorded(const CollCall* calls, size_t n) {
   return status;
 }
 
+void Communicator::set_timeout(double seconds) {
+  std::lock_guard<std::mutex> lock(runner_->lock());
+  timeout_seconds_ = seconds;
+  runner_->set_timeout(seconds);
+}
+
 Result<std::string> Communicator::dump_trace(const std::string& folder, const std::string& reason) const {
   if (!recorder_) {
     return error(Code::kInvalidArgument, "rank ", id_.rank, ": the flight recorder is off (KOLO_TRACE_CALLS=0)");

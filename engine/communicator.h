@@ -91,6 +91,8 @@ class Communicator {
   // The number of the last collective called (1, 2, ... in call order, alike on every rank;
   // the flight recorder's and the errors' "collective call N"; the timeline's seq).
   uint64_t last_call_seq() const { return collectives_; }
+  // Every later call's waits last at most `seconds` (KOLO_TIMEOUT until then); any thread.
+  void set_timeout(double seconds);
   // Writes the flight recorder's ring to `folder` ("" = KOLO_TRACE_DIR); the file's path.
   Result<std::string> dump_trace(const std::string& folder, const std::string& reason = "request") const;
   // Whether `call` can run here as planned, without running it: an error (the same on
@@ -202,7 +204,7 @@ class Communicator {
   // From the environment, read once at creation (not on every call).
   size_t chunk_bytes_ = 1 << 20;
   Algorithm forced_algorithm_ = Algorithm::kAuto;
-  double timeout_seconds_ = 300;
+  std::atomic<double> timeout_seconds_{300};  // KOLO_TIMEOUT, or set_timeout's
   bool nccl_backend_ = false;  // KOLO_BACKEND=nccl
   bool dump_on_failure_ = false;  // KOLO_TRACE_DIR is set
   // The flight recorder (null: KOLO_TRACE_CALLS=0), from the end of the init on; the

@@ -220,9 +220,10 @@ size_t trace_capacity() {
   return n.ok() ? static_cast<size_t>(n.value()) : 1024;
 }
 
-int dump_all_recorders(const DumpRequest& request) {
+Result<int> dump_all_recorders(const DumpRequest& request) {
   std::lock_guard<std::mutex> lock(g_recorders_mutex);
   int written = 0;
+  Status first;
   for (const FlightRecorder* r : recorders()) {
     if (request.reason == "signal" && r->failure_dumped()) continue;
     Result<std::string> path = r->dump(request);
@@ -230,8 +231,10 @@ int dump_all_recorders(const DumpRequest& request) {
       ++written;
     } else {
       log_warn(Subsys::kExec, path.status().message());
+      if (first.ok()) first = path.status();
     }
   }
+  if (!first.ok()) return first;
   return written;
 }
 

@@ -157,8 +157,8 @@ class FlightRecorder {
 // KOLO_TRACE_CALLS: the ring's size (0: no recorder).
 size_t trace_capacity();
 // Dumps every live recorder of this process (SIGUSR1's handler thread, kolo_comm_dump of
-// all). Returns how many were written.
-int dump_all_recorders(const DumpRequest& request);
+// all): how many were written, or the first failure (each is tried).
+Result<int> dump_all_recorders(const DumpRequest& request);
 // Makes SIGUSR1 dump every recorder to KOLO_TRACE_DIR, once per process, where that is set
 // and SIGUSR1 has the default disposition (an application's own handler is left alone).
 void arm_trace_signal();

@@ -163,5 +163,50 @@ def ddp_comm_hook():
         expect(torch.allclose(p.grad, q.grad, atol=1e-12), f"DDP with a comm hook: {p.grad} != {q.grad}")
 
 
+@section
+def group_timeout():
+    # A group's own timeout bounds its waits: rank 0 alone enters a barrier of a group made
+    # with a 1 s timeout and gets torch's words for it after about 1 s, not KOLO_TIMEOUT.
+    import datetime
+    import time
+    g = dist.new_group(timeout=datetime.timedelta(seconds=1))
+    if me == 0:
+        start = time.monotonic()
+        try:
+            dist.barrier(group=g)
+            expect(False, "a barrier that rank 0 alone entered completed")
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            expect(" Timed out " in str(e), f"the group's timeout: not torch's words: {e}")
+            expect(0.9 < took < 5, f"the group's 1 s timeout took {took:.2f} s")
+    dist.barrier()
+
+
+@section
+def flight_recorder_dump():
+    # The group's own recorder, and every communicator of the process through kolo.torch:
+    # one readable dump per communicator and rank, holding this test's collectives.
+    import glob
+    import json
+    import shutil
+    import kolo.torch
+    folder = "/tmp/kolo-pg-trace-" + os.environ["KOLO_ADDR"].replace(":", "_").replace("/", "_")
+    for sub, dump in (("group", pg.dump_trace), ("all", kolo.torch.dump_trace)):
+        os.makedirs(os.path.join(folder, sub), exist_ok=True)
+        dump(os.path.join(folder, sub))
+        files = glob.glob(os.path.join(folder, sub, f"kolo-trace.*.rank{me}.json"))
+        expect(len(files) >= 1, f"dump_trace ({sub}) wrote no file of rank {me}")
+        for f in files:
+            with open(f) as text:
+                d = json.load(text)
+            expect(d["format"] == "kolo-flight-recorder" and d["rank"] == me and d["size"] == n,
+                   f"{f}: not this rank's dump: {d.get('format')} {d.get('rank')} {d.get('size')}")
+        kinds = {c["kind"] for f in files for c in json.load(open(f))["calls"]}
+        expect("allreduce" in kinds, f"dump_trace ({sub}): no allreduce recorded: {kinds}")
+    dist.barrier()
+    if me == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 dist.barrier()
 finish(f"rank {me}: kolo backend's process group")

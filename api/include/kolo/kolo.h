@@ -91,7 +91,12 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm);
  * returned (a peer died while the call was queued on a stream): KOLO_SUCCESS while it
  * works; kolo_last_error() then says what failed. Safe from another thread. */
 kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error);
-/* Writes the communicator's flight recorder (its last KOLO_TRACE_CALLS calls: which
+/* How long each wait of this communicator's later calls may last, in seconds (> 0; above
+ * 1e9, inf too, counts as 1e9): KOLO_TIMEOUT when it was made. Not collective: give every
+ * rank the same. The runtime's calls (kolo_enqueue_*) keep KOLO_TIMEOUT. */
+kolo_result_t kolo_comm_set_timeout(kolo_comm_t comm, double seconds);
+/* Writes the communicator's flight recorder (comm NULL: every communicator of this process,
+ * the runtime's own among them) (its last KOLO_TRACE_CALLS calls: which
  * collective, dtype, count, plan, when each entered, started and ended, and its state; no
  * data, no secret) to folder/kolo-trace.<communicator>.rank<R>.json (folder NULL or "":
  * KOLO_TRACE_DIR). Not collective, safe from another thread: a thread of a rank whose call

@@ -164,6 +164,8 @@ _PROTOTYPES = {
     "kolo_join": (_i, [_c, ctypes.POINTER(_i)]),
     "kolo_timeline_start": (_i, [_c, ctypes.c_char_p]),
     "kolo_timeline_stop": (_i, [_c]),
+    "kolo_comm_dump": (_i, [_c, ctypes.c_char_p]),
+    "kolo_comm_set_timeout": (_i, [_c, ctypes.c_double]),
 }
 for _name, (_res, _args) in _PROTOTYPES.items():
     _f = getattr(lib, _name)

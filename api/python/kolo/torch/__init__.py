@@ -152,6 +152,14 @@ def stop_timeline():
     _capi.check(_capi.lib.kolo_timeline_stop(_state.require()))
 
 
+def dump_trace(folder=None):
+    """Writes the flight recorder of every kolo communicator of this process (the last
+    KOLO_TRACE_CALLS calls of each: what, how planned, when; no data) into `folder`
+    (None: KOLO_TRACE_DIR), one file each; `kolo-trace FOLDER` reads those of all ranks.
+    Safe from another thread, e.g. while a call hangs."""
+    _capi.check(_capi.lib.kolo_comm_dump(None, folder.encode() if folder else None))
+
+
 # What Horovod's capability queries ask, answered for kolo: it uses neither MPI, Gloo,
 # oneCCL nor DDL for its collectives (it has its own), and NCCL only as an optional
 # fallback for device buffers (KOLO_BACKEND=nccl), which kolo.torch does not use.

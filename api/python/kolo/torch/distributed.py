@@ -187,6 +187,10 @@ class KoloProcessGroup(ProcessGroup):
         comm = ctypes.c_void_p()
         _capi.check(_capi.lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(uid), rank))
         self._comm = comm
+        # A group's own timeout (init_process_group or new_group with timeout=) bounds each
+        # wait of its calls; torch's default leaves KOLO_TIMEOUT (300 s unless set) in charge.
+        if timeout is not None and timeout != default_pg_timeout:
+            _capi.check(_capi.lib.kolo_comm_set_timeout(comm, timeout.total_seconds()))
         self._sequence = 0
         self._in_flight = []  # (request, tensor, callback, options) of runtime allreduces
         # Point-to-point: the calls posted and not yet run ([kind, peer, tensor, work]; peer
@@ -196,6 +200,11 @@ class KoloProcessGroup(ProcessGroup):
         self._p2p = []
         self._taken = [0] * size
         _live.add(self)
+
+    def dump_trace(self, folder=None):
+        """Writes this group's flight recorder (its last KOLO_TRACE_CALLS calls) into `folder`
+        (None: KOLO_TRACE_DIR); kolo-trace reads the files of all ranks. Not collective."""
+        _capi.check(_capi.lib.kolo_comm_dump(self._comm, folder.encode() if folder else None))
 
     def shutdown(self):
         """Waits for the runtime's allreduces, then destroys the communicator (and its
@@ -516,7 +525,12 @@ class KoloProcessGroup(ProcessGroup):
 
     def barrier(self, opts=None):
         self._run_p2p()
-        _capi.check(_capi.lib.kolo_barrier(self._comm))
+        result = _capi.lib.kolo_barrier(self._comm)
+        if result == _capi.RESULT_NAMES.index("ERR_TIMEOUT"):
+            # torch's words for a barrier that ran out of time (its tests look for them).
+            raise RuntimeError(f"kolo barrier: Timed out after {self._timeout.total_seconds():g} s: "
+                               f"{_capi.last_error()}")
+        _capi.check(result)
         return _Done([])
 
     # torch 2.x: the into-a-tensor collectives of a list of tensors (all_gather_into_tensor

@@ -269,22 +269,23 @@ Status Communicator::run_group(const std::vector<CollCall>& calls) {
   return run_calls(calls.data(), calls.size());
 }
 
-// The flight recorder sees each call enter, start (once this thread holds the call lock and
-// the device work before it is done) and end; the ticks cost about 10 ns each, so an
-// uncontended host call takes its start from its entry.
+// Every call of the user's: marked as in a call (fail() says so in the store only then), run
+// under the flight recorder, and its communicator's first failure dumped.
 Status Communicator::run_calls(const CollCall* calls, size_t n) {
   in_call_.store(true, std::memory_order_relaxed);  // a store, no read-modify-write: one caller at a time is the rule
   Status status = run_recorded(calls, n);
   in_call_.store(false, std::memory_order_relaxed);
   // The first failure is dumped where KOLO_TRACE_DIR asks for it (a refusal is no failure).
-  if (!status.ok() && dump_on_failure_ && !dumped_failure_ && !async_error().ok()) {
-    dumped_failure_ = true;
+  if (!status.ok() && dump_on_failure_ && !async_error().ok() && !dumped_failure_.exchange(true)) {
     Result<std::string> path = dump_trace("", "failure");
     if (!path.ok()) log_warn(Subsys::kExec, path.status().message(), " (the call's own error follows)");
   }
   return status;
 }
 
+// The flight recorder sees each call enter, start (once this thread holds the call lock and
+// the device work before it is done) and end; the ticks cost about 10 ns each, so an
+// uncontended host call takes its start from its entry.
 Status Communicator::run_recorded(const CollCall* calls, size_t n) {
   KOLO_PROBE(kApiChecked);
   const uint64_t entered = recorder_ ? trace_ticks() : 0;

@@ -211,7 +211,7 @@ class Communicator {
   // collectives called so far, counted with or without it.
   std::unique_ptr<FlightRecorder> recorder_;
   uint64_t collectives_ = 0;
-  bool dumped_failure_ = false;
+  std::atomic<bool> dumped_failure_{false};  // one failure dump, whichever thread fails first
   std::atomic<bool> failure_settled_{false};
   std::atomic<bool> in_call_{false};  // a call of the user's runs (run_calls): its failure is said in the store  // the first failure's cause is named (fail() returned)
 };

@@ -71,6 +71,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   comm->local_store_.reset();
   // Recorded and numbered from here: the init's own barrier is no call of the user's.
   comm->collectives_ = 0;
+  comm->made_ = true;
   if (const size_t capacity = trace_capacity()) {
     comm->recorder_ = std::make_unique<FlightRecorder>(capacity, comm->id_.prefix, comm->id_.rank, comm->id_.size);
     arm_trace_signal();
@@ -112,8 +113,10 @@ Communicator::~Communicator() {
     if (executor) (void)executor->drain(Deadline(timeout_seconds_));
   }
   for (auto& executor : executors_) executor.reset();
-  // The store may close with this process: the others finish naming the cause first.
-  if (!async_error().ok() && liveness_ == store_ && store_ && store_->server) {
+  // The store may close with this process: the others finish naming the cause first (not
+  // for a communicator that failed while being made: its caller's own error, a split's
+  // among them, must not wait for that).
+  if (made_ && !async_error().ok() && liveness_ == store_ && store_ && store_->server) {
     linger_for_failures(*store_->client, live_prefix(id_.prefix), id_.size, kNameGoneSeconds);
   }
   // Registered buffers left: unmapped with the peers (whose liveness the shared domain

@@ -179,7 +179,7 @@ class Communicator {
   // Where this communicator's live keys are (the elastic job's store, else store_): a
   // failure names the ranks gone from there (fail).
   std::shared_ptr<StoreSession> liveness_;
-  static constexpr double kNameGoneSeconds = 1.0;
+  static constexpr double kNameGoneSeconds = 0.75;
   CommIdentity id_;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   std::vector<int> host_of_rank_;  // rank -> index into topology_.hosts
@@ -213,7 +213,8 @@ class Communicator {
   uint64_t collectives_ = 0;
   std::atomic<bool> dumped_failure_{false};  // one failure dump, whichever thread fails first
   std::atomic<bool> failure_settled_{false};
-  std::atomic<bool> in_call_{false};  // a call of the user's runs (run_calls): its failure is said in the store  // the first failure's cause is named (fail() returned)
+  std::atomic<bool> in_call_{false};
+  bool made_ = false;  // create() finished: a failure later lingers for the others (~Communicator)  // a call of the user's runs (run_calls): its failure is said in the store  // the first failure's cause is named (fail() returned)
 };
 
 }  // namespace kolo

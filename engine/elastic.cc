@@ -206,9 +206,9 @@ std::string live_prefix(const std::string& comm_prefix) { return str_cat(comm_pr
 std::string live_key(const std::string& comm_prefix, int rank) { return str_cat(live_prefix(comm_prefix), rank); }
 
 namespace {
-constexpr double kMarkSeconds = 0.25;  // a stopped store (its host SIGSTOPped) costs this, once
+constexpr double kMarkSeconds = 0.2;  // a stopped store (its host SIGSTOPped) costs this, once
 constexpr double kLiveWaitSeconds = 0.1;
-constexpr double kSilentWaitSeconds = 0.25;  // for the others to fail as well (their deadlines are alike)
+constexpr double kSilentWaitSeconds = 0.2;  // for the others to fail as well (their deadlines are alike)
 std::string failed_prefix(const std::string& live_keys) { return str_cat(live_keys, "failed/"); }
 }  // namespace
 

@@ -20,7 +20,8 @@ class BufferPlace {
   // Adds a buffer (null: not used, nothing to check). The first decides the place; a later
   // one elsewhere is kInvalidArgument naming `what` and both places ("recv is memory of
   // device 1 but the other buffers are host memory").
-  Status add(const std::string& what, const void* buffer);
+  // `what`: a literal; a string is made of it only in the error.
+  Status add(const char* what, const void* buffer);
 
   bool seen() const { return seen_; }
   bool on_device() const { return device_; }

@@ -1,6 +1,5 @@
 #include "engine/call_runner.h"
 
-#include <cstdio>
 #include <sstream>
 
 #include "support/log.h"
@@ -24,12 +23,6 @@ std::string spec_key(const CollSpec& spec, bool grouped) {
   for (size_t d : spec.displs) key << ',' << d;
   key << (grouped ? "/g" : "");
   return key.str();
-}
-
-std::string two_decimals(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f", x);
-  return text;
 }
 
 bool same_plan_key(const CollSpec& a, const CollSpec& b) {
@@ -187,7 +180,7 @@ Status CallRunner::execute(const PlannedCall* calls, size_t n) {
   const CollSpec& spec = calls[0].call.spec;
   const bool p2p = spec.kind == CollKind::kSend || spec.kind == CollKind::kRecv;
   const std::string waited =
-      call_deadline_ != nullptr ? std::string() : str_cat(", failed after ", two_decimals(timeout - deadline.remaining_seconds()), " s");
+      call_deadline_ != nullptr ? std::string() : str_cat(", failed after ", fixed_decimals(timeout - deadline.remaining_seconds(), 2), " s");
   return env_.fail(status.with_context(
       p2p ? str_cat(coll_name(spec.kind), " of ", spec.count, " x ", dtype_name(spec.dtype), " with rank ", spec.peer,
                     waited, ": ")

@@ -62,7 +62,7 @@ const std::vector<EnvVar>& env_table() {
       one_of("KOLO_DEBUG", "WARN", "NONE,WARN,INFO,TRACE", "log level, on stderr", /*any_case=*/true),
       list_of("KOLO_DEBUG_SUBSYS", "all", "INIT,BOOTSTRAP,TRANSPORT,PLAN,EXEC,ENGINE,TOPO", "subsystems to log",
               /*any_case=*/true),
-      integer("KOLO_TRACE_CALLS", "1024", "", 0, 1 << 24,
+      integer("KOLO_TRACE_CALLS", "1024", "", 0, 1 << 20,
               "calls each communicator's flight recorder keeps (0 = off): dumped on a failure, on SIGUSR1 and on "
               "kolo_comm_dump where KOLO_TRACE_DIR is set; kolo-trace reads the dumps"),
       path("KOLO_TRACE_DIR", "", "no dumps",

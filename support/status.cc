@@ -1,5 +1,7 @@
 #include "support/status.h"
 
+#include <cstdio>
+
 namespace kolo {
 
 const char* code_name(Code code) {
@@ -32,8 +34,22 @@ Status Status::with_context(const std::string& context) const {
 std::string rank_list(const std::vector<int>& ranks, size_t most) {
   if (ranks.empty()) return "none";
   std::string text;
-  for (size_t i = 0; i < ranks.size() && i < most; ++i) text += str_cat(i ? "," : "", ranks[i]);
-  if (ranks.size() > most) text += str_cat(",...(", ranks.size() - most, " more)");
+  size_t items = 0, i = 0;
+  for (; i < ranks.size() && items < most; ++items) {
+    size_t j = i;  // the run ranks[i..j] of consecutive ranks
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (j < i + 2) j = i;  // fewer than three: one at a time
+    text += str_cat(items ? "," : "", ranks[i]);
+    if (j > i) text += str_cat("-", ranks[j]);
+    i = j + 1;
+  }
+  if (i < ranks.size()) text += str_cat(",...(", ranks.size() - i, " more)");
+  return text;
+}
+
+std::string fixed_decimals(double x, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, x);
   return text;
 }
 

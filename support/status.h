@@ -75,8 +75,11 @@ class [[nodiscard]] Result {
   std::optional<T> value_;
 };
 
-// Ranks for a message: "3,7,9"; past `most` of them, "3,7,...(40 more)"; none: "none".
+// Ranks for a message: "3,7,9"; three or more in a row as a range, "0,1,3-63"; past `most`
+// of those items, "3,7,...(40 more)"; none: "none".
 std::string rank_list(const std::vector<int>& ranks, size_t most = 64);
+// `x` with `digits` decimals ("5.00"), for messages.
+std::string fixed_decimals(double x, int digits);
 
 }  // namespace kolo
 

@@ -160,6 +160,18 @@ TEST(TraceReport, FindsAStraggler) {
   EXPECT_NE(trace::report(dumps, "dir").find("no straggler"), std::string::npos);
 }
 
+// The ranks of a message and of kolo-trace's report (support/status.h): runs of three or
+// more as a range, the rest one by one, a long list cut.
+TEST(TraceReport, RankListsShowRuns) {
+  EXPECT_EQ(rank_list({}), "none");
+  EXPECT_EQ(rank_list({2}), "2");
+  EXPECT_EQ(rank_list({0, 1, 3}), "0,1,3");
+  EXPECT_EQ(rank_list({0, 1, 3, 4, 5, 6, 9}), "0,1,3-6,9");
+  EXPECT_EQ(rank_list({7, 3, 4, 5}), "7,3-5");
+  EXPECT_EQ(rank_list({0, 2, 4, 6, 7, 8}, 2), "0,2,...(4 more)");
+  EXPECT_EQ(fixed_decimals(5.004, 2), "5.00");
+}
+
 TEST(TraceReport, RefusesWhatIsNotADump) {
   trace::RankDump d;
   std::string why;

@@ -1,6 +1,7 @@
 #include "tools/kolo_trace/trace_report.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -10,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "support/status.h"
+
 namespace kolo::trace {
 namespace {
 
@@ -17,30 +20,13 @@ using json = nlohmann::json;
 
 constexpr size_t kStragglerCalls = 100;      // the last calls that every rank completed
 constexpr double kStragglerMinLagMs = 1.0;   // below this, the last rank in is noise
+// A dump of KOLO_TRACE_CALLS' most (2^20 calls, ~400 B each) fits; a larger file is no dump,
+// and is not read into memory.
+constexpr off_t kMaxDumpBytes = off_t{1} << 30;
 
-std::string fixed(double x, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, x);
-  return text;
-}
-
-// "0-3,5,7-8"
-std::string rank_list(std::vector<int> ranks) {
+std::string ranks_phrase(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(ranks[i]);
-    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
-std::string ranks_phrase(const std::vector<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
+  return (ranks.size() == 1 ? "rank " : "ranks ") + kolo::rank_list(ranks, 64);
 }
 
 double median(std::vector<double> v) {
@@ -109,15 +95,15 @@ void report_stragglers(const std::vector<const RankDump*>& ranks, std::ostringst
     for (auto& [r, w] : waits) {
       if (r != rank) others.push_back(median(w));
     }
-    out << "  straggler: rank " << rank << " enters calls " << fixed(lag, 2) << " ms after the others (median of the last "
-        << calls << " calls; it waits " << fixed(median(waits[rank]), 2) << " ms in a call, the others "
-        << fixed(median(others), 2) << " ms)\n";
+    out << "  straggler: rank " << rank << " enters calls " << kolo::fixed_decimals(lag, 2) << " ms after the others (median of the last "
+        << calls << " calls; it waits " << kolo::fixed_decimals(median(waits[rank]), 2) << " ms in a call, the others "
+        << kolo::fixed_decimals(median(others), 2) << " ms)\n";
   } else {
-    out << "  no straggler: over the last " << calls << " calls the last rank to enter is " << fixed(lag, 3)
+    out << "  no straggler: over the last " << calls << " calls the last rank to enter is " << kolo::fixed_decimals(lag, 3)
         << " ms behind (median)\n";
   }
   out << "  slowest to enter (median lag over " << calls << " calls):";
-  for (size_t i = 0; i < by_lag.size() && i < 3; ++i) out << " rank " << by_lag[i].second << " " << fixed(by_lag[i].first, 3) << " ms" << (i + 1 < std::min<size_t>(3, by_lag.size()) ? "," : "");
+  for (size_t i = 0; i < by_lag.size() && i < 3; ++i) out << " rank " << by_lag[i].second << " " << kolo::fixed_decimals(by_lag[i].first, 3) << " ms" << (i + 1 < std::min<size_t>(3, by_lag.size()) ? "," : "");
   out << '\n';
 }
 
@@ -186,7 +172,7 @@ void report_comm(const std::string& comm, std::vector<const RankDump*> ranks, st
       m.pop_back();
       parts.push_back(m);
     }
-    if (!failed.empty()) parts.push_back(ranks_phrase(failed) + " failed in it after " + fixed(median(waited), 2) + " s");
+    if (!failed.empty()) parts.push_back(ranks_phrase(failed) + " failed in it after " + kolo::fixed_decimals(median(waited), 2) + " s");
     if (!waiting.empty()) parts.push_back(ranks_phrase(waiting) + " still in it");
     if (!missing.empty() && never.empty()) parts.push_back("look at " + ranks_phrase(missing) + " (no dump)");
     for (size_t i = 0; i < parts.size(); ++i) out << (i ? "; " : " ") << parts[i];
@@ -288,6 +274,11 @@ Dumps read_folder(const std::string& folder) {
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     const std::string path = folder + "/" + name;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && st.st_size > kMaxDumpBytes) {
+      dumps.problems.push_back({path, "larger than any dump (" + std::to_string(st.st_size) + " bytes)"});
+      continue;
+    }
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();

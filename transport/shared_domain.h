@@ -20,7 +20,7 @@ namespace kolo {
 constexpr int kSharedCounters = 4;  // per rank
 constexpr int kSharedWords = 4;     // per rank, in the counters' cache line
 constexpr size_t kRankAreaBytes = 2048;
-// Per rank, for small messages whose payload travels with its flag (engine/local/fast_box.h):
+// Per rank, for small messages whose payload travels with its flag (engine/executors/local/fast_box.h):
 // eight boxes of 65 cache lines, laid out by the executor.
 constexpr size_t kFastAreaBytes = 8 * 65 * 64;
 

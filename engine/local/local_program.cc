@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "engine/local/device_slot_programs.h"
+#include "engine/executors/device_ipc/device_slot_programs.h"
 #include "engine/local/local_programs.h"
 #include "engine/verifier/verifier.h"
 

@@ -17,7 +17,7 @@ namespace one_host_scenarios {
 using worker_checks::expect;
 using worker_checks::must;
 
-// The one-host small-message path (engine/local/fast_box.h) interleaved with the staging
+// The one-host small-message path (engine/executors/local/fast_box.h) interleaved with the staging
 // slots: counts either side of a box (1032 floats fit, 1033 do not), rotating roots (a
 // root waits for nobody, so the next call must wait until the peers are done with its
 // box), barriers in between, values that change every round. Ranks on other hosts or over

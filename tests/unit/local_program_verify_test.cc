@@ -458,7 +458,7 @@ TEST(LocalProgramVerify, RecordedProgramsNeedEveryDataWait) {
   EXPECT_GT(mutants, 100);
 }
 
-// The device_ipc executor's slot programs (engine/local/device_slot_programs.h), recorded
+// The device_ipc executor's slot programs (engine/executors/device_ipc/device_slot_programs.h), recorded
 // as the executor runs them: every collective and allreduce algorithm on 1-5 ranks, slots
 // small enough for many chunks (slot reuse two chunks later is what the barriers guard).
 TEST(LocalProgramVerify, EveryRecordedDeviceProgramVerifies) {

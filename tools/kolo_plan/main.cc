@@ -9,7 +9,7 @@
 #include <iostream>
 #include <string>
 
-#include "engine/local/fast_box.h"
+#include "engine/executors/local/fast_box.h"
 #include "engine/local/local_program.h"
 #include "engine/planner/device_ipc_model.h"
 #include "engine/planner/plan.h"
@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
     if (!o.json) std::cout << "# " << plan_summary(spec, p, chosen) << "\n";
     if (chosen.protocol == Protocol::kFastBox && !o.json) {
       std::cout << "# fast boxes: each rank publishes its contribution in one box of its own and reads its peers' "
-                   "(engine/local/fast_box.h); the staging-slot program below runs for larger calls\n";
+                   "(engine/executors/local/fast_box.h); the staging-slot program below runs for larger calls\n";
     }
     std::cout << (o.json ? schedule_to_json(s) : schedule_to_string(s));
     return 0;

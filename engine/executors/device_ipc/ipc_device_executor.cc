@@ -1,7 +1,7 @@
 // The device_ipc executor: one-host device collectives as kernels over the peers' memory,
 // no host in between. Every rank maps every peer's IPC region (transport/ipc/ipc_regions.h;
 // its layout: ipc_programs.h). The slot programs (chunks through the slots, one barrier per step) are written once in
-// engine/local/device_slot_programs.h, over ops that enqueue kernels here (KernelOps) and
+// engine/executors/device_ipc/device_slot_programs.h, over ops that enqueue kernels here (KernelOps) and
 // over ops that record them for the verifier (local_program.cc): they are proved for 1-5
 // ranks. Barrier numbers follow the call order, so calls of one communicator are kept in
 // call order across streams (an event).
@@ -29,7 +29,7 @@
 #include "engine/executors/executor.h"
 #include "engine/executors/device_ipc/ipc_host_barrier.h"
 #include "engine/executors/device_ipc/ipc_programs.h"
-#include "engine/local/device_slot_programs.h"
+#include "engine/executors/device_ipc/device_slot_programs.h"
 #include "engine/local/local_ops.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
@@ -332,7 +332,7 @@ class IpcDeviceExecutor final : public Executor {
     }
   }
 
-  // The slot programs (engine/local/device_slot_programs.h, which the verifier proves
+  // The slot programs (engine/executors/device_ipc/device_slot_programs.h, which the verifier proves
   // through a recording) over kernels on the call's stream.
   class KernelOps {
    public:

@@ -1,5 +1,5 @@
 // The device_ipc executor's region layout and its programs besides the slot programs
-// (engine/local/device_slot_programs.h): each enqueues one call's kernels on the call's
+// (engine/executors/device_ipc/device_slot_programs.h): each enqueues one call's kernels on the call's
 // stream over the ranks' IPC regions (transport/ipc/ipc_regions.h), given what the
 // executor holds for them (IpcRun). The executor (ipc_device_executor.cc) admits the
 // call, picks the program from the Plan's protocol and fences it; these only enqueue.

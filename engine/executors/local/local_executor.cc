@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "engine/executors/executor.h"
-#include "engine/local/fast_box.h"
+#include "engine/executors/local/fast_box.h"
 #include "engine/local/local_programs.h"
-#include "engine/local/op_signature.h"
+#include "engine/executors/local/op_signature.h"
 #include "kernels/compress.h"
 #include "kernels/host_kernels.h"
 #include "support/env.h"

@@ -1,4 +1,4 @@
-#include "engine/local/fast_box.h"
+#include "engine/executors/local/fast_box.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "engine/local/op_signature.h"
+#include "engine/executors/local/op_signature.h"
 
 #include <string>
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "engine/collective.h"
-#include "engine/local/op_signature.h"
+#include "engine/executors/local/op_signature.h"
 #include "support/clock.h"
 #include "support/status.h"
 #include "transport/shared_domain.h"

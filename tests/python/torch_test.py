@@ -2,6 +2,8 @@
 what each call must give (computed locally from every rank's known inputs), and a small
 training run with DistributedOptimizer that must match one process training on the whole
 batch. Exits non-zero with the failures listed."""
+import ast
+import pathlib
 import sys
 import time
 
@@ -19,6 +21,47 @@ def expect(ok, what):
     if not ok:
         failures.append(what)
 
+
+def import_circles():
+    """Circles of imports among kolo.torch's modules, function-level imports included (a
+    module that imports another only inside a function still needs it), read from the
+    source: each a list of module names. The package (__init__.py) is left out: its
+    modules import it late for what it makes."""
+    package = pathlib.Path(hvd.__file__).parent
+    modules = {f.stem for f in package.glob("*.py")} - {"__init__"}
+    needs = {m: set() for m in modules}
+    for m in modules:
+        for node in ast.walk(ast.parse((package / f"{m}.py").read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[2] for a in node.names if a.name.startswith("kolo.torch.")]
+            elif isinstance(node, ast.ImportFrom):
+                base = "kolo.torch" if node.level == 1 else node.module if node.level == 0 else None
+                if node.level == 1 and node.module:
+                    base += "." + node.module
+                if base == "kolo.torch":
+                    names = [a.name for a in node.names]
+                elif base and base.startswith("kolo.torch."):
+                    names = [base.split(".")[2]]
+            needs[m].update(x for x in names if x in modules and x != m)
+    circles, done = [], set()
+
+    def visit(m, path):
+        for x in sorted(needs[m]):
+            if x in path:
+                circles.append(path[path.index(x):] + [x])
+            elif x not in done:
+                visit(x, path + [x])
+        done.add(m)
+
+    for m in sorted(modules):
+        if m not in done:
+            visit(m, [m])
+    return circles
+
+
+circles = import_circles()
+expect(not circles, f"kolo.torch's modules import each other: {[' -> '.join(c) for c in circles]}")
 
 hvd.init()
 n, me = hvd.size(), hvd.rank()

@@ -3,13 +3,13 @@ checks of a tensor before it is handed over, process sets' ranks, operation name
 handles (enqueue, poll, synchronize) of operations running on kolo's runtime. _ops.py
 builds the collectives on these."""
 import ctypes
-import itertools
-import threading
 
 import torch
 
 from kolo import _capi
 from kolo.torch import _state
+# The tables (shared with _state, which empties them when the world goes).
+from kolo.torch._inflight import _composites, _counter_lock, _counters, _handles, _pending, _pending_lock, _unfinished
 
 # Horovod's reduction ops.
 Average, Sum, Adasum, Min, Max, Product = "Average", "Sum", "Adasum", "Min", "Max", "Product"
@@ -140,10 +140,6 @@ def _resolve_op(op, average, what):
     return op
 
 
-_counters = {}
-_counter_lock = threading.Lock()
-
-
 def _name(kind, name, process_set=None):
     """Horovod names unnamed operations by a counter per kind (and process set, whose
     operations only its members make), alike on every rank that makes the same calls in
@@ -202,11 +198,6 @@ def _free_completed():
             p.request = None
 
 
-_pending = {}
-_handles = itertools.count(1)
-_pending_lock = threading.Lock()
-
-
 def _register(request, keep, finish):
     with _pending_lock:
         h = next(_handles)
@@ -222,9 +213,6 @@ def _enqueue(fn, *args):
         result = fn(*args, ctypes.byref(request))
     _capi.check(result)
     return request
-
-
-_composites = {}  # handle -> (the handles of its parts, how to make the output of theirs)
 
 
 def _register_composite(parts, finish):
@@ -249,9 +237,6 @@ def poll(handle):
     if done:
         p.waits = -1  # its completion seen here: its name may be freed (_free_completed)
     return done
-
-
-_unfinished = []  # operations that failed to complete in time: kolo may still use their buffers
 
 
 def synchronize(handle):

@@ -6,6 +6,7 @@ import atexit
 import ctypes
 
 from kolo import _capi
+from kolo.torch import _inflight
 from kolo.torch._launch import launched
 
 comm = None  # kolo_comm_t of the world, or None before init()
@@ -169,7 +170,7 @@ def rebuild(failed=True):
         raise _capi.error_for(result, error)
     comm = global_process_set.comm = None
     _discard(old, failed)
-    _forget_requests()
+    _inflight.forget()
     if result != _capi.SUCCESS or not out.value:
         raise _capi.error_for(result, error or "kolo_comm_rebuild gave no communicator")
     comm = global_process_set.comm = out
@@ -187,26 +188,6 @@ def _discard(made, failed):
     _capi.lib.kolo_comm_destroy(made)
 
 
-def _forget_requests():
-    """Once the old world's communicators are destroyed, their runtimes have failed every
-    request they held: free them, and start the per-kind counters of unnamed operations
-    afresh (a joiner starts from 0)."""
-    from kolo.torch import _requests  # here: _requests imports this module
-    with _requests._pending_lock:
-        pending = list(_requests._pending.values())
-        _requests._pending.clear()
-        _requests._composites.clear()
-        for p in pending:
-            if p.request is None:  # completed and freed already
-                continue
-            if _capi.lib.kolo_test(p.request) == _capi.IN_PROGRESS:
-                _requests._unfinished.append(p)  # kolo may still use its buffers: kept alive
-            else:
-                _capi.lib.kolo_request_free(p.request)
-    with _requests._counter_lock:
-        _requests._counters.clear()
-
-
 def shutdown():
     global comm
     if comm is None:
@@ -221,4 +202,4 @@ def shutdown():
         # As Horovod's shutdown resets its handles: unnamed operations are numbered from 0
         # again in the next world, so ranks that a failure left out of step (a rank that
         # made an operation the others did not) start it in step.
-        _forget_requests()
+        _inflight.forget()

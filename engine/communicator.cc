@@ -9,6 +9,7 @@
 #include "engine/call_runner.h"
 #include "engine/comm_store.h"
 #include "engine/elastic.h"
+#include "engine/plan_inputs.h"
 #include "support/device/device.h"
 #include "support/env.h"
 #include "support/log.h"
@@ -91,18 +92,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
 }
 
 Status Communicator::read_environment() {
-  Result<long long> chunk = env_int("KOLO_CHUNK_BYTES");  // at least 1024 (the table's range)
-  if (!chunk.ok()) return chunk.status();
-  chunk_bytes_ = static_cast<size_t>(chunk.value());
-  Result<Algorithm> algorithm = parse_algorithm_name(env_string("KOLO_ALGO"));
-  if (!algorithm.ok()) return algorithm.status();
-  forced_algorithm_ = algorithm.value();
-  timeout_seconds_ = env_timeout_seconds();
-  const std::string backend = env_string("KOLO_BACKEND");
-  if (backend != "kolo" && backend != "nccl" && !backend.empty()) {
-    return error(Code::kInvalidArgument, "KOLO_BACKEND='", backend, "' is not kolo or nccl");
-  }
-  nccl_backend_ = backend == "nccl";
+  Result<CommSettings> settings = read_comm_settings();
+  if (!settings.ok()) return settings.status();
+  settings_ = settings.take();
+  timeout_seconds_ = settings_.timeout_seconds;
   dump_on_failure_ = env_is_set("KOLO_TRACE_DIR");
   return Status();
 }
@@ -130,8 +123,9 @@ Communicator::~Communicator() {
   connections_.reset();
 }
 
-// The transports (engine/connect.h), then one executor per row of the table that can run
-// here, then the planner's view of the communicator.
+// The transports (engine/connect.h), then the planner's view of the communicator (what
+// plan_inputs.h builds from the settings, the machines and the rows' declarations), then
+// one executor per row that declared it runs here.
 Status Communicator::connect(const Deadline& deadline, const std::vector<std::string>& transports) {
   ConnectRequest request{store_->client.get(), store_->secret, id_.prefix, id_.rank, id_.size, host_of_rank_,
                          local_store_ ? local_store_->client.get() : nullptr};
@@ -162,27 +156,33 @@ Status Communicator::connect(const Deadline& deadline, const std::vector<std::st
     return store_->client->get(key, deadline);
   };
   env.fail = [this](Status status) { (void)fail(std::move(status)); };
-  env.nccl_backend = nccl_backend_;
+  env.settings = &settings_;
+  env.timeout_seconds = &timeout_seconds_;
+  env.plan_context = &plan_context_;
   env.store = store_->client.get();
   env.store_prefix = id_.prefix;
   env.windows = &windows_;
   env.host_of_rank = &host_of_rank_;
-  plan_context_ = PlanContext{id_.rank, id_.size, chunk_bytes_, forced_algorithm_, &topology_, &host_of_rank_};
-  plan_context_.nccl_backend = nccl_backend_;
-  plan_context_.lazy_links = env_string("KOLO_LAZY_CONNECT") == "1";
+  PlannerFacts facts;
+  facts.rank = id_.rank;
+  facts.size = id_.size;
+  facts.topology = &topology_;
+  facts.host_of_rank = &host_of_rank_;
+  if (SharedDomain* shared = connections_->shared()) {
+    facts.shared_memory = true;
+    facts.slot_bytes = shared->slot_bytes();
+    facts.agreed_cores = shared->agreed_cores();
+    facts.copy_gbs = shared->agreed_copy_gbs();
+    facts.cache_bytes = shared->agreed_cache_bytes();
+  }
+  facts.device_maps_peers = device::runtime().kind.maps_peers;
+  const ExecutorRows runs = make_plan_context(settings_, facts, &plan_context_, &local_params_);
   for (int k = 0; k < kExecutorCount; ++k) {
+    if (!runs[k]) continue;
     MadeExecutor made = executor_row(static_cast<ExecutorKind>(k)).create(env);
     if (!made.ok()) return made.status().with_context(str_cat("rank ", id_.rank, ": "));
     executors_[k] = made.take();
-    if (!executors_[k]) continue;
-    executors_[k]->describe(plan_context_);
     if (executors_[k]->queues_device_work()) queueing_.push_back(executors_[k].get());
-  }
-  if (SharedDomain* shared = connections_->shared()) {
-    plan_context_.slot_bytes = shared->slot_bytes();
-    plan_context_.agreed_cores = shared->agreed_cores();
-    local_params_ = scaled_for_host(shared->agreed_copy_gbs(), shared->agreed_cache_bytes());
-    plan_context_.local_params = &local_params_;
   }
   return Status();
 }
@@ -352,8 +352,8 @@ Status Communicator::check_runnable(const CollCall& call) {
 // device call): what it learns goes into the PlanContext before that call is planned, and
 // plans made before it are dropped.
 Status Communicator::set_up_device(const CollCall& call) {
-  // Only device_ipc learns anything at set-up: without it, device calls pay nothing here.
-  if (plan_context_.device_setup != DeviceSetup::kNotYet || !plan_context_.device_ipc) return Status();
+  // Without an executor that sets up device memory (kNone), device calls pay nothing here.
+  if (plan_context_.device_setup != DeviceSetup::kNotYet) return Status();
   const Deadline deadline = call_deadline();
   for (auto& executor : executors_) {
     if (!executor) continue;
@@ -387,8 +387,8 @@ Status Communicator::run_locked(const CollCall* calls, size_t n, uint64_t first_
       break;
     }
   }
-  // A group that device_ipc runs is its calls one after another, each planned alone.
-  const bool grouped = n > 1 && !group_runs_on_device_ipc(calls, n, plan_context_);
+  // Planned as one program, or call by call (plan.h says when).
+  const bool grouped = group_is_one_program(calls, n, plan_context_);
   group_.clear();
   uint64_t seq = first_seq;  // numbers the group's collectives, not its sends and receives
   for (size_t i = 0; i < n; ++i) {
@@ -433,11 +433,12 @@ Result<int> Communicator::register_memory(void* ptr, size_t bytes) {
   KOLO_TRY(usable());
   SharedDomain* shared = connections_->shared();
   const Deadline deadline(timeout_seconds_);
-  if (!plan_context_.device_ipc) return windows_.add(nullptr, ptr, bytes, deadline);
+  // Windows are mapped by the peers only where an executor reads device memory in place.
+  if (plan_context_.device_setup == DeviceSetup::kNone) return windows_.add(nullptr, ptr, bytes, deadline);
   device::ScopedDevice on_device(device::runtime().pointer_info(ptr).device);
   KOLO_TRY(on_device.status());
   // One rank has no shared-memory domain: a site of one.
-  IpcSite site{store_->client.get(), str_cat(id_.prefix, "/device_ipc"), shared ? shared->index() : 0,
+  IpcSite site{store_->client.get(), str_cat(id_.prefix, "/windows"), shared ? shared->index() : 0,
                shared ? shared->size() : 1, [shared] { return shared ? shared->members_alive() : Status(); }};
   return windows_.add(&site, ptr, bytes, deadline);
 }

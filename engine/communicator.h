@@ -16,6 +16,7 @@
 #include "engine/connect.h"
 #include "engine/executors/executor.h"
 #include "engine/flight_recorder.h"
+#include "engine/planner/comm_settings.h"
 #include "engine/planner/plan.h"
 #include "support/status.h"
 #include "topology/graph.h"
@@ -201,11 +202,10 @@ class Communicator {
   Lineage lineage_;  // members "0".."size-1" at creation
   StartupTimes startup_;
   std::vector<PlannedCall> group_;
-  // From the environment, read once at creation (not on every call).
-  size_t chunk_bytes_ = 1 << 20;
-  Algorithm forced_algorithm_ = Algorithm::kAuto;
+  // From the environment, read once at creation (not on every call): the settings the
+  // planner and the executors run by (engine/planner/comm_settings.h).
+  CommSettings settings_;
   std::atomic<double> timeout_seconds_{300};  // KOLO_TIMEOUT, or set_timeout's
-  bool nccl_backend_ = false;  // KOLO_BACKEND=nccl
   bool dump_on_failure_ = false;  // KOLO_TRACE_DIR is set
   // The flight recorder (null: KOLO_TRACE_CALLS=0), from the end of the init on; the
   // collectives called so far, counted with or without it.

@@ -151,4 +151,9 @@ Status Connections::connect(const ConnectRequest& req, const Deadline& deadline,
   return Status();
 }
 
+bool shares_memory_on_one_host(const std::vector<std::string>& transports) {
+  if (transports.empty()) return !transport_table().empty() && std::string(transport_table()[0].name) == "shm";
+  return transports[0] == "shm";
+}
+
 }  // namespace kolo

@@ -47,4 +47,9 @@ class Connections {
   std::unique_ptr<Fabric> fabric_;
 };
 
+// Whether ranks of one host share memory with the transports allowed (KOLO_TRANSPORTS as
+// parse_transports gives it; empty: the table's order): every transport joins two ranks
+// of one host, so the first allowed is theirs, and only shm shares memory.
+bool shares_memory_on_one_host(const std::vector<std::string>& transports);
+
 }  // namespace kolo

@@ -7,6 +7,7 @@
 // shared-memory domain). The communicator never names a row; the Plan does.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -58,7 +59,13 @@ struct ExecutorEnv {
   // Fails the communicator from an executor's own thread: later calls and
   // kolo_comm_get_async_error report `status`.
   std::function<void(Status status)> fail;
-  bool nccl_backend = false;  // KOLO_BACKEND=nccl: device calls go to NCCL
+  // The communicator's settings (read once: no executor reads the environment), its
+  // timeout (kolo_comm_set_timeout changes it while executors run) and what its planner
+  // knows (which rows run, what device_ipc's set-up found).
+  const CommSettings* settings = nullptr;
+  const std::atomic<double>* timeout_seconds = nullptr;
+  const PlanContext* plan_context = nullptr;
+  double timeout() const { return timeout_seconds->load(std::memory_order_relaxed); }
   // The rendezvous store and this communicator's key prefix in it (executors that set
   // up memory with their peers: device IPC regions).
   StoreClient* store = nullptr;
@@ -76,13 +83,11 @@ struct ExecutorEnv {
 class Executor {
  public:
   virtual ~Executor() = default;
-  // Once, at the communicator's creation: what plan() needs to know of this executor
-  // (that it runs here, its protocols' limits).
-  virtual void describe(PlanContext& ctx) const {}
   // Before the communicator plans a device call while ctx.device_setup is kNotYet (every
   // rank makes the same first device call): sets up what this executor needs, if the call
-  // is one it would run, and writes what it learned into ctx (device_setup,
-  // device_host_barrier). Returns whether ctx changed, making earlier plans stale.
+  // is one it would run, and writes what it learned into ctx (device_setup, the facts
+  // device_ipc_barrier decides from). Returns whether ctx changed, making earlier plans
+  // stale.
   virtual Result<bool> set_up(const CollCall& call, const Deadline& deadline, PlanContext& ctx) { return false; }
   // Before a single device call is planned, where plan() would read its buffers in place
   // if the peers could (device_ipc_worth_sharing): makes them readable without
@@ -143,28 +148,34 @@ struct PeerReadBuffers {
 };
 PeerReadBuffers peer_read_buffers(const CollCall& call, int size);
 
-// What a row makes: null when the executor cannot run on the communicator env describes;
-// an error when it was asked for and cannot (KOLO_BACKEND=nccl without NCCL), which fails
-// the communicator's creation.
+// What a row makes where it declared that it runs: an error when it was asked for and
+// cannot (KOLO_BACKEND=nccl without NCCL), which fails the communicator's creation.
 using MadeExecutor = Result<std::unique_ptr<Executor>>;
 
+// A row: whether the executor runs on the communicator `in` describes, and what plan()
+// must know of it, written into ctx (declare; engine/plan_inputs.h calls it, for a
+// communicator and for kolo-plan alike); and how to make it where it runs.
 struct ExecutorRow {
   ExecutorKind kind;
   const char* name;
+  bool (*declare)(const PlannerInputs& in, PlanContext& ctx);
   MadeExecutor (*create)(const ExecutorEnv& env);
 };
 
 const ExecutorRow& executor_row(ExecutorKind kind);
 
 // The rows (each defined beside its executor).
+bool declare_schedule_executor(const PlannerInputs& in, PlanContext& ctx);
 MadeExecutor create_schedule_executor(const ExecutorEnv& env);
+bool declare_local_executor(const PlannerInputs& in, PlanContext& ctx);
 MadeExecutor create_local_executor(const ExecutorEnv& env);
+bool declare_staged_device_executor(const PlannerInputs& in, PlanContext& ctx);
 MadeExecutor create_staged_device_executor(const ExecutorEnv& env);
+bool declare_nccl_executor(const PlannerInputs& in, PlanContext& ctx);
 MadeExecutor create_nccl_executor(const ExecutorEnv& env);
+bool declare_ipc_device_executor(const PlannerInputs& in, PlanContext& ctx);
 MadeExecutor create_ipc_device_executor(const ExecutorEnv& env);
-// Whether the device_ipc row can run on the communicator env describes (then only device
-// calls with send/recv are staged, or all of them where peers cannot map each other).
-bool device_ipc_possible(const ExecutorEnv& env);
+bool declare_compressed_link_executor(const PlannerInputs& in, PlanContext& ctx);
 MadeExecutor create_compressed_link_executor(const ExecutorEnv& env);
 
 }  // namespace kolo

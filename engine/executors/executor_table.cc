@@ -7,12 +7,12 @@ namespace {
 
 // Indexed by ExecutorKind.
 constexpr ExecutorRow kRows[kExecutorCount] = {
-    {ExecutorKind::kSchedule, "schedule", create_schedule_executor},
-    {ExecutorKind::kLocal, "local", create_local_executor},
-    {ExecutorKind::kDeviceStaged, "device_staged", create_staged_device_executor},
-    {ExecutorKind::kNccl, "nccl", create_nccl_executor},
-    {ExecutorKind::kDeviceIpc, "device_ipc", create_ipc_device_executor},
-    {ExecutorKind::kCompressed, "compressed", create_compressed_link_executor},
+    {ExecutorKind::kSchedule, "schedule", declare_schedule_executor, create_schedule_executor},
+    {ExecutorKind::kLocal, "local", declare_local_executor, create_local_executor},
+    {ExecutorKind::kDeviceStaged, "device_staged", declare_staged_device_executor, create_staged_device_executor},
+    {ExecutorKind::kNccl, "nccl", declare_nccl_executor, create_nccl_executor},
+    {ExecutorKind::kDeviceIpc, "device_ipc", declare_ipc_device_executor, create_ipc_device_executor},
+    {ExecutorKind::kCompressed, "compressed", declare_compressed_link_executor, create_compressed_link_executor},
 };
 
 }  // namespace

@@ -27,4 +27,9 @@ struct CompressedCost {
 
 CompressedCost predict_compressed_allreduce(const CollSpec& spec, const CostModel& model);
 
+// Values per pipeline chunk of a compressed call over the links (1 MB of fp32): the codecs
+// of one chunk run while the links carry the chunks before it. A multiple of the fp8 scale
+// block (128 values), so chunks keep its grid. Recorded in the Plan (chunk_elems).
+constexpr size_t kCompressedChunkValues = size_t{1} << 18;
+
 }  // namespace kolo

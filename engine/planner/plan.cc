@@ -129,6 +129,60 @@ size_t agreed_bytes(const CollSpec& spec) {
 
 }  // namespace
 
+namespace {
+
+// The collectives device_ipc has kernels for, and which of its protocols carry each (the
+// slot programs carry all of them): the one list of what it serves.
+struct DeviceIpcRow {
+  CollKind kind;
+  bool zero_copy;  // read in place: alltoall's in-place form would overwrite what a peer still reads
+  bool flagged;    // one kernel, within a box
+};
+constexpr DeviceIpcRow kDeviceIpcRows[] = {
+    {CollKind::kAllreduce, true, true},   {CollKind::kReduce, true, true},
+    {CollKind::kBroadcast, true, true},   {CollKind::kAllgather, true, true},
+    {CollKind::kAllgatherv, true, true},  {CollKind::kReduceScatter, true, true},
+    {CollKind::kAlltoall, false, true},
+};
+
+const DeviceIpcRow* device_ipc_row(CollKind kind) {
+  for (const DeviceIpcRow& row : kDeviceIpcRows) {
+    if (row.kind == kind) return &row;
+  }
+  return nullptr;
+}
+
+// The device-link model's figures for `bytes` (device_ipc_model.h): every comparison
+// between device_ipc's protocols and algorithms reads these. `modelled` is false without
+// GPUs in the topology (the emulated device), where the figures would be the emulation's.
+DeviceIpcCost device_ipc_cost(size_t bytes, const PlanContext& ctx, bool* modelled = nullptr) {
+  PlanContext device_ctx = ctx;
+  device_ctx.device_memory = true;
+  const CostModel model(device_ctx);
+  if (modelled != nullptr) *modelled = model.device();
+  return predict_device_ipc_allreduce(bytes, model);
+}
+
+}  // namespace
+
+bool device_barrier_on_host(DeviceBarrierSetting agreed, bool processes_time_slice) {
+  return agreed == DeviceBarrierSetting::kHost || (agreed == DeviceBarrierSetting::kAuto && processes_time_slice);
+}
+
+// The kernel barrier costs ~18 us on an H100, a host barrier ~55 us, but processes that
+// time-slice one GPU run one kernel at a time: a kernel waiting for a peer's kernel would
+// hold the GPU until its time slice ends, so there the ranks wait on the host.
+BarrierKind device_ipc_barrier(const PlanContext& ctx) {
+  return device_barrier_on_host(ctx.device_barrier, ctx.device_processes_time_slice) ? BarrierKind::kDeviceHost
+                                                                                      : BarrierKind::kDeviceKernel;
+}
+
+// The host barriers are there because the processes time-slice the GPU, not because they
+// were asked for: small calls are staged instead (plan_runs_on_device_ipc).
+bool device_time_sliced(const PlanContext& ctx) {
+  return ctx.device_barrier == DeviceBarrierSetting::kAuto && ctx.device_processes_time_slice;
+}
+
 // Device calls on one host, when the communicator has the device_ipc executor: the
 // collectives it has kernels for, alone (not in a group), up to 8 ranks; not the small
 // ones of ranks time-slicing a GPU (above), unless compressed (only device_ipc compresses).
@@ -136,17 +190,8 @@ bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool 
   if (!spec.device || !ctx.device_ipc || ctx.device_setup == DeviceSetup::kUnmappable || grouped || spec.empty()) {
     return false;
   }
-  if (ctx.device_time_sliced && !spec.compressed() && agreed_bytes(spec) < kTimeSlicedStagedBelowBytes) return false;
-  switch (spec.kind) {
-    case CollKind::kAllreduce:
-    case CollKind::kReduce:
-    case CollKind::kBroadcast:
-    case CollKind::kAllgather:
-    case CollKind::kAllgatherv:
-    case CollKind::kReduceScatter:
-    case CollKind::kAlltoall: return true;
-    default: return false;
-  }
+  if (device_time_sliced(ctx) && !spec.compressed() && agreed_bytes(spec) < kTimeSlicedStagedBelowBytes) return false;
+  return device_ipc_row(spec.kind) != nullptr;
 }
 
 bool group_runs_on_device_ipc(const CollCall* calls, size_t n, const PlanContext& ctx) {
@@ -159,6 +204,10 @@ bool group_runs_on_device_ipc(const CollCall* calls, size_t n, const PlanContext
   return any;
 }
 
+bool group_is_one_program(const CollCall* calls, size_t n, const PlanContext& ctx) {
+  return n > 1 && !group_runs_on_device_ipc(calls, n, ctx);
+}
+
 // Only allreduce has a choice (the others run one pass); KOLO_ALGO or the call may force
 // one-shot or two-shot, else the device-link model (device_ipc_model.h) picks.
 Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx) {
@@ -168,9 +217,7 @@ Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& c
   if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
   if (forced == Algorithm::kRing) return spec.compressed() ? Algorithm::kTwoShot : Algorithm::kRing;
   if (device_ipc_zero_copy(spec, ctx)) return Algorithm::kTwoShot;
-  PlanContext device_ctx = ctx;
-  device_ctx.device_memory = true;
-  const DeviceIpcCost cost = predict_device_ipc_allreduce(device_ipc_wire_bytes(spec), CostModel(device_ctx));
+  const DeviceIpcCost cost = device_ipc_cost(device_ipc_wire_bytes(spec), ctx);
   if (!spec.compressed() && cost.ring_us < std::min(cost.one_shot_us, cost.two_shot_us)) return Algorithm::kRing;
   return cost.two_shot_us < cost.one_shot_us ? Algorithm::kTwoShot : Algorithm::kOneShot;
 }
@@ -186,35 +233,24 @@ Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& c
 // waits for the peers' kernels, which a GPU time-sliced between processes runs only one at
 // a time.
 bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
-  switch (spec.kind) {
-    case CollKind::kAllreduce:
-    case CollKind::kReduce:
-    case CollKind::kBroadcast:
-    case CollKind::kAllgather:
-    case CollKind::kReduceScatter:
-    case CollKind::kAlltoall:
-    case CollKind::kAllgatherv: break;
-    default: return false;
-  }
+  const DeviceIpcRow* row = device_ipc_row(spec.kind);
+  if (row == nullptr || !row->flagged) return false;
   if (spec.compressed() && spec.kind != CollKind::kAllreduce) return false;
   // The most one rank sends one peer: its box holds that (allgatherv: the longest rank's;
   // fp8 wires: the codes and a scale line per 128 values).
   const size_t box_bytes = spec.compressed() ? flagged_wire_box_bytes(spec.wire, spec.count) : agreed_bytes(spec);
   const Algorithm forced = forced_for(spec, ctx);
-  if (ctx.size < 2 || ctx.device_host_barrier || (forced != Algorithm::kAuto && forced != Algorithm::kOneShot) ||
-      box_bytes > ctx.flagged_bytes) {
+  if (ctx.size < 2 || device_ipc_barrier(ctx) == BarrierKind::kDeviceHost ||
+      (forced != Algorithm::kAuto && forced != Algorithm::kOneShot) || box_bytes > ctx.flagged_bytes) {
     return false;
   }
-  PlanContext device_ctx = ctx;
-  device_ctx.device_memory = true;
-  const CostModel model(device_ctx);
-  // Without GPUs in the topology (the emulated device) the costs would be the emulation's,
-  // whose one kernel runs its whole grid on one CPU thread: there the plan is the one a GPU
-  // takes within the box, so that CI runs the kernels a GPU runs.
-  if (!model.device()) return true;
   // The box's bytes, not the call's: an allgatherv's own count differs from rank to rank,
   // and every rank must take the same protocol.
-  const DeviceIpcCost cost = predict_device_ipc_allreduce(box_bytes, model);
+  bool modelled = false;
+  const DeviceIpcCost cost = device_ipc_cost(box_bytes, ctx, &modelled);
+  // Without GPUs in the topology (the emulated device) the plan is the one a GPU takes
+  // within the box, so that CI runs the kernels a GPU runs.
+  if (!modelled) return true;
   return cost.flagged_us <= std::min(cost.one_shot_us, cost.two_shot_us) + cost.copy_in_us;
 }
 
@@ -227,24 +263,18 @@ bool device_ipc_worth_sharing(const CollSpec& spec, const PlanContext& ctx) {
          device_ipc_zero_copy(shared, ctx);
 }
 
+// Reading in place saves the copy into the slot for one barrier: every collective that
+// can takes it, but allreduce, where the model decides (or two-shot is forced).
 bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx) {
   if (!spec.registered || spec.compressed() || spec.prescaled) return false;
-  switch (spec.kind) {
-    case CollKind::kReduce:
-    case CollKind::kBroadcast:
-    case CollKind::kAllgather:
-    case CollKind::kAllgatherv:
-    case CollKind::kReduceScatter: return true;  // saves the copy into the slot for one barrier
-    case CollKind::kAllreduce: break;
-    default: return false;
-  }
+  const DeviceIpcRow* row = device_ipc_row(spec.kind);
+  if (row == nullptr || !row->zero_copy) return false;
+  if (spec.kind != CollKind::kAllreduce) return true;
   const Algorithm forced = forced_for(spec, ctx);
   if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot || forced == Algorithm::kRing) {
     return forced == Algorithm::kTwoShot;
   }
-  PlanContext device_ctx = ctx;
-  device_ctx.device_memory = true;
-  const DeviceIpcCost cost = predict_device_ipc_allreduce(spec.bytes(), CostModel(device_ctx));
+  const DeviceIpcCost cost = device_ipc_cost(spec.bytes(), ctx);
   return cost.zero_copy_us < std::min(cost.one_shot_us, cost.two_shot_us) + cost.copy_in_us;
 }
 
@@ -315,9 +345,7 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
     } else {
       p.protocol = Protocol::kSlots;
     }
-    if (p.protocol != Protocol::kAlone && p.protocol != Protocol::kFlagged) {
-      p.barrier = ctx.device_host_barrier ? BarrierKind::kDeviceHost : BarrierKind::kDeviceKernel;
-    }
+    if (p.protocol != Protocol::kAlone && p.protocol != Protocol::kFlagged) p.barrier = device_ipc_barrier(ctx);
     return p;
   }
   if (spec.device) {
@@ -346,6 +374,7 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
     p.protocol = choose_local_protocol(spec, ctx, p.algorithm);
     p.barrier = ctx.size > 1 ? BarrierKind::kSharedMemory : BarrierKind::kNone;
     p.streamed_outputs = p.protocol == Protocol::kSlots && output_bytes(spec, ctx.size) >= ctx.stream_bytes;
+    p.chunk_bytes = ctx.slot_bytes;
     return p;
   }
   if (spec.compressed() && !grouped &&
@@ -354,6 +383,7 @@ Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
     // each contribution encoded once (a ring would re-encode partial sums).
     p.executor = ExecutorKind::kCompressed;
     p.algorithm = choose_compressed_algorithm(spec, ctx);
+    p.chunk_elems = kCompressedChunkValues;
     return p;
   }
   p.executor = ExecutorKind::kSchedule;

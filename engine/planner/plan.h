@@ -66,11 +66,14 @@ struct Plan {
   Schedule schedule;
   Protocol protocol = Protocol::kSteps;
   BarrierKind barrier = BarrierKind::kNone;
-  // kLocal: outputs written past the caches (non-temporal stores).
+  // kLocal: outputs written past the caches (non-temporal stores), and the bytes of each
+  // chunk through the staging slots (the domain's slot).
   bool streamed_outputs = false;
+  size_t chunk_bytes = 0;
   // kDeviceStaged: the elements of each chunk (0: the call runs whole, as one chunk;
   // staged_chunking.h) and the Plan the host call of a chunk runs with (a full chunk's; a
   // shorter last chunk's host call is planned when it runs, by the same rule).
+  // kCompressed: the values of each pipeline chunk (kCompressedChunkValues).
   size_t chunk_elems = 0;
   std::shared_ptr<const Plan> chunk_plan;
   // kDeviceIpc: the call's buffers would be read in place if the peers could map them
@@ -106,6 +109,17 @@ bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool 
 // when every call could run there alone (kernels for each; the calls of a group are the
 // same on every rank, so running them in order needs nothing more); else it is staged.
 bool group_runs_on_device_ipc(const CollCall* calls, size_t n, const PlanContext& ctx);
+// Whether calls[0..n) are planned as one program (plan()'s `grouped`): a group of more than
+// one call, unless device_ipc runs it call by call (above).
+bool group_is_one_program(const CollCall* calls, size_t n, const PlanContext& ctx);
+// How device_ipc's ranks wait for each other: on the host where asked (KOLO_DEVICE_BARRIER
+// agreed by the host's ranks) or, under auto, where their processes time-slice one GPU;
+// else a kernel. device_barrier_on_host is the same rule on the set-up's facts alone.
+BarrierKind device_ipc_barrier(const PlanContext& ctx);
+bool device_barrier_on_host(DeviceBarrierSetting agreed, bool processes_time_slice);
+// The host barriers are auto's answer to processes time-slicing the GPU (not asked for):
+// small device calls are then staged (plan_runs_on_device_ipc).
+bool device_time_sliced(const PlanContext& ctx);
 // Device allreduce on the device_ipc path: one-shot or two-shot, forced or by the
 // device-link model (device_ipc_model.h). Other collectives: one-shot (one pass).
 Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx);

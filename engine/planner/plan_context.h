@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/collective.h"
+#include "engine/planner/comm_settings.h"
 #include "topology/graph.h"
 
 namespace kolo {
@@ -18,6 +19,7 @@ struct PlannerParams;  // engine/planner/params.h
 // What the device_ipc executor's set-up (at the communicator's first device call that
 // could run there) found, the same on every rank.
 enum class DeviceSetup : uint8_t {
+  kNone,        // no executor here sets up device memory (no device_ipc): nothing to do
   kNotYet,      // not set up: plans assume the peers' memory maps (kolo-plan, unit tests)
   kMapped,      // every rank maps every peer's device memory: device_ipc runs
   kUnmappable,  // some GPUs cannot map each other's memory: device calls are staged
@@ -58,19 +60,42 @@ struct PlanContext {
   // none), and it writes outputs of at least stream_bytes past the caches;
   size_t fast_box_bytes = 0;
   size_t stream_bytes = SIZE_MAX;
-  // device_ipc's set-up, and whether its barriers wait on the host (ranks in different
-  // processes time-slicing one GPU, or KOLO_DEVICE_BARRIER=host) instead of in a kernel.
+  // device_ipc's set-up, and what it found for the barrier kind that plan() chooses
+  // (device_ipc_barrier): the host's ranks' KOLO_DEVICE_BARRIER, agreed (host if any rank
+  // asks for it, else kernel if any does), and whether two of them are processes that
+  // time-slice one GPU with no two ranks threads of one process.
   DeviceSetup device_setup = DeviceSetup::kNotYet;
-  bool device_host_barrier = false;
-  // The host barriers are there because the ranks' processes time-slice one GPU (not
-  // forced): small device calls are staged (plan_runs_on_device_ipc).
-  bool device_time_sliced = false;
+  DeviceBarrierSetting device_barrier = DeviceBarrierSetting::kAuto;
+  bool device_processes_time_slice = false;
   // device_ipc's one-kernel collectives carry up to this many bytes from one rank to one
   // peer (0: none; KOLO_DEVICE_FLAGGED=0).
   size_t flagged_bytes = 0;
   // device_ipc can make user buffers readable by the peers without kolo_mem_register
   // (KOLO_DEVICE_AUTO_REGISTER; device_ipc_worth_sharing).
   bool share_buffers = false;
+};
+
+// What a communicator's set-up found about its machines, the same on every rank.
+struct PlannerFacts {
+  int rank = 0;
+  int size = 1;
+  const ClusterTopology* topology = nullptr;
+  const std::vector<int>* host_of_rank = nullptr;
+  // Every rank shares memory with every other (one host, shm allowed): the domain's slot
+  // size and the figures its ranks agreed on (cores, copy rate, last-level cache).
+  bool shared_memory = false;
+  size_t slot_bytes = size_t{1} << 20;
+  int agreed_cores = 1;
+  double copy_gbs = 0;
+  double cache_bytes = 0;
+  // The device runtime maps peers' memory (CUDA IPC, the emulated device).
+  bool device_maps_peers = false;
+};
+
+// What the executor rows declare themselves from (ExecutorRow::declare).
+struct PlannerInputs {
+  const CommSettings& settings;
+  const PlannerFacts& facts;
 };
 
 }  // namespace kolo

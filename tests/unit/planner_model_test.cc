@@ -254,7 +254,7 @@ TEST(PlannerModel, FlaggedWhereOneKernelCostsLeast) {
     CollSpec two = spec_of(1 << 10);
     two.algorithm = Algorithm::kTwoShot;
     EXPECT_FALSE(device_ipc_flagged(two, m.ctx)) << n;
-    m.ctx.device_host_barrier = true;
+    m.ctx.device_barrier = DeviceBarrierSetting::kHost;
     EXPECT_FALSE(device_ipc_flagged(spec_of(1 << 10), m.ctx)) << n;
   }
   // An allgatherv's own count differs from rank to rank: every rank decides alike, from the
@@ -292,9 +292,11 @@ TEST(PlannerModel, TimeSlicedProcessesStageSmallDeviceCalls) {
   m.ctx.device_ipc = true;
   m.ctx.device_setup = DeviceSetup::kMapped;
   m.ctx.flagged_bytes = kFlaggedMaxBytes;
-  m.ctx.device_host_barrier = true;
+  m.ctx.device_barrier = DeviceBarrierSetting::kHost;
   EXPECT_EQ(plan(spec_of(1 << 10), m.ctx).executor, ExecutorKind::kDeviceIpc);  // forced: every size
-  m.ctx.device_time_sliced = true;
+  EXPECT_EQ(plan(spec_of(1 << 10), m.ctx).barrier, BarrierKind::kDeviceHost);
+  m.ctx.device_barrier = DeviceBarrierSetting::kAuto;
+  m.ctx.device_processes_time_slice = true;
   for (size_t bytes : {size_t{8}, size_t{64} << 10, (size_t{1} << 20) - 4}) {
     EXPECT_EQ(plan(spec_of(bytes), m.ctx).executor, ExecutorKind::kDeviceStaged) << bytes;
   }

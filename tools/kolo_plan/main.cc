@@ -9,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "engine/connect.h"
 #include "engine/executors/local/fast_box.h"
 #include "engine/local/local_program.h"
 #include "engine/planner/device_ipc_model.h"
@@ -17,6 +18,8 @@
 #include "engine/planner/selector.h"
 #include "engine/planner/simulate.h"
 #include "png_plot.h"
+#include "tools/kolo_plan/model_communicator.h"
+#include "transport/transport.h"
 #include "support/env.h"
 #include "support/host_rates.h"
 #include "kernels/flagged_body.h"
@@ -202,62 +205,42 @@ int main(int argc, char** argv) {
   const int gpus = static_cast<int>(host.value().of_kind(NodeKind::kGpu).size());
   const bool device = o.memory.empty() ? gpus > 0 : o.memory == "device";
   const int per_host = o.per_host > 0 ? o.per_host : (device && gpus > 0 ? gpus : 2);
-  ClusterTopology cluster;
-  for (int h = 0; h < o.hosts; ++h) cluster.hosts.push_back(host.value());
+  // The communicator a job here would make, planned as it plans (model_communicator.h):
+  // the KOLO_* settings, the transports (ranks of one host share memory when shm comes
+  // first), the executors' declarations and, for device memory, device_ipc as after its
+  // set-up found every peer mapped.
+  Result<CommSettings> settings = read_comm_settings();
+  Result<std::vector<std::string>> transports = parse_transports(env_string("KOLO_TRANSPORTS"));
+  if (!settings.ok() || !transports.ok()) {
+    std::cerr << "kolo-plan: " << (settings.ok() ? transports.status() : settings.status()).message() << "\n";
+    return 2;
+  }
+  if (o.chunk != 0) settings.value().chunk_bytes = o.chunk;
+  ModelRequest request;
+  request.host = host.value();
+  request.hosts = o.hosts;
+  request.per_host = per_host;
+  request.device = device;
+  request.transports = transports.value();
+  auto modelled = model_communicator(settings.value(), request);
+  if (!modelled.ok()) {
+    std::cerr << "kolo-plan: " << modelled.status().message() << "\n";
+    return 2;
+  }
   const int p = per_host * o.hosts;
-  std::vector<int> host_of(p);
-  for (int r = 0; r < p; ++r) host_of[r] = r / per_host;
-  PlanContext ctx{0, p, o.chunk};
-  if (ctx.chunk_bytes == 0) {
-    Result<long long> chunk = env_int("KOLO_CHUNK_BYTES");
-    ctx.chunk_bytes = chunk.ok() && chunk.value() >= 1024 ? static_cast<size_t>(chunk.value()) : size_t{1} << 20;
-  }
-  // KOLO_ALGO forces the algorithm where it applies, as in a communicator's plan().
-  if (Result<Algorithm> forced = parse_algorithm_name(env_string("KOLO_ALGO")); forced.ok()) ctx.forced = forced.value();
-  ctx.topology = &cluster;
-  ctx.host_of_rank = &host_of;
+  // local_ctx: what plan() reads; ctx: the same without shared memory, whose schedules are
+  // the other columns ("tcp": what runs with KOLO_TRANSPORTS=tcp).
+  PlanContext local_ctx = modelled.value()->ctx;
+  PlanContext ctx = local_ctx;
+  ctx.shared_memory = false;
   ctx.device_memory = device;
-  ctx.lazy_links = env_string("KOLO_LAZY_CONNECT") == "1";  // as communicator.cc sets it
   CostModel model(ctx);
-  // One host with host memory and the shm transport allowed (KOLO_TRANSPORTS): the
-  // communicator runs single collectives on the one-host executor (engine/local/), whose
-  // one-shot and two-shot come first; "chosen" is plan()'s choice, "tcp" the schedule
-  // executor's (what runs with KOLO_TRANSPORTS=tcp).
-  // KOLO_TRANSPORTS orders the transports: ranks of one host share memory when shm comes
-  // before tcp (or tcp is not allowed).
-  const std::string transports = env_string("KOLO_TRANSPORTS");
-  const size_t shm_at = transports.find("shm"), tcp_at = transports.find("tcp");
-  const bool local = o.hosts == 1 && !device &&
-                     (transports.empty() || (shm_at != std::string::npos && (tcp_at == std::string::npos || shm_at < tcp_at)));
+  const bool local = modelled.value()->shared_memory && !device;
   const bool local_choice = kind.value() == CollKind::kAllreduce || kind.value() == CollKind::kReduce;
-  size_t slot_bytes = static_cast<size_t>(planner_params().shm_chunk_bytes);
-  Result<long long> shm_chunk = env_int("KOLO_SHM_CHUNK_BYTES");
-  if (shm_chunk.ok() && shm_chunk.value() >= 4096) slot_bytes = static_cast<size_t>(shm_chunk.value());
-  slot_bytes = (slot_bytes + 63) & ~size_t{63};  // as the shm domain rounds it
-  int cores = 0;
-  for (int c : host.value().of_kind(NodeKind::kCpu)) cores += host.value().node(c).cores;
-  if (cores <= 0) cores = planner_params().host_cores_default;
-  PlanContext local_ctx = ctx;
-  local_ctx.shared_memory = local;
-  local_ctx.slot_bytes = slot_bytes;
-  // What the one-host executor declares to a communicator (Executor::describe).
-  local_ctx.fast_box_bytes = local ? FastBoxes::kPayloadBytes : 0;
-  local_ctx.agreed_cores = cores;
-  // The one-host model scaled to this machine, as a communicator here would scale it.
+  const size_t slot_bytes = modelled.value()->slot_bytes;
   const HostRates& rates = host_rates();
-  const PlannerParams local_params = scaled_for_host(rates.copy_gbs, rates.cache_bytes);
-  local_ctx.local_params = &local_params;
-  // Device memory on one host: the device_ipc executor runs it, as it declares and sets up
-  // in a communicator (Executor::describe, set_up): peers mapped, kernels waiting for each
-  // other on the device, the one-kernel forms up to their box size, and plain (cudaMalloc)
-  // buffers shared with the peers where reading them in place pays (KOLO_DEVICE_AUTO_REGISTER).
-  const bool device_ipc = device && o.hosts == 1 && p > 1;
-  if (device_ipc) {
-    local_ctx.device_ipc = true;
-    local_ctx.device_setup = DeviceSetup::kMapped;
-    local_ctx.flagged_bytes = kFlaggedMaxBytes;
-    local_ctx.share_buffers = env_string("KOLO_DEVICE_AUTO_REGISTER") != "0";
-  }
+  const int cores = local_ctx.agreed_cores;
+  const PlannerParams& local_params = local_ctx.local_params != nullptr ? *local_ctx.local_params : planner_params();
 
   if (!o.dump.empty()) {
     Result<Algorithm> algo = parse_algorithm_name(o.dump);
@@ -303,7 +286,7 @@ int main(int argc, char** argv) {
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
     CollSpec spec = spec_for(kind.value(), bytes, p);
     std::vector<Candidate> all = predict_all(spec, ctx, model);
-    spec.device = device_ipc;
+    spec.device = device;  // as a communicator plans it: device_ipc, else staged through host memory
     Plan chosen = plan(spec, local_ctx);
     if (chosen.share_buffers) {  // plain cudaMalloc buffers, shared as a communicator shares them
       spec.registered = true;
@@ -340,7 +323,7 @@ int main(int argc, char** argv) {
       Result<double> us = simulate_us(record_local_programs(spec, p, chosen.algorithm, slot_bytes, kLocalSlots), model);
       if (us.ok()) add("shm_chosen_simulated", us.value());
     }
-    if (device_ipc && kind.value() == CollKind::kAllreduce) {
+    if (local_ctx.device_ipc && kind.value() == CollKind::kAllreduce) {
       // device_ipc's forms (engine/planner/device_ipc_model.h), the slot ones with their
       // copy into the slot; the one-kernel form up to its box size.
       const DeviceIpcCost d = predict_device_ipc_allreduce(bytes, model);

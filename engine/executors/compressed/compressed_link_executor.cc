@@ -10,8 +10,8 @@
 // the same bytes: the same bits everywhere. reduce_scatter is phase 1 alone (block q is
 // rank q's recvcount values; the fp32 sum, postscaled, is the output: one rounding per
 // contribution), allgather phase 2 alone (rank q's input encoded once; every rank, q too,
-// decodes the same bytes). The links carry wire bytes only. A call runs in 1 MB chunks,
-// pipelined: a chunk's codecs run while the links carry earlier chunks.
+// decodes the same bytes). The links carry wire bytes only. A call runs in the Plan's
+// chunks (1 MB of fp32), pipelined: a chunk's codecs run while the links carry earlier ones.
 //
 // Hierarchical (allreduce on hosts of equal rank counts L >= 2, when the planner's model
 // prefers it): the ranks of a host first reduce-scatter in fp32 over their local links
@@ -36,10 +36,6 @@ constexpr int kSpinsBeforeSleep = 200;
 // Tags of the hierarchical form's fp32 phases, above the two-shot's (2 per chunk).
 constexpr uint64_t kLocalScatterTag = uint64_t{1} << 31;
 constexpr uint64_t kLocalGatherTag = kLocalScatterTag + (uint64_t{1} << 30);
-// Values per pipeline chunk (1 MB of fp32): the codecs of one chunk run while the links
-// carry the chunks before it. A multiple of the fp8 scale block, so chunks keep its grid.
-constexpr size_t kChunkValues = size_t{1} << 18;
-static_assert(kChunkValues % kWireFp8Block == 0);
 
 size_t round16(size_t bytes) { return (bytes + 15) & ~size_t{15}; }
 
@@ -48,19 +44,21 @@ size_t block_first(size_t n, int p, int q) { return q * (n / p) + std::min<size_
 size_t block_len(size_t n, int p, int q) { return n / p + (static_cast<size_t>(q) < n % p ? 1 : 0); }
 
 // One call: its chunks, and where each chunk's encoded blocks lie in the executor's
-// buffers. allreduce: chunk c covers values [c * kChunkValues, ...), cut into p blocks;
-// reduce_scatter and allgather: block q of chunk c is values [c * kChunkValues, ...) of
-// rank q's count (in the input of reduce_scatter, the output of allgather).
+// buffers. allreduce: chunk c covers values [c * k, ...), cut into p blocks;
+// reduce_scatter and allgather: block q of chunk c is values [c * k, ...) of rank q's
+// count (in the input of reduce_scatter, the output of allgather). k: the Plan's values
+// per chunk (compressed_chunk_values).
 struct Layout {
   int p = 1;
+  size_t k = 1;
   bool split = true;  // allreduce: chunks of the whole vector, split among the ranks
   size_t n = 0, chunks = 0;
   WireFormat fmt;
   std::vector<size_t> block_at;  // (c, q) -> offset in encoded_/results_; [chunks * p] = total
   std::vector<size_t> slot_at;   // c -> offset of chunk c's receive slots in received_
   std::vector<size_t> slot;      // c -> bytes per receive slot of chunk c
-  size_t chunk_first(size_t c) const { return c * kChunkValues; }
-  size_t chunk_len(size_t c) const { return std::min(kChunkValues, n - c * kChunkValues); }
+  size_t chunk_first(size_t c) const { return c * k; }
+  size_t chunk_len(size_t c) const { return std::min(k, n - c * k); }
   size_t first(size_t c, int q) const {
     return split ? chunk_first(c) + block_first(chunk_len(c), p, q) : q * n + chunk_first(c);
   }
@@ -106,7 +104,7 @@ class CompressedLinkExecutor final : public Executor {
     Scale pre, post;
     uint64_t tag_base;
     // Hierarchical: run before chunk c is encoded (its fp32 input made) and after it is
-    // decoded (its result handed on). Chunk c is values [c * kChunkValues, ...) of `n`.
+    // decoded (its result handed on). Chunk c is values [c * chunk_values_, ...) of `n`.
     std::function<Status(size_t c)> before_encode, after_decode;
   };
   Status run_one(const PlannedCall& planned, const Deadline& deadline);
@@ -131,6 +129,7 @@ class CompressedLinkExecutor final : public Executor {
   std::vector<std::vector<TransferRequest>> scatter_in_, scatter_out_, gather_in_, gather_out_;
   std::vector<Chunk> chunks_;
   const char* what_ = "allreduce";
+  size_t chunk_values_ = 0;  // the call's Plan's values per pipeline chunk
 };
 
 bool CompressedLinkExecutor::all_done(const std::vector<TransferRequest>& reqs, Status* failed) {
@@ -177,6 +176,12 @@ Status CompressedLinkExecutor::run_one(const PlannedCall& planned, const Deadlin
     return error(Code::kInternal, "rank ", rank_, ": the compressed executor runs allreduce, reduce_scatter and "
                  "allgather of FLOAT32 with a wire type, not this call");
   }
+  // The pipeline's chunks as planned; they must keep the fp8 scale blocks' grid.
+  chunk_values_ = planned.plan->chunk_elems;
+  if (chunk_values_ == 0 || chunk_values_ % kWireFp8Block != 0) {
+    return error(Code::kInternal, "rank ", rank_, ": the compressed executor cannot run chunks of ", chunk_values_,
+                 " values (a multiple of ", kWireFp8Block, " is needed)");
+  }
   if (planned.plan->algorithm == Algorithm::kHierarchical) return hierarchical(planned, deadline);
   Group all;
   for (int r = 0; r < size_; ++r) all.ranks.push_back(r);
@@ -210,11 +215,11 @@ Status CompressedLinkExecutor::hierarchical(const PlannedCall& planned, const De
   auto first = [&](int i) { return block_first(n, L, i); };
   auto len = [&](int i) { return block_len(n, L, i); };
 
-  // The three phases run chunk by chunk (kChunkValues of a part), overlapped: every fp32
+  // The three phases run chunk by chunk (chunk_values_ of a part), overlapped: every fp32
   // transfer in the host is posted at once; chunk c of this rank's part is summed over the
   // host just before the two-shot encodes it, and sent to the host's ranks as soon as the
   // two-shot has decoded it, while the network carries other chunks.
-  const size_t K = kChunkValues;
+  const size_t K = chunk_values_;
   auto chunks_of = [&](int i) { return (len(i) + K - 1) / K; };
   auto clen = [&](int i, size_t c) { return std::min(K, len(i) - c * K); };
   partials_.resize(len(me) * L);
@@ -299,7 +304,8 @@ Status CompressedLinkExecutor::two_shot(const Group& g, const Part& part, const 
   L.split = allreduce;
   L.n = part.n;
   L.fmt = wire_format(part.wire);
-  L.chunks = (L.n + kChunkValues - 1) / kChunkValues;
+  L.k = chunk_values_;
+  L.chunks = (L.n + L.k - 1) / L.k;
   L.block_at.assign(L.chunks * p + 1, 0);
   L.slot_at.assign(L.chunks + 1, 0);
   L.slot.assign(L.chunks, 0);
@@ -417,8 +423,10 @@ Status CompressedLinkExecutor::two_shot(const Group& g, const Part& part, const 
 
 }  // namespace
 
+// Wire-typed calls over the links: wherever there are links.
+bool declare_compressed_link_executor(const PlannerInputs&, PlanContext&) { return true; }
+
 MadeExecutor create_compressed_link_executor(const ExecutorEnv& env) {
-  if (env.fabric == nullptr) return MadeExecutor(std::unique_ptr<Executor>());
   PlanContext ctx;
   ctx.rank = env.rank;
   ctx.size = env.size;

@@ -33,7 +33,6 @@
 #include "engine/local/local_ops.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
-#include "support/env.h"
 #include "support/log.h"
 #include "transport/ipc/ipc_peer_buffers.h"
 #include "transport/ipc/ipc_regions.h"
@@ -111,17 +110,12 @@ class IpcDeviceExecutor final : public Executor {
     if (!dev.stream_create(&stream).ok()) return false;
     tag_ = kDestroyTag;
     bool ok = dev.stream_wait_event(stream, order_).ok() && barrier(stream).ok() &&
-              dev.stream_synchronize(stream, Deadline(env_timeout_seconds() + 5)).ok() &&
+              dev.stream_synchronize(stream, Deadline(env_.timeout() + 5)).ok() &&
               __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) == 0;
     (void)dev.stream_destroy(stream);
     return ok;
   }
 
-  void describe(PlanContext& ctx) const override {
-    ctx.device_ipc = true;
-    ctx.share_buffers = env_.shared != nullptr && env_.size > 1 && env_string("KOLO_DEVICE_AUTO_REGISTER") != "0";
-    ctx.flagged_bytes = env_string("KOLO_DEVICE_FLAGGED") != "0" ? kFlaggedMaxBytes : 0;
-  }
   bool queues_device_work() const override { return true; }
   bool compresses(const CollSpec& spec) const override { return spec.kind == CollKind::kAllreduce; }
 
@@ -141,8 +135,8 @@ class IpcDeviceExecutor final : public Executor {
     }
     KOLO_TRY(ensure(call.device, deadline));
     ctx.device_setup = unavailable_ ? DeviceSetup::kUnmappable : DeviceSetup::kMapped;
-    ctx.device_host_barrier = host_barrier_;
-    ctx.device_time_sliced = time_sliced_;
+    ctx.device_barrier = barrier_facts_.agreed;
+    ctx.device_processes_time_slice = barrier_facts_.processes_time_slice;
     return true;
   }
 
@@ -187,7 +181,11 @@ class IpcDeviceExecutor final : public Executor {
     }
     KOLO_TRY(ensure(call.device, deadline));  // the device it was set up on
     if (control_->status != 0) return failure();
-    if (a->graph && host_barrier_) {
+    if (pc.plan->barrier == BarrierKind::kDeviceHost && host_barriers_ == nullptr) {
+      return error(Code::kInternal, "rank ", env_.rank, ": the Plan asks device_ipc for barriers on the host, which "
+                   "this rank has no shared-memory domain for");
+    }
+    if (a->graph && pc.plan->barrier == BarrierKind::kDeviceHost) {
       return error(Code::kUnsupported, "rank ", env_.rank, ": the device collectives of this communicator wait for "
                    "each other on the host (ranks in different processes share a GPU, or KOLO_DEVICE_BARRIER=host), "
                    "which a CUDA graph cannot replay (run one process per GPU, or the ranks as threads of one "
@@ -210,6 +208,8 @@ class IpcDeviceExecutor final : public Executor {
     KOLO_TRY(on_device.status());
     const device::DeviceOps& dev = device::runtime();
     const uint64_t call_tag_value = call_tag(call, *pc.plan, a.windows, a.graph);
+    // The Plan's barrier (a graph's fences around a call without one: the set-up's kind).
+    if (pc.plan->barrier != BarrierKind::kNone) host_barrier_ = pc.plan->barrier == BarrierKind::kDeviceHost;
     // Zero-copy writes no slot; the flagged protocol has boxes of its own, and its flags
     // number the calls from device memory, captured or not.
     const bool fence = a.graph && !pc.plan->zero_copy() && pc.plan->protocol != Protocol::kFlagged;
@@ -280,11 +280,11 @@ class IpcDeviceExecutor final : public Executor {
     diverged_ = true;  // until the setup has succeeded: it is not tried twice
     IpcSite site{env_.store, str_cat(env_.store_prefix, "/device_ipc"), env_.shared ? env_.shared->index() : 0,
                  env_.shared ? env_.shared->size() : 1, [this] { return peers_alive(); }};
-    Result<DeviceBarrierChoice> host = host_barrier_wanted(site, device, deadline);  // none for a site of one
-    if (!host.ok()) return host.status().with_context(str_cat("rank ", env_.rank, ": "));
-    host_barrier_ = host.value().host;
-    time_sliced_ = host.value().time_sliced;
-    if (host_barrier_) log_info(Subsys::kExec, "rank ", env_.rank, ": device collectives wait for the peers on the host");
+    // What the planner decides the barrier kind from (device_ipc_barrier); none for a site of one.
+    Result<DeviceBarrierFacts> facts = device_barrier_facts(site, device, *env_.settings, deadline);
+    if (!facts.ok()) return facts.status().with_context(str_cat("rank ", env_.rank, ": "));
+    barrier_facts_ = facts.value();
+    host_barrier_ = device_barrier_on_host(barrier_facts_.agreed, barrier_facts_.processes_time_slice);
     Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
     if (!regions.ok()) {
       // A peer's memory cannot be mapped (no peer access between these GPUs): every rank
@@ -302,9 +302,12 @@ class IpcDeviceExecutor final : public Executor {
     }
     regions_ = regions.take();
     if (env_.shared != nullptr && env_.size > 1) peer_buffers_ = std::make_unique<PeerBuffers>(*env_.shared);
-    if (host_barrier_) {
+    // Either barrier kind can run, as each call's Plan says (a host barrier's thread starts
+    // at its first use).
+    if (env_.shared != nullptr) {
       host_barriers_ = std::make_unique<HostBarriers>(
-          *env_.shared, HostBarrierWords{&control_->status, &control_->abort, failed_word(), &control_->released});
+          *env_.shared, HostBarrierWords{&control_->status, &control_->abort, failed_word(), &control_->released},
+          env_.timeout_seconds);
     }
     device_ = device;
     control_ready_.store(control_, std::memory_order_release);
@@ -430,6 +433,8 @@ class IpcDeviceExecutor final : public Executor {
                   &control_->status, failed_word()};
   }
 
+  // The Plan's barrier kind for the call being enqueued (every rank's Plan is the same);
+  // outside a call (the last barrier at destroy) the kind the set-up's facts give.
   Status barrier(void* stream) {
     if (host_barrier_) return host_barrier(stream);
     const int n = regions_->size(), me = regions_->index();
@@ -441,7 +446,7 @@ class IpcDeviceExecutor final : public Executor {
     a.ranks = n;
     a.counter = reinterpret_cast<uint64_t*>(regions_->region(me) + kIpcCounterOffset);
     a.tag = tag_;
-    a.timeout_ns = static_cast<uint64_t>(env_timeout_seconds() * 1e9);
+    a.timeout_ns = static_cast<uint64_t>(env_.timeout() * 1e9);
     a.abort = &control_->abort;
     a.status = &control_->status;
     a.failed = failed_word();
@@ -465,7 +470,7 @@ class IpcDeviceExecutor final : public Executor {
     }
     const int local = static_cast<int>(status - kBarrierTimedOut);
     return error(Code::kTimeout, "rank ", env_.rank, ": device collective waited more than KOLO_TIMEOUT (",
-                 env_timeout_seconds(), " s) for rank ", global_rank(local),
+                 env_.timeout(), " s) for rank ", global_rank(local),
                  " (dead, or not making the same calls)");
   }
 
@@ -514,10 +519,10 @@ class IpcDeviceExecutor final : public Executor {
   int device_ = -1;
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
   uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)
-  bool host_barrier_ = false;   // barriers wait on the host (host_barrier_wanted)
-  bool time_sliced_ = false;    // because the ranks' processes time-slice one GPU
+  DeviceBarrierFacts barrier_facts_;  // found at set-up, for the planner
+  bool host_barrier_ = false;  // the call being enqueued waits on the host (its Plan's barrier)
   uint64_t host_barrier_count_ = 0;  // host barriers enqueued so far: the next one's number
-  std::unique_ptr<HostBarriers> host_barriers_;  // where host_barrier_
+  std::unique_ptr<HostBarriers> host_barriers_;  // where the host has a shared-memory domain
   // User buffers read in place without registration (ctx.share_buffers), and what
   // share_buffers found for the call about to run.
   std::unique_ptr<PeerBuffers> peer_buffers_;
@@ -536,14 +541,23 @@ class IpcDeviceExecutor final : public Executor {
 }  // namespace
 
 // Where every rank of the communicator is on this host, the device runtime can map
-// peers' memory, and NCCL was not asked for (KOLO_DEVICE_IPC=0 turns it off).
-bool device_ipc_possible(const ExecutorEnv& env) {
-  return (env.shared != nullptr || env.size == 1) && env.store != nullptr && env.size <= kMaxIpcRanks &&
-         !env.nccl_backend && device::runtime().kind.maps_peers && env_string("KOLO_DEVICE_IPC") != "0";
+// peers' memory, and NCCL was not asked for (KOLO_DEVICE_IPC=0 turns it off): its set-up
+// is still to come, its one-kernel collectives carry up to a box, and it can share plain
+// (cudaMalloc) buffers with the peers for a call (KOLO_DEVICE_AUTO_REGISTER).
+bool declare_ipc_device_executor(const PlannerInputs& in, PlanContext& ctx) {
+  const PlannerFacts& f = in.facts;
+  if (!(f.shared_memory || f.size == 1) || f.size > kMaxIpcRanks || in.settings.nccl_backend || !f.device_maps_peers ||
+      !in.settings.device_ipc) {
+    return false;
+  }
+  ctx.device_ipc = true;
+  ctx.device_setup = DeviceSetup::kNotYet;
+  ctx.share_buffers = f.shared_memory && f.size > 1 && in.settings.device_auto_register;
+  ctx.flagged_bytes = in.settings.device_flagged ? kFlaggedMaxBytes : 0;
+  return true;
 }
 
 MadeExecutor create_ipc_device_executor(const ExecutorEnv& env) {
-  if (!device_ipc_possible(env)) return std::unique_ptr<Executor>();
   return MadeExecutor(std::make_unique<IpcDeviceExecutor>(env));
 }
 

@@ -14,7 +14,6 @@
 
 #include "kernels/barrier_body.h"
 #include "support/device/device.h"
-#include "support/env.h"
 
 namespace kolo {
 namespace {
@@ -38,10 +37,8 @@ struct AbortCheck final : SharedDomain::StallCheck {
 // the control daemon's pipe directory (CUDA_MPS_PIPE_DIRECTORY, /tmp/nvidia-mps by
 // default), where the daemon keeps its "control" socket while it runs. The emulated
 // device has no MPS.
-std::string mps_server() {
+std::string mps_server(const std::string& pipes) {
   if (!device::runtime().kind.gpu) return "-";
-  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
-  const std::string pipes = dir != nullptr && *dir != '\0' ? dir : "/tmp/nvidia-mps";
   struct stat st {};
   if (::stat((pipes + "/control").c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return "-";
   return str_cat(pipes, "@", st.st_dev, ":", st.st_ino);  // no spaces: one field
@@ -49,16 +46,17 @@ std::string mps_server() {
 
 }  // namespace
 
-Result<DeviceBarrierChoice> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline) {
-  if (site.size < 2) return DeviceBarrierChoice{};
+Result<DeviceBarrierFacts> device_barrier_facts(const IpcSite& site, int device, const CommSettings& settings,
+                                                const Deadline& deadline) {
+  DeviceBarrierFacts facts;
+  facts.agreed = settings.device_barrier;
+  if (site.size < 2) return facts;
   Result<std::string> gpu = device::runtime().identity(device);
   if (!gpu.ok()) return gpu.status();
-  const std::string want = env_string("KOLO_DEVICE_BARRIER");
-  if (want != "auto" && want != "kernel" && want != "host") {
-    return error(Code::kInvalidArgument, "KOLO_DEVICE_BARRIER='", want, "' is not auto, kernel or host");
-  }
-  Result<std::vector<std::string>> all = exchange_on_host(
-      site, "device_barrier", str_cat(want, " ", getpid(), " ", mps_server(), " ", gpu.value()), deadline);
+  const std::string want = device_barrier_setting_name(settings.device_barrier);
+  Result<std::vector<std::string>> all =
+      exchange_on_host(site, "device_barrier",
+                       str_cat(want, " ", getpid(), " ", mps_server(settings.mps_pipe_directory), " ", gpu.value()), deadline);
   if (!all.ok()) return all.status();
   std::vector<std::string> wants, pids, servers, gpus;
   for (size_t i = 0; i < all.value().size(); ++i) {
@@ -85,10 +83,11 @@ Result<DeviceBarrierChoice> host_barrier_wanted(const IpcSite& site, int device,
   }
   const bool forced_host = std::count(wants.begin(), wants.end(), "host") > 0;
   const bool forced_kernel = std::count(wants.begin(), wants.end(), "kernel") > 0;
-  DeviceBarrierChoice choice;
-  choice.time_sliced = !forced_host && !forced_kernel && time_sliced && !shared_process;
-  choice.host = forced_host || choice.time_sliced;
-  return choice;
+  facts.agreed = forced_host     ? DeviceBarrierSetting::kHost
+                 : forced_kernel ? DeviceBarrierSetting::kKernel
+                                 : DeviceBarrierSetting::kAuto;
+  facts.processes_time_slice = time_sliced && !shared_process;
+  return facts;
 }
 
 HostBarriers::~HostBarriers() {
@@ -156,7 +155,7 @@ void HostBarriers::wait_for_peers(const Pending& b) {
   if (__atomic_load_n(status, __ATOMIC_ACQUIRE) != 0) return;  // failed earlier
   SharedDomain& d = domain_;
   const int me = d.index(), parity = static_cast<int>(b.value & 1);
-  const Deadline deadline(env_timeout_seconds());
+  const Deadline deadline(timeout_seconds_->load(std::memory_order_relaxed));
   // The work before the barrier (this rank's copy into its slot) must be done before the
   // peers are told to read it.
   if (!device::runtime().event_synchronize(b.arrived, deadline).ok()) {

@@ -11,12 +11,14 @@
 #pragma once
 
 #include <condition_variable>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "engine/planner/comm_settings.h"
 #include "support/clock.h"
 #include "support/status.h"
 #include "transport/ipc/ipc_regions.h"
@@ -24,20 +26,19 @@
 
 namespace kolo {
 
-// KOLO_DEVICE_BARRIER (kernel, host or auto) for a communicator's ranks of this host: true
-// where they should wait on the host. auto: where two ranks are different processes that
-// time-slice one physical GPU, and no two are threads of one process (the kernels of one
-// process's streams run side by side, as do those of processes under one MPS server: there
-// a barrier kernel costs ~18 us, a host barrier ~55 us on an H100). Every rank publishes its
-// process, MPS server, GPU and setting through the site's store and decides from all of
-// them, so all decide alike.
-// `time_sliced` says the host barrier is auto's choice for processes that time-slice a
-// GPU (not KOLO_DEVICE_BARRIER=host): there small calls go staged instead (plan.cc).
-struct DeviceBarrierChoice {
-  bool host = false;
-  bool time_sliced = false;
+// What the planner decides the barrier kind of a communicator's ranks of this host from
+// (device_ipc_barrier, plan.h): their KOLO_DEVICE_BARRIER settings, agreed (host if any
+// asks for it, else kernel if any does, else auto), and whether two of them are different
+// processes that time-slice one physical GPU while no two are threads of one process (the
+// kernels of one process's streams run side by side, as do those of processes under one
+// MPS server). Every rank publishes its process, MPS server, GPU and setting through the
+// site's store and reads everyone's, so all find the same.
+struct DeviceBarrierFacts {
+  DeviceBarrierSetting agreed = DeviceBarrierSetting::kAuto;
+  bool processes_time_slice = false;
 };
-Result<DeviceBarrierChoice> host_barrier_wanted(const IpcSite& site, int device, const Deadline& deadline);
+Result<DeviceBarrierFacts> device_barrier_facts(const IpcSite& site, int device, const CommSettings& settings,
+                                                const Deadline& deadline);
 
 // The words a host barrier reports in, all pinned host memory the device maps: the status
 // the executor's watcher reads, the abort word, the device copy of the status that the
@@ -53,7 +54,9 @@ struct HostBarrierWords {
 // The barriers of one executor, waited for in order by one thread.
 class HostBarriers {
  public:
-  HostBarriers(SharedDomain& domain, const HostBarrierWords& words) : domain_(domain), words_(words) {}
+  // Each barrier waits for the peers up to the communicator's timeout at its start.
+  HostBarriers(SharedDomain& domain, const HostBarrierWords& words, const std::atomic<double>* timeout_seconds)
+      : domain_(domain), words_(words), timeout_seconds_(timeout_seconds) {}
   ~HostBarriers();  // after the queued barriers (each ends by its deadline)
   HostBarriers(const HostBarriers&) = delete;
   HostBarriers& operator=(const HostBarriers&) = delete;
@@ -73,6 +76,7 @@ class HostBarriers {
 
   SharedDomain& domain_;
   const HostBarrierWords words_;
+  const std::atomic<double>* timeout_seconds_;
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<Pending> queue_;

@@ -44,8 +44,12 @@ Status lay_out(const std::vector<Part>& parts, int rank, Chunk* chunk) {
 
 }  // namespace
 
-Status chunks_of(const CollCall* calls, size_t n, int ranks, int rank, std::vector<Chunk>* chunks) {
-  const size_t per = n == 1 ? chunk_elems(calls[0], ranks, rank) : 0;
+Status chunks_of(const CollCall* calls, size_t n, size_t per, int ranks, int rank, std::vector<Chunk>* chunks) {
+  if (n != 1) per = 0;
+  if (per != 0 && !cuttable(calls[0], ranks, rank)) {
+    return error(Code::kInvalidArgument, "rank ", rank, ": device ", coll_name(calls[0].spec.kind),
+                 " with send and recv buffers that overlap other than in place cannot be staged in chunks");
+  }
   if (per == 0) {
     std::vector<Part> parts;
     for (size_t i = 0; i < n; ++i) parts.push_back(part_of(calls[i], 0, calls[i].spec.count, ranks, rank));

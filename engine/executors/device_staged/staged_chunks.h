@@ -46,7 +46,8 @@ inline size_t largest(const std::vector<Chunk>& chunks) {
   return most;
 }
 
-// The chunks of calls[0..n): each chunk of a single large call, else one for all.
-Status chunks_of(const CollCall* calls, size_t n, int ranks, int rank, std::vector<Chunk>* chunks);
+// The chunks of calls[0..n): a single call cut in chunks of `per` elements (its Plan's
+// chunk_elems; 0: whole), a group as one chunk.
+Status chunks_of(const CollCall* calls, size_t n, size_t per, int ranks, int rank, std::vector<Chunk>* chunks);
 
 }  // namespace kolo::staged

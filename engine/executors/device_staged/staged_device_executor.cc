@@ -47,7 +47,6 @@
 #include "engine/executors/device_staged/staged_layout.h"
 #include "engine/executors/device_staged/staged_process.h"
 #include "support/device/device.h"
-#include "support/env.h"
 #include "support/log.h"
 
 namespace kolo {
@@ -71,7 +70,7 @@ struct LastUse {
 class StagedDeviceExecutor final : public Executor {
  public:
   explicit StagedDeviceExecutor(const ExecutorEnv& env)
-      : env_(env), slot_bytes_(staged_slot_bytes(env.size)), ipc_possible_(device_ipc_possible(env)) {
+      : env_(env), slot_bytes_(staged_slot_bytes(env.size)), ipc_possible_(env.plan_context->device_ipc) {
     // The ring now where that creates no device context (kolo has no call queued yet, and
     // a collective set-up means no peer waits for this rank): a thread-rank could not take
     // it later while its peers' calls, waiting for it, are queued.
@@ -97,7 +96,7 @@ class StagedDeviceExecutor final : public Executor {
       uses.push_back(&events.large);
       for (LastUse* use : uses) {
         if (use->out_done == nullptr) continue;
-        if (use->used) idle = dev.event_synchronize(use->out_done, Deadline(env_timeout_seconds())).ok() && idle;
+        if (use->used) idle = dev.event_synchronize(use->out_done, Deadline(env_.timeout())).ok() && idle;
         (void)dev.event_destroy(use->out_done);
       }
       for (void* e : events.free) (void)dev.event_destroy(e);
@@ -127,7 +126,8 @@ class StagedDeviceExecutor final : public Executor {
     op->device = device;
     std::vector<CollCall> host_calls;
     for (size_t i = 0; i < n; ++i) host_calls.push_back(calls[i].call);
-    KOLO_TRY(chunks_of(host_calls.data(), n, env_.size, env_.rank, &op->chunks));
+    // Cut as the Plan says (a group: one chunk).
+    KOLO_TRY(chunks_of(host_calls.data(), n, calls[0].plan->chunk_elems, env_.size, env_.rank, &op->chunks));
     give_plans(calls, n, op->chunks);
     const bool fits = std::all_of(op->chunks.begin(), op->chunks.end(), [&](const Chunk& c) { return c.bytes <= slot_bytes_; });
     if (!fits && large_bytes_ < largest(op->chunks)) {
@@ -182,6 +182,12 @@ class StagedDeviceExecutor final : public Executor {
     }
   }
 
+  // make_room sizes the staging before the call is planned (it runs without the call lock,
+  // which planning needs): by the planner's rule, which the Plan records (plan.cc).
+  size_t planned_chunk_elems(const CollCall* calls, size_t n) const {
+    return n == 1 ? staged_chunk_elems(calls[0].spec, env_.size) : 0;
+  }
+
   bool busy() const override { return busy_.load(std::memory_order_acquire); }
   bool queues_device_work() const override { return true; }
 
@@ -203,7 +209,7 @@ class StagedDeviceExecutor final : public Executor {
     KOLO_TRY(ensure_staging(calls, n, deadline));
     std::unique_lock<std::mutex> lock(m_);
     if (queued_items_ == 0) return Status();  // the common case: no count needed
-    const size_t items = stream_items(calls, n, env_.size, env_.rank);
+    const size_t items = stream_items(calls, n, planned_chunk_elems(calls, n), env_.size, env_.rank);
     while (queued_items_ > 0 && queued_items_ + items > kStagedStreamItems) {
       if (aborted_) return error(Code::kAborted, "rank ", env_.rank, ": communicator was aborted");
       if (deadline.expired()) {
@@ -252,7 +258,7 @@ class StagedDeviceExecutor final : public Executor {
     for (size_t i = 0; i < n; ++i) p2p = p2p || calls[i].spec.kind == CollKind::kSend || calls[i].spec.kind == CollKind::kRecv;
     if (ipc_possible_ && !p2p) return Status();
     std::vector<Chunk> chunks;
-    KOLO_TRY(chunks_of(calls, n, env_.size, env_.rank, &chunks));
+    KOLO_TRY(chunks_of(calls, n, planned_chunk_elems(calls, n), env_.size, env_.rank, &chunks));
     const size_t need = largest(chunks);
     if (need <= slot_bytes_) return Status();
     while (true) {
@@ -402,7 +408,7 @@ class StagedDeviceExecutor final : public Executor {
       Status s = broken_;
       if (s.ok()) s = on_device.status();
       if (s.ok()) {
-        s = dev.event_synchronize(c.in_done, Deadline(env_timeout_seconds()));
+        s = dev.event_synchronize(c.in_done, Deadline(env_.timeout()));
         if (!s.ok()) s = error(s.code(), "rank ", env_.rank, ": device inputs of a call never arrived: ", s.message());
       }
       if (s.ok()) s = env_.host->run_host(c.host_calls.data(), c.host_calls.size(), c.host_plans.data());
@@ -452,6 +458,9 @@ class StagedDeviceExecutor final : public Executor {
 };
 
 }  // namespace
+
+// Any device call can be staged through host memory: the row always runs.
+bool declare_staged_device_executor(const PlannerInputs&, PlanContext&) { return true; }
 
 MadeExecutor create_staged_device_executor(const ExecutorEnv& env) {
   return MadeExecutor(std::make_unique<StagedDeviceExecutor>(env));

@@ -176,23 +176,19 @@ inline Part part_of(const CollCall& call, size_t first, size_t c, int ranks, int
   return p;
 }
 
-// The elements per chunk of a single call, or 0: run it whole (staged_chunk_elems, the
-// planner's rule, which the call's Plan records). A call whose send and recv overlap other
-// than in place runs whole, as the host plan gets it; the API refuses such calls, so the
-// Plan's chunking is what runs.
-inline size_t chunk_elems(const CollCall& call, int ranks, int rank) {
-  const size_t per = staged_chunk_elems(call.spec, ranks);
-  if (per == 0) return 0;
+// Whether a single call can be cut in chunks: not where its send and recv overlap other
+// than in place (the API refuses such calls; the executor refuses a Plan that cuts one).
+inline bool cuttable(const CollCall& call, int ranks, int rank) {
   const Part whole = part_of(call, 0, call.spec.count, ranks, rank);
-  return overlap(whole.send, whole.recv) && !call.spec.in_place ? 0 : per;
+  return !overlap(whole.send, whole.recv) || call.spec.in_place;
 }
 
-// The stream items a staged run of calls[0..n) enqueues: per chunk (each chunk of a single
-// large call, else one for the whole group) a copy in or out per piece, and
+// The stream items a staged run of calls[0..n) enqueues, cut in chunks of `per` elements
+// (0: whole; a group always is): per chunk a copy in or out per piece, and
 // kStagedChunkItems more.
-inline size_t stream_items(const CollCall* calls, size_t n, int ranks, int rank) {
+inline size_t stream_items(const CollCall* calls, size_t n, size_t per, int ranks, int rank) {
   auto pieces = [](const Part& p) { return (p.send.used() ? p.send.blocks : 0) + (p.recv.used() ? p.recv.blocks : 0); };
-  const size_t per = n == 1 ? chunk_elems(calls[0], ranks, rank) : 0;
+  if (n != 1) per = 0;
   if (per == 0) {
     size_t items = kStagedChunkItems;
     for (size_t i = 0; i < n; ++i) items += pieces(part_of(calls[i], 0, calls[i].spec.count, ranks, rank));

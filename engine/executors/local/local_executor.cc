@@ -12,7 +12,6 @@
 #include "engine/executors/local/op_signature.h"
 #include "kernels/compress.h"
 #include "kernels/host_kernels.h"
-#include "support/env.h"
 #include "support/probe.h"
 
 namespace kolo {
@@ -114,32 +113,14 @@ class HostOps {
   alignas(64) char block_[16 << 10];
 };
 
-// Outputs from KOLO_SHM_STREAM_BYTES on are written past the caches (non-temporal stores):
-// with the inputs beside them they overflow the last-level cache, so an ordinary store
-// reads each output line in only to overwrite it. Off by default: on the development VM
-// (AMD EPYC) streaming was slower than write-allocate, 8.7-9.0 vs 9.7-10.1 GB/s busbw for
-// 64-256 MB allreduces out of place on 2 ranks, and 9.2 vs 12.2 in place.
-Result<size_t> streaming_threshold() {
-  if (!env_is_set("KOLO_SHM_STREAM_BYTES")) return SIZE_MAX;
-  Result<long long> bytes = env_int("KOLO_SHM_STREAM_BYTES");  // >= 0 (the table's range)
-  if (!bytes.ok()) return bytes.status();
-  return bytes.value() == 0 ? SIZE_MAX : static_cast<size_t>(bytes.value());
-}
-
 class LocalExecutor final : public Executor {
  public:
-  LocalExecutor(SharedDomain& domain, size_t stream_bytes)
+  explicit LocalExecutor(SharedDomain& domain)
       : d_(domain),
-        stream_bytes_(stream_bytes),
         geometry_{domain.size(), domain.index(), domain.slot_geometry()},
         signatures_(domain),
         fast_(domain, signatures_) {}
 
-  void describe(PlanContext& ctx) const override {
-    ctx.shared_memory = true;
-    ctx.fast_box_bytes = FastBoxes::kPayloadBytes;
-    ctx.stream_bytes = stream_bytes_;
-  }
   bool compresses(const CollSpec&) const override { return true; }  // the staging slots' codecs
 
   Status run(const PlannedCall* calls, size_t n, const Deadline& deadline) override {
@@ -165,6 +146,12 @@ class LocalExecutor final : public Executor {
     Status status;
     if (plan.protocol == Protocol::kFastBox) {
       status = fast_.run(call, deadline);
+    } else if (plan.protocol != Protocol::kSlots || plan.chunk_bytes != geometry_.slots.slot_bytes) {
+      // A Plan this executor cannot honour (the chunk is the domain's slot, which every
+      // rank has alike): no program runs another way than planned.
+      status = error(Code::kInternal, "the one-host executor runs fast boxes, or chunks of its ",
+                     geometry_.slots.slot_bytes, "-byte slots; the Plan asks for protocol ", protocol_name(plan.protocol),
+                     " in chunks of ", plan.chunk_bytes, " bytes");
     } else {
       HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);
       ops.stream_outputs(plan.streamed_outputs);
@@ -179,7 +166,6 @@ class LocalExecutor final : public Executor {
   }
 
   SharedDomain& d_;
-  size_t stream_bytes_;  // outputs this large are written past the caches
   HostOps::Geometry geometry_;
   OpSignatures signatures_;
   FastBoxes fast_;  // small messages (fast_box.h); the staging slots take the rest
@@ -190,11 +176,23 @@ class LocalExecutor final : public Executor {
 
 }  // namespace
 
+// Where every rank shares memory with every other: its fast boxes' payload, and outputs
+// from KOLO_SHM_STREAM_BYTES on written past the caches (non-temporal stores: with the
+// inputs beside them they overflow the last-level cache, so an ordinary store reads each
+// output line in only to overwrite it). Off by default: on the development VM (AMD EPYC)
+// streaming was slower than write-allocate, 8.7-9.0 vs 9.7-10.1 GB/s busbw for 64-256 MB
+// allreduces out of place on 2 ranks, and 9.2 vs 12.2 in place.
+bool declare_local_executor(const PlannerInputs& in, PlanContext& ctx) {
+  if (!in.facts.shared_memory) return false;
+  ctx.shared_memory = true;
+  ctx.fast_box_bytes = FastBoxes::kPayloadBytes;
+  ctx.stream_bytes = in.settings.shm_stream_bytes;
+  return true;
+}
+
 MadeExecutor create_local_executor(const ExecutorEnv& env) {
-  if (env.shared == nullptr) return std::unique_ptr<Executor>();
-  Result<size_t> stream_bytes = streaming_threshold();
-  if (!stream_bytes.ok()) return stream_bytes.status();
-  return MadeExecutor(std::make_unique<LocalExecutor>(*env.shared, stream_bytes.value()));
+  if (env.shared == nullptr) return error(Code::kInternal, "rank ", env.rank, ": the one-host executor without a shared-memory domain");
+  return MadeExecutor(std::make_unique<LocalExecutor>(*env.shared));
 }
 
 }  // namespace kolo

@@ -29,7 +29,6 @@
 #include "engine/executors/nccl/nccl_library.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
-#include "support/env.h"
 #include "support/log.h"
 
 namespace kolo {
@@ -43,6 +42,7 @@ bool reduces(CollKind kind) {
 class NcclExecutor final : public Executor {
  public:
   NcclExecutor(const ExecutorEnv& env, const nccl::Library& lib) : env_(env), lib_(lib) {}
+  double timeout() const { return env_.timeout(); }
 
   ~NcclExecutor() override {
     {
@@ -57,7 +57,7 @@ class NcclExecutor final : public Executor {
       // in time, abort, as NCCL advises after an error.
       std::unique_lock<std::mutex> lock(comm_m_);
       if (comm_ != nullptr && !aborted_) {
-        Status finalized = settle(lib_.comm_finalize(comm_), "ncclCommFinalize", Deadline(env_timeout_seconds()), lock);
+        Status finalized = settle(lib_.comm_finalize(comm_), "ncclCommFinalize", Deadline(timeout()), lock);
         if (finalized.ok()) {
           (void)lib_.comm_destroy(comm_);
         } else {
@@ -260,7 +260,7 @@ class NcclExecutor final : public Executor {
     if (scratch_free_ == nullptr) KOLO_TRY(dev.event_create(&scratch_free_));
     if (scratch_bytes_ < bytes) {
       if (scratch_ != nullptr) {
-        KOLO_TRY(dev.event_synchronize(scratch_free_, Deadline(env_timeout_seconds())));
+        KOLO_TRY(dev.event_synchronize(scratch_free_, Deadline(timeout())));
         KOLO_TRY(dev.free(scratch_));
         scratch_ = nullptr;
         scratch_bytes_ = 0;
@@ -295,7 +295,7 @@ class NcclExecutor final : public Executor {
     }
     {
       std::lock_guard<std::mutex> lock(m_);
-      pending_.push_back({event, Deadline(env_timeout_seconds())});
+      pending_.push_back({event, Deadline(timeout())});
       busy_.store(true, std::memory_order_release);
     }
     cv_.notify_all();
@@ -320,7 +320,7 @@ class NcclExecutor final : public Executor {
         if (pending_.empty()) busy_.store(false, std::memory_order_release);
         if (!pending_.empty() && pending_.front().deadline.expired()) {
           why = error(Code::kTimeout, "rank ", env_.rank, ": an NCCL call did not finish within KOLO_TIMEOUT (",
-                      env_timeout_seconds(), " s); a peer may have died");
+                      timeout(), " s); a peer may have died");
         }
       }
       if (why.ok()) why = nccl_trouble();
@@ -390,17 +390,18 @@ class NcclExecutor final : public Executor {
 
 // Only when KOLO_BACKEND=nccl: then a missing library or device runtime fails the
 // communicator's creation with the reason.
+// KOLO_BACKEND=nccl: device calls go to NCCL.
+bool declare_nccl_executor(const PlannerInputs& in, PlanContext&) { return in.settings.nccl_backend; }
+
 MadeExecutor create_nccl_executor(const ExecutorEnv& env) {
-  if (!env.nccl_backend) return std::unique_ptr<Executor>();
-  Result<const nccl::Library*> lib = nccl::library();
+  Result<const nccl::Library*> lib = nccl::library(env.settings->nccl_library);
   if (!lib.ok()) return lib.status();
   const char* runtime = device::runtime().name;
   if (!device::runtime().kind.gpu) {
     return error(Code::kUnsupported, "KOLO_BACKEND=nccl needs the cuda device runtime, and this process has '", runtime,
-                 "' (KOLO_DEVICE=", env_string("KOLO_DEVICE"), "); NCCL runs on GPU memory only");
+                 "' (KOLO_DEVICE); NCCL runs on GPU memory only");
   }
-  const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
-  if (blocking != nullptr && std::string(blocking) == "1") {
+  if (env.settings->nccl_comm_blocking) {
     log_warn(Subsys::kInit, "NCCL_COMM_BLOCKING=1 makes NCCL's calls block: KOLO_TIMEOUT cannot end a hang in them");
   }
   return MadeExecutor(std::make_unique<NcclExecutor>(env, *lib.value()));

@@ -5,7 +5,6 @@
 #include <mutex>
 #include <optional>
 
-#include "support/env.h"
 #include "support/log.h"
 
 namespace kolo::nccl {
@@ -71,11 +70,11 @@ Result<Library> load(const std::string& name) {
   return lib;  // the handle stays open for the life of the process
 }
 
-Result<const Library*> library() {
+Result<const Library*> library(const std::string& name) {
   static std::mutex mutex;
   static std::optional<Result<Library>> loaded;
   std::lock_guard<std::mutex> lock(mutex);
-  if (!loaded) loaded.emplace(load(env_string("KOLO_NCCL_LIBRARY")));
+  if (!loaded) loaded.emplace(load(name));
   if (!loaded->ok()) return loaded->status();
   return &loaded->value();
 }

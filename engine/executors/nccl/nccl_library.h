@@ -64,10 +64,11 @@ struct Library {
   int (*recv)(void*, size_t, int dtype, int peer, Comm, void* stream);
 };
 
-// The library KOLO_NCCL_LIBRARY names, loaded once per process; an error names the
-// library and says what is missing (the file, a function, or a new enough version).
-Result<const Library*> library();
-// Loads a given library (for tests; library() is this with KOLO_NCCL_LIBRARY, cached).
+// The library KOLO_NCCL_LIBRARY names (CommSettings::nccl_library), loaded once per
+// process; an error names the library and says what is missing (the file, a function, or
+// a new enough version).
+Result<const Library*> library(const std::string& name);
+// Loads a given library (for tests; library() is this, cached).
 Result<Library> load(const std::string& name);
 
 // NCCL's names for kolo's types and operations (an error where NCCL has none: fp8 before

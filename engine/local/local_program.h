@@ -22,7 +22,8 @@ namespace kolo {
 std::vector<Schedule> record_local_programs(const CollSpec& spec, int ranks, Algorithm algorithm, size_t slot_bytes,
                                             uint32_t slots);
 
-// The device_ipc executor's slot programs (device_slot_programs.h) the same way: two slots
+// The device_ipc executor's slot programs (device_slot_programs.h) the same way (its other
+// programs: engine/executors/device_ipc/device_program_record.h): two slots
 // of slot_bytes per rank (the `in` and `out` halves), barriers as kSignal/kWait of the
 // kBarrier counter; algorithm: kOneShot, kTwoShot or kRing for allreduce. drop_barrier:
 // the program without its barrier of that number (1-based) on every rank, for a test that

@@ -18,8 +18,9 @@ namespace {
 using verifier::kUnwritten;
 using verifier::Layout;
 
-// A slice resolved to cells: region of the rank's memory and element range.
+// A slice resolved to cells: region of its owner's memory and element range.
 struct Cells {
+  int owner = 0;
   int region = 0;
   size_t first = 0;
   size_t count = 0;
@@ -36,7 +37,7 @@ class Verifier final : public verifier::SharedHost {
     if (p_ < 1 || p_ > 65535) return error(Code::kInternal, "verifier: ", coll_name(spec_.kind), ": ", p_, " schedules");
     for (int r = 0; r < p_; ++r) layouts_.push_back(verifier::layout_for(spec_for_rank(spec_, r), r, p_, s_[r].scratch_bytes));
     one_host_ = verifier::is_one_host(s_);
-    if (one_host_) KOLO_TRY(shared_.check());
+    if (one_host_) KOLO_TRY(shared_.check(layouts_));
     for (int r = 0; r < p_; ++r) KOLO_TRY(check_structure(r));
     if (one_host_) {  // steps run in order: a rank's own accesses are ordered
       init_memory();
@@ -75,16 +76,21 @@ class Verifier final : public verifier::SharedHost {
   Cells cells(int rank, const Slice& s) const {
     if (s.buffer == kBufStaging) {
       auto [first, count] = shared_.cells(s);
-      return {verifier::kStagingRegion, first, count};
+      return {rank, verifier::kStagingRegion, first, count};
     }
-    const Layout& l = layouts_[rank];
-    return {l.region[s.buffer], l.base[s.buffer] + s.offset / es_, s.bytes / es_};
+    const auto [owner, b] = verifier::owner_of(rank, s.buffer);
+    const Layout& l = layouts_[owner];
+    return {owner, l.region[b], l.base[b] + s.offset / es_, s.bytes / es_};
   }
 
   Status check_slice(int r, size_t i, const Slice& s) const {
     if (s.buffer == kBufStaging && one_host_) return Status();  // SharedMemory::check did
-    if (s.buffer < kBufInput || s.buffer > kBufScratch) return fail(r, i, "names buffer ", s.buffer);
-    const size_t limit = layouts_[r].bytes[s.buffer];
+    // A peer's buffer: SharedMemory::check found its owner.
+    if ((s.buffer < kBufInput || s.buffer > kBufScratch) && (s.buffer < kBufRanks || !one_host_)) {
+      return fail(r, i, "names buffer ", s.buffer);
+    }
+    const auto [owner, b] = verifier::owner_of(r, s.buffer);
+    const size_t limit = layouts_[owner].bytes[b];
     if (s.offset > limit || s.bytes > limit - s.offset) {
       return fail(r, i, "slice ", slice_str(s), " is outside the ", verifier::buffer_name(s.buffer), " of ", limit,
                   " bytes");
@@ -124,7 +130,8 @@ class Verifier final : public verifier::SharedHost {
           // The kernels work element by element: a source may be the dst itself, never a
           // shifted overlap of it (after aliasing in place).
           const Cells c = cells(r, src);
-          if (c.region == d.region && c.first != d.first && c.first < d.first + d.count && d.first < c.first + c.count) {
+          if (c.owner == d.owner && c.region == d.region && c.first != d.first && c.first < d.first + d.count &&
+              d.first < c.first + c.count) {
             return fail(r, i, "source ", slice_str(src), " partly overlaps dst ", slice_str(st.dst));
           }
         }
@@ -279,7 +286,7 @@ class Verifier final : public verifier::SharedHost {
   Status read(int r, size_t i, const Slice& s, std::vector<int32_t>& out) {
     if (s.buffer == kBufStaging) return shared_.read(r, i, s, out);
     Cells c = cells(r, s);
-    const std::vector<int32_t>& m = mem_[r][c.region];
+    const std::vector<int32_t>& m = mem_[c.owner][c.region];
     out.assign(m.begin() + c.first, m.begin() + c.first + c.count);
     for (size_t k = 0; k < out.size(); ++k) {
       if (out[k] == kUnwritten) {
@@ -292,7 +299,7 @@ class Verifier final : public verifier::SharedHost {
   Status write(int r, size_t i, const Slice& s, const std::vector<int32_t>& v) {
     if (s.buffer == kBufStaging) return shared_.write(r, i, s, v);
     Cells c = cells(r, s);
-    std::copy(v.begin(), v.end(), mem_[r][c.region].begin() + c.first);
+    std::copy(v.begin(), v.end(), mem_[c.owner][c.region].begin() + c.first);
     return Status();
   }
 

@@ -13,7 +13,10 @@
 // One-host programs (engine/local/: kSignal/kWait steps, the shared kBufStaging slots) are
 // proven the same way, with races across ranks judged by the happens-before order their
 // counters give (a wait comes after the signal that released it); verifier_shared.h.
-// Failures are kInternal with the collective, p, rank, step and what is wrong.
+// Programs that read their peers' buffers in place (the device_ipc zero-copy program) name
+// them as rank_buffer(q, b); a rank's buffers are its caller's before its first step and
+// after its last, so every other rank's access to them must come after the one and before
+// the other. Failures are kInternal with the collective, p, rank, step and what is wrong.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +27,19 @@
 #include "support/status.h"
 
 namespace kolo {
+
+// One-host programs only: buffer rank_buffer(q, b) of a slice is rank q's input (b =
+// kBufInput) or output (b = kBufOutput), read or written by any rank (schedule.h names a
+// rank's own buffers only).
+constexpr int kBufRanks = kBufStaging + 1;
+constexpr int rank_buffer(int rank, int buffer) { return kBufRanks + 2 * rank + buffer; }
+
+// One-host programs' counters per rank: 0..3 the one-host executor's (engine/local/local_ops.h),
+// then the device_ipc flagged protocol's box flags (flagged_program.h): counter
+// flag_counter(to, parity) of a rank is the flag of its box of that parity at rank `to`.
+constexpr int kFlagRanks = 8;  // kMaxIpcRanks
+constexpr int flag_counter(int to, int parity) { return 4 + 2 * to + parity; }
+constexpr int kProgramCounters = flag_counter(kFlagRanks, 0);
 
 // Verifies given schedules (one per rank; schedules.size() is the rank count). The spec
 // is the call as every rank sees it; for allgatherv, rank r's count is spec.counts[r].

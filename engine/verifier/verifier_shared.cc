@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 
 #include "engine/verifier/verifier_values.h"
 
@@ -11,16 +12,18 @@ bool is_one_host(const std::vector<Schedule>& schedules) {
   for (const Schedule& s : schedules) {
     for (const Step& st : s.steps) {
       if (st.kind == StepKind::kSignal || st.kind == StepKind::kWait) return true;
-      if (st.kind != StepKind::kSend && st.dst.buffer == kBufStaging) return true;
+      if (st.kind != StepKind::kSend && st.dst.buffer >= kBufStaging) return true;
       for (const Slice& src : st.srcs) {
-        if (src.buffer == kBufStaging) return true;
+        if (src.buffer >= kBufStaging) return true;
       }
     }
   }
   return false;
 }
 
-Status SharedMemory::check() {
+Status SharedMemory::check(const std::vector<Layout>& layouts) {
+  layouts_ = &layouts;
+  peers_ = false;
   if (p_ > kMaxSharedRanks) {
     return host_.fail_program(str_cat("one-host programs of more than ", kMaxSharedRanks, " ranks are not supported"));
   }
@@ -72,17 +75,27 @@ Status SharedMemory::check() {
       }
     }
   }
-  // base_ held each slot's used cells; turn them into offsets.
+  // base_ held each slot's used cells; turn them into offsets. The ranks' buffers follow.
   size_t at = 0;
   for (size_t k = 0; k <= slot_count; ++k) {
     const size_t used = base_[k];
     base_[k] = at;
     at += used;
   }
+  rank_base_.assign(peers_ ? 2 * static_cast<size_t>(p_) + 1 : 0, at);
+  for (size_t k = 0; k + 1 < rank_base_.size(); ++k) {
+    rank_base_[k + 1] = rank_base_[k] + layouts[k / 2].region_elems[k % 2];
+  }
   return Status();
 }
 
 Status SharedMemory::check_slice(int r, size_t i, const Slice& s) {
+  if (s.buffer >= kBufRanks) {
+    const auto [owner, b] = owner_of(r, s.buffer);
+    if (owner >= p_) return host_.fail_step(r, i, str_cat("names ", buffer_name(s.buffer), " of ", p_, " ranks"));
+    peers_ = true;
+    return Status();
+  }
   if (s.buffer != kBufStaging) return Status();
   const size_t total = static_cast<size_t>(p_) * slots_ * slot_bytes_;
   if (s.offset > total || s.bytes > total - s.offset) {
@@ -135,15 +148,23 @@ Status SharedMemory::run() {
 
 Status SharedMemory::pass(bool values) {
   const size_t n = base_.empty() ? 0 : base_.back();
+  const size_t end = rank_base_.empty() ? n : rank_base_.back();
   if (values) {
     value_.assign(n, kUnwritten);
   } else {
-    writer_.assign(n, -1);
-    written_at_.assign(n, 0);
-    reads_.assign(n, -1);
+    writer_.assign(end, -1);
+    written_at_.assign(end, 0);
+    reads_.assign(end, -1);
     nodes_.clear();
     free_ = -1;
     unwritten_ = Status();
+    for (int q = 0; q < p_ && peers_; ++q) {  // the caller's input, there by q's first step
+      size_t first = 0, count = 0;
+      int owner = q;
+      tracked(q, Slice{kBufInput, 0, (*layouts_)[q].bytes[kBufInput]}, &first, &count, &owner);
+      std::fill(writer_.begin() + first, writer_.begin() + first + count, static_cast<int16_t>(q));
+      std::fill(written_at_.begin() + first, written_at_.begin() + first + count, 1u);
+    }
   }
   clock_.assign(static_cast<size_t>(p_) * p_, 0);
   counter_.assign(static_cast<size_t>(p_) * kCounters, 0);
@@ -196,14 +217,62 @@ Status SharedMemory::pass(bool values) {
   if (stuck_ranks > 0) {
     return host_.fail_program(str_cat("deadlock, ", stuck_ranks, " rank(s) wait for counters that never get there: ", stuck));
   }
+  if (values) return Status();
   // Without a race, a read that found nothing written comes after no write in any order.
-  return values ? Status() : unwritten_;
+  KOLO_TRY(unwritten_);
+  return returned();
+}
+
+// The cells of a slice the race pass follows: staging, and where peers' buffers are named,
+// every rank's input and output (scratch is private). owner: whose buffer, -1 for staging.
+bool SharedMemory::tracked(int r, const Slice& s, size_t* first, size_t* count, int* owner) const {
+  if (s.buffer == kBufStaging) {
+    std::tie(*first, *count) = cells(s);
+    *owner = -1;
+    return true;
+  }
+  if (!peers_) return false;
+  const auto [q, b] = owner_of(r, s.buffer);
+  const Layout& l = (*layouts_)[q];
+  const int region = l.region[b];
+  if (region > kBufOutput) return false;
+  *first = rank_base_[2 * q + region] + l.base[b] + s.offset / es_;
+  *count = s.bytes / es_;
+  *owner = q;
+  return true;
+}
+
+// Rank q returned at its last step: every other rank's access to its buffers (the last
+// write of a cell, and the reads since that no later read comes after) must come before.
+Status SharedMemory::returned() const {
+  for (int q = 0; q < p_ && peers_; ++q) {
+    auto late = [&](int r, uint32_t epoch, const char* does, size_t cell) {
+      return host_.fail_step(r, epoch - 1,
+                             str_cat(does, " ", where(cell), ", and no wait orders it before rank ", q, "'s last step: rank ",
+                                     q, " may return, and its caller reuse the buffer, first"));
+    };
+    for (size_t e = rank_base_[2 * q]; e < rank_base_[2 * q + 2]; ++e) {
+      const int w = writer_[e];
+      if (w >= 0 && w != q && !ordered(q, w, written_at_[e])) return late(w, written_at_[e], "writes", e);
+      for (int32_t k = reads_[e]; k >= 0; k = nodes_[k].next) {
+        if (nodes_[k].rank != q && !ordered(q, nodes_[k].rank, nodes_[k].epoch)) {
+          return late(nodes_[k].rank, nodes_[k].epoch, "reads", e);
+        }
+      }
+    }
+  }
+  return Status();
 }
 
 // FastTrack's rules for one access of the race pass.
 Status SharedMemory::access(int r, size_t i, const Slice& s, bool write) {
-  if (s.buffer != kBufStaging) return Status();
-  auto [first, count] = cells(s);
+  size_t first = 0, count = 0;
+  int owner = -1;
+  if (!tracked(r, s, &first, &count, &owner)) return Status();
+  if (owner >= 0 && owner != r && count > 0 && clock_[static_cast<size_t>(r) * p_ + owner] == 0) {
+    return host_.fail_step(r, i, str_cat(write ? "writes " : "reads ", slice_str(s), " before rank ", owner,
+                                         "'s call began: no wait orders it after rank ", owner, "'s first step"));
+  }
   const uint32_t now = static_cast<uint32_t>(i + 1);
   for (size_t e = first; e < first + count; ++e) {
     const int w = writer_[e];
@@ -284,6 +353,10 @@ Status SharedMemory::race(int q, uint32_t epoch, const char* q_does, int r, size
 }
 
 std::string SharedMemory::where(size_t cell) const {
+  if (!rank_base_.empty() && cell >= rank_base_[0]) {
+    const size_t k = std::upper_bound(rank_base_.begin(), rank_base_.end(), cell) - rank_base_.begin() - 1;
+    return str_cat("element ", cell - rank_base_[k], " of rank ", k / 2, "'s ", buffer_name(static_cast<int>(k % 2)));
+  }
   const size_t slot = std::upper_bound(base_.begin(), base_.end(), cell) - base_.begin() - 1;
   const size_t byte = (cell - base_[slot]) * es_;
   return str_cat("byte ", byte, " of rank ", slot / slots_, "'s slot ", slot % slots_, " (staging byte ",
@@ -291,6 +364,7 @@ std::string SharedMemory::where(size_t cell) const {
 }
 
 std::string SharedMemory::slice_str(const Slice& s) const {
+  if (s.buffer != kBufStaging) return str_cat(buffer_name(s.buffer), " [", s.offset, ",", s.offset + s.bytes, ")");
   std::string out = str_cat("staging [", s.offset, ",", s.offset + s.bytes, ")");
   if (s.bytes > 0 && slot_bytes_ > 0 && slots_ > 0) {
     const size_t slot = s.offset / slot_bytes_;
@@ -302,15 +376,15 @@ std::string SharedMemory::slice_str(const Slice& s) const {
 std::string SharedMemory::touching(int r, size_t i, size_t cell) const {
   const Step& st = s_[r].steps[i];
   auto covers = [&](const Slice& sl) {
-    if (sl.buffer != kBufStaging) return false;
-    auto [first, count] = cells(sl);
-    return cell >= first && cell < first + count;
+    size_t first = 0, count = 0;
+    int owner = -1;
+    return tracked(r, sl, &first, &count, &owner) && cell >= first && cell < first + count;
   };
   if (covers(st.dst)) return slice_str(st.dst);
   for (const Slice& src : st.srcs) {
     if (covers(src)) return slice_str(src);
   }
-  return "staging";
+  return "?";
 }
 
 }  // namespace kolo::verifier

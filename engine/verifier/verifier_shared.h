@@ -11,6 +11,12 @@
 // and the reads since it that no later read comes after) finds every pair that is not.
 // The relation does not depend on the order the verifier picks to run ranks in (each
 // rank's steps are fixed and counters only grow), so one run proves every order.
+//
+// Where a program names a peer's input or output (rank_buffer, verifier.h), every rank's
+// input and output cells are tracked the same way, and two more rules hold: another rank
+// touches rank q's buffers only after q's first step (before it they are q's caller's:
+// its input may not be ready) and before q's last step (after it q has returned, and its
+// caller may reuse them). q's input counts as written by q's first step.
 #pragma once
 
 #include <cstddef>
@@ -20,15 +26,17 @@
 #include <vector>
 
 #include "engine/schedules/schedule.h"
+#include "engine/verifier/verifier.h"
+#include "engine/verifier/verifier_values.h"
 #include "support/status.h"
 
 namespace kolo::verifier {
 
 constexpr int kStagingRegion = 3;   // the region index staging cells get (per-rank ones are 0..2)
-constexpr int kCounters = 4;        // counters per rank (engine/local/local_ops.h uses 0..2)
+constexpr int kCounters = kProgramCounters;  // counters per rank (verifier.h)
 constexpr int kMaxSharedRanks = 256;
 
-// Whether any rank's schedule signals, waits or names the staging buffer.
+// Whether any rank's schedule signals, waits or names the staging buffer or a rank_buffer.
 bool is_one_host(const std::vector<Schedule>& schedules);
 
 // What the one-host run needs from the verifier: it executes copies and reduces (reading
@@ -50,9 +58,11 @@ class SharedMemory {
 
   // The structure a one-host program needs beyond an ordinary schedule's: at most 256
   // ranks, one staging geometry, steps in order (step i depends on step i - 1), no
-  // messages, counters in [0, 4), waits on another rank (or -1: every other), signals that
-  // never go back, staging slices element-aligned inside one slot.
-  Status check();
+  // messages, counters in [0, kCounters), waits on another rank (or -1: every other),
+  // signals that never go back, staging slices element-aligned inside one slot, peers'
+  // buffers of a rank that exists (their bounds: the caller's structure check). layouts:
+  // every rank's buffers, kept.
+  Status check(const std::vector<Layout>& layouts);
   // A checked staging slice's cells in the shared region: (first, count).
   std::pair<size_t, size_t> cells(const Slice& s) const;
   // Runs every rank to its end twice: races, deadlock and unwritten reads first, then
@@ -75,7 +85,9 @@ class SharedMemory {
 
   Status check_slice(int r, size_t i, const Slice& s);
   Status pass(bool values);
+  bool tracked(int r, const Slice& s, size_t* first, size_t* count, int* owner) const;
   Status access(int r, size_t i, const Slice& s, bool write);
+  Status returned() const;
   Status unwritten(int r, size_t i, const Slice& s, size_t cell) const;
   bool arrived(int r, const Step& st, int* short_peer) const;
   void join(int r, int q, int counter, uint64_t value);
@@ -93,6 +105,9 @@ class SharedMemory {
   uint32_t slots_ = 0;
   size_t slot_bytes_ = 0;
   std::vector<size_t> base_;  // first cell of each slot (owner * slots + slot), then the end
+  const std::vector<Layout>* layouts_ = nullptr;
+  bool peers_ = false;            // some rank names a rank_buffer: rank buffers are tracked too
+  std::vector<size_t> rank_base_;  // then: first cell of each rank's input and output regions, then the end
   // Per cell: value id (values pass); last writer (rank, epoch) and the head of its reads
   // list in nodes_ (race pass).
   std::vector<int32_t> value_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/verifier/verifier.h"
+
 namespace kolo::verifier {
 
 int32_t ValueTable::add(Value v) {
@@ -177,7 +179,16 @@ Layout layout_for(const CollSpec& spec, int rank, int p, size_t scratch_bytes) {
   return l;
 }
 
-const char* buffer_name(int buffer) {
+std::pair<int, int> owner_of(int rank, int buffer) {
+  if (buffer < kBufRanks) return {rank, buffer};
+  return {(buffer - kBufRanks) / 2, (buffer - kBufRanks) % 2};
+}
+
+std::string buffer_name(int buffer) {
+  if (buffer >= kBufRanks) {
+    const auto [owner, b] = owner_of(0, buffer);
+    return str_cat("rank ", owner, "'s ", buffer_name(b));
+  }
   return buffer == kBufInput    ? "input"
          : buffer == kBufOutput ? "output"
          : buffer == kBufScratch ? "scratch"
@@ -185,9 +196,13 @@ const char* buffer_name(int buffer) {
                                  : "?";
 }
 
-const char* counter_name(int counter) {
-  static const char* const names[] = {"posted", "reduced", "consumed", "counter 3"};
-  return counter >= 0 && counter < 4 ? names[counter] : "counter ?";
+std::string counter_name(int counter) {
+  static const char* const names[] = {"posted", "reduced", "consumed", "barriers"};
+  if (counter >= 0 && counter < 4) return names[counter];
+  if (counter >= flag_counter(0, 0) && counter < kProgramCounters) {
+    return str_cat("flag to rank ", (counter - flag_counter(0, 0)) / 2, " parity ", (counter - flag_counter(0, 0)) % 2);
+  }
+  return str_cat("counter ", counter);
 }
 
 std::string step_label(const Step& st) {

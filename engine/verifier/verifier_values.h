@@ -63,10 +63,15 @@ struct Layout {
 };
 
 Layout layout_for(const CollSpec& spec, int rank, int p, size_t scratch_bytes);
-const char* buffer_name(int buffer);
+// Whose buffer, and which of its own, a slice of `rank`'s step names: (rank, buffer), or
+// for rank_buffer(q, b) (verifier.h), (q, b).
+std::pair<int, int> owner_of(int rank, int buffer);
+// "input", ..., "rank 2's output".
+std::string buffer_name(int buffer);
 const char* step_kind_name(StepKind kind);
-// "posted", "reduced", "consumed" (engine/local/local_ops.h), else "counter N".
-const char* counter_name(int counter);
+// "posted", "reduced", "consumed" (engine/local/local_ops.h), "barriers", "flag to rank 1
+// parity 0" (flag_counter), else "counter N".
+std::string counter_name(int counter);
 // The step's kind and what it names: "send peer 1 tag 4", "wait for rank 1's posted >= 2".
 std::string step_label(const Step& st);
 

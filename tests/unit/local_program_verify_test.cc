@@ -259,8 +259,8 @@ TEST(LocalProgramVerify, StructureErrorsAreNamed) {
   };
   Status st = broken([&](auto& s) { step_of(s[1], StepKind::kWait).peer = 1; });
   EXPECT_TRUE(contains(st, "rank 1, step 2") && contains(st, "waits for rank 1")) << st.message();
-  st = broken([&](auto& s) { step_of(s[0], StepKind::kSignal).counter = 4; });
-  EXPECT_TRUE(contains(st, "names counter 4")) << st.message();
+  st = broken([&](auto& s) { step_of(s[0], StepKind::kSignal).counter = kProgramCounters; });
+  EXPECT_TRUE(contains(st, str_cat("names counter ", kProgramCounters))) << st.message();
   st = broken([&](auto& s) { s[0].steps[2].deps.clear(); });
   EXPECT_TRUE(contains(st, "run in order")) << st.message();
   st = broken([&](auto& s) { s[0].steps[0].dst.offset = 2 * 4 * 64 - 32; });  // past the last slot

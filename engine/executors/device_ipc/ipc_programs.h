@@ -3,9 +3,11 @@
 // stream over the ranks' IPC regions (transport/ipc/ipc_regions.h), given what the
 // executor holds for them (IpcRun). The executor (ipc_device_executor.cc) admits the
 // call, picks the program from the Plan's protocol and fences it; these only enqueue.
-//   ipc_compressed.cc  allreduce with a wire type, through the slots
-//   ipc_flagged.cc     the one-kernel collectives (kernels/flagged_body.h)
-//   ipc_zero_copy.cc   registered buffers read in place
+// Each program is written once over an ops policy: these run it over kernel ops,
+// device_program_record.h records it for the verifier.
+//   ipc_compressed.cc  allreduce with a wire type, through the slots (compressed_program.h)
+//   ipc_flagged.cc     the one-kernel collectives (flagged_program.h, kernels/flagged_body.h)
+//   ipc_zero_copy.cc   registered buffers read in place (zero_copy_program.h)
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,5 @@
-// plan(): the one place that decides how a collective runs. The table below is the one
+// plan(): the one place that decides how a collective runs: the routes at the end (one per
+// executor, the first that serves a call plans it). The table below is the one
 // list of which algorithm serves which collective on which executor; choose_algorithm
 // (schedules, by the cost model), choose_local_algorithm (one host, local_choice.cc) and
 // the selector read it.
@@ -93,11 +94,11 @@ bool balanced_hosts(const PlanContext& ctx) {
   return std::all_of(per_host.begin(), per_host.end(), [&](int n) { return n == per_host[0]; });
 }
 
+}  // namespace
+
 Algorithm forced_for(const CollSpec& spec, const PlanContext& ctx) {
   return spec.algorithm != Algorithm::kAuto ? spec.algorithm : ctx.forced;
 }
-
-}  // namespace
 
 // The one-host executor takes a single call when the whole communicator shares memory and
 // no algorithm of the schedule executor is forced.
@@ -107,175 +108,6 @@ bool plan_runs_locally(const CollSpec& spec, const PlanContext& ctx, bool groupe
   if (forced != Algorithm::kAuto && forced != Algorithm::kOneShot && forced != Algorithm::kTwoShot) return false;
   return std::any_of(std::begin(kTable), std::end(kTable),
                      [&](const AlgorithmRow& row) { return row.executor == kLocal && row.kind == spec.kind; });
-}
-
-namespace {
-
-// Ranks whose processes time-slice one GPU wait for each other on the host, and every
-// device_ipc call then pays the trips of its barriers through the GPU's time slices: on an
-// H200 with 2 processes, 239-328 us per allreduce whatever its size up to 2 MB, where the
-// staged path took 48-106 us from 2 KB to 128 KB and 213-253 us at 512 KB, but 681-774 us
-// at 2 MB (three runs, bench/results/2026-11-28-gpu-h200-one-kernel-fp8.md). Below this
-// many bytes such calls are staged. Measured with 2 processes only.
-constexpr size_t kTimeSlicedStagedBelowBytes = size_t{1} << 20;
-
-// The bytes of a call that every rank agrees on: an allgatherv's longest rank's, not its own.
-size_t agreed_bytes(const CollSpec& spec) {
-  if (spec.kind != CollKind::kAllgatherv) return spec.bytes();
-  size_t most = 0;
-  for (size_t c : spec.counts) most = std::max(most, c * dtype_size(spec.dtype));
-  return most;
-}
-
-}  // namespace
-
-namespace {
-
-// The collectives device_ipc has kernels for, and which of its protocols carry each (the
-// slot programs carry all of them): the one list of what it serves.
-struct DeviceIpcRow {
-  CollKind kind;
-  bool zero_copy;  // read in place: alltoall's in-place form would overwrite what a peer still reads
-  bool flagged;    // one kernel, within a box
-};
-constexpr DeviceIpcRow kDeviceIpcRows[] = {
-    {CollKind::kAllreduce, true, true},   {CollKind::kReduce, true, true},
-    {CollKind::kBroadcast, true, true},   {CollKind::kAllgather, true, true},
-    {CollKind::kAllgatherv, true, true},  {CollKind::kReduceScatter, true, true},
-    {CollKind::kAlltoall, false, true},
-};
-
-const DeviceIpcRow* device_ipc_row(CollKind kind) {
-  for (const DeviceIpcRow& row : kDeviceIpcRows) {
-    if (row.kind == kind) return &row;
-  }
-  return nullptr;
-}
-
-// The device-link model's figures for `bytes` (device_ipc_model.h): every comparison
-// between device_ipc's protocols and algorithms reads these. `modelled` is false without
-// GPUs in the topology (the emulated device), where the figures would be the emulation's.
-DeviceIpcCost device_ipc_cost(size_t bytes, const PlanContext& ctx, bool* modelled = nullptr) {
-  PlanContext device_ctx = ctx;
-  device_ctx.device_memory = true;
-  const CostModel model(device_ctx);
-  if (modelled != nullptr) *modelled = model.device();
-  return predict_device_ipc_allreduce(bytes, model);
-}
-
-}  // namespace
-
-bool device_barrier_on_host(DeviceBarrierSetting agreed, bool processes_time_slice) {
-  return agreed == DeviceBarrierSetting::kHost || (agreed == DeviceBarrierSetting::kAuto && processes_time_slice);
-}
-
-// The kernel barrier costs ~18 us on an H100, a host barrier ~55 us, but processes that
-// time-slice one GPU run one kernel at a time: a kernel waiting for a peer's kernel would
-// hold the GPU until its time slice ends, so there the ranks wait on the host.
-BarrierKind device_ipc_barrier(const PlanContext& ctx) {
-  return device_barrier_on_host(ctx.device_barrier, ctx.device_processes_time_slice) ? BarrierKind::kDeviceHost
-                                                                                      : BarrierKind::kDeviceKernel;
-}
-
-// The host barriers are there because the processes time-slice the GPU, not because they
-// were asked for: small calls are staged instead (plan_runs_on_device_ipc).
-bool device_time_sliced(const PlanContext& ctx) {
-  return ctx.device_barrier == DeviceBarrierSetting::kAuto && ctx.device_processes_time_slice;
-}
-
-// Device calls on one host, when the communicator has the device_ipc executor: the
-// collectives it has kernels for, alone (not in a group), up to 8 ranks; not the small
-// ones of ranks time-slicing a GPU (above), unless compressed (only device_ipc compresses).
-bool plan_runs_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
-  if (!spec.device || !ctx.device_ipc || ctx.device_setup == DeviceSetup::kUnmappable || grouped || spec.empty()) {
-    return false;
-  }
-  if (device_time_sliced(ctx) && !spec.compressed() && agreed_bytes(spec) < kTimeSlicedStagedBelowBytes) return false;
-  return device_ipc_row(spec.kind) != nullptr;
-}
-
-bool group_runs_on_device_ipc(const CollCall* calls, size_t n, const PlanContext& ctx) {
-  bool any = false;
-  for (size_t i = 0; i < n; ++i) {
-    if (calls[i].spec.empty()) continue;
-    if (!plan_runs_on_device_ipc(calls[i].spec, ctx, false)) return false;
-    any = true;
-  }
-  return any;
-}
-
-bool group_is_one_program(const CollCall* calls, size_t n, const PlanContext& ctx) {
-  return n > 1 && !group_runs_on_device_ipc(calls, n, ctx);
-}
-
-// Only allreduce has a choice (the others run one pass); KOLO_ALGO or the call may force
-// one-shot or two-shot, else the device-link model (device_ipc_model.h) picks.
-Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx) {
-  if (spec.kind != CollKind::kAllreduce) return Algorithm::kOneShot;
-  const Algorithm forced = forced_for(spec, ctx);
-  // A ring re-reads partial sums: it carries no compressed form (their one rounding).
-  if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot) return forced;
-  if (forced == Algorithm::kRing) return spec.compressed() ? Algorithm::kTwoShot : Algorithm::kRing;
-  if (device_ipc_zero_copy(spec, ctx)) return Algorithm::kTwoShot;
-  const DeviceIpcCost cost = device_ipc_cost(device_ipc_wire_bytes(spec), ctx);
-  if (!spec.compressed() && cost.ring_us < std::min(cost.one_shot_us, cost.two_shot_us)) return Algorithm::kRing;
-  return cost.two_shot_us < cost.one_shot_us ? Algorithm::kTwoShot : Algorithm::kOneShot;
-}
-
-// The one-kernel collectives (kernels/flagged_body.h): where each rank's data for one peer
-// fits a box and the model (device_ipc_model.h) says that one kernel beats the slot
-// programs, which pay a copy into the slot, a barrier and a reduce or copy kernel (the
-// allreduce's terms stand for every collective: the others have the same launches and
-// waits). Its data crosses as words of half data, half flag, so for large enough bytes
-// the slots would win; a box holds 64 KB, below that point on every GPU calibrated so far.
-// Not where an algorithm was forced, nor for compressed calls other than allreduce (whose
-// boxes carry the codes), nor where the ranks wait for each other on the host: the kernel
-// waits for the peers' kernels, which a GPU time-sliced between processes runs only one at
-// a time.
-bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx) {
-  const DeviceIpcRow* row = device_ipc_row(spec.kind);
-  if (row == nullptr || !row->flagged) return false;
-  if (spec.compressed() && spec.kind != CollKind::kAllreduce) return false;
-  // The most one rank sends one peer: its box holds that (allgatherv: the longest rank's;
-  // fp8 wires: the codes and a scale line per 128 values).
-  const size_t box_bytes = spec.compressed() ? flagged_wire_box_bytes(spec.wire, spec.count) : agreed_bytes(spec);
-  const Algorithm forced = forced_for(spec, ctx);
-  if (ctx.size < 2 || device_ipc_barrier(ctx) == BarrierKind::kDeviceHost ||
-      (forced != Algorithm::kAuto && forced != Algorithm::kOneShot) || box_bytes > ctx.flagged_bytes) {
-    return false;
-  }
-  // The box's bytes, not the call's: an allgatherv's own count differs from rank to rank,
-  // and every rank must take the same protocol.
-  bool modelled = false;
-  const DeviceIpcCost cost = device_ipc_cost(box_bytes, ctx, &modelled);
-  // Without GPUs in the topology (the emulated device) the plan is the one a GPU takes
-  // within the box, so that CI runs the kernels a GPU runs.
-  if (!modelled) return true;
-  return cost.flagged_us <= std::min(cost.one_shot_us, cost.two_shot_us) + cost.copy_in_us;
-}
-
-bool device_ipc_worth_sharing(const CollSpec& spec, const PlanContext& ctx) {
-  // Registered or not: every rank asks alike (PeerBuffers::exchange).
-  if (!ctx.share_buffers || ctx.device_setup != DeviceSetup::kMapped) return false;
-  CollSpec shared = spec;
-  shared.registered = true;
-  return plan_runs_on_device_ipc(shared, ctx, false) && !device_ipc_flagged(shared, ctx) &&
-         device_ipc_zero_copy(shared, ctx);
-}
-
-// Reading in place saves the copy into the slot for one barrier: every collective that
-// can takes it, but allreduce, where the model decides (or two-shot is forced).
-bool device_ipc_zero_copy(const CollSpec& spec, const PlanContext& ctx) {
-  if (!spec.registered || spec.compressed() || spec.prescaled) return false;
-  const DeviceIpcRow* row = device_ipc_row(spec.kind);
-  if (row == nullptr || !row->zero_copy) return false;
-  if (spec.kind != CollKind::kAllreduce) return true;
-  const Algorithm forced = forced_for(spec, ctx);
-  if (forced == Algorithm::kOneShot || forced == Algorithm::kTwoShot || forced == Algorithm::kRing) {
-    return forced == Algorithm::kTwoShot;
-  }
-  const DeviceIpcCost cost = device_ipc_cost(spec.bytes(), ctx);
-  return cost.zero_copy_us < std::min(cost.one_shot_us, cost.two_shot_us) + cost.copy_in_us;
 }
 
 // Allreduce over the links with a wire type: the flat two-shot or, on hosts of equal size,
@@ -319,77 +151,99 @@ bool algorithm_serves(Algorithm algorithm, ExecutorKind executor, const CollSpec
   return algorithm != Algorithm::kHierarchical || balanced_hosts(ctx);
 }
 
+namespace {
+
+// Each route fills in the rest of a Plan whose executor it is (p->executor set).
+void plan_on_nccl(const CollSpec&, const PlanContext&, bool, Plan* p) {
+  p->algorithm = Algorithm::kAuto;  // NCCL chooses
+  p->protocol = Protocol::kNccl;
+}
+
+void plan_on_device_ipc_route(const CollSpec& spec, const PlanContext& ctx, bool, Plan* p) {
+  plan_on_device_ipc(spec, ctx, p);
+}
+
+// Everything else on device buffers: copy to pinned host memory, run the host plan of the
+// same call there, copy back, all in the caller's stream order. A single call is cut in
+// chunks (the executor runs them one after another through the ring of pinned slots); a
+// group is one chunk. The host plan is plan()'s own for the host call.
+void plan_staged(const CollSpec& spec, const PlanContext& ctx, bool grouped, Plan* p) {
+  CollSpec host = spec;
+  host.device = false;
+  host.registered = false;
+  p->chunk_elems = grouped ? 0 : staged_chunk_elems(spec, ctx.size);
+  if (p->chunk_elems != 0) host.count = p->chunk_elems;
+  p->chunk_plan = std::make_shared<const Plan>(plan(host, ctx, grouped));
+  p->algorithm = p->chunk_plan->algorithm;
+  p->protocol = Protocol::kStagedChunks;
+}
+
+// One host, shared memory: only allreduce and reduce have a choice of algorithm (the
+// one-host model's); the others run their one pipeline. Then the protocol (fast boxes or
+// the slots, in the domain's slot-sized chunks) and whether outputs bypass the caches.
+void plan_local(const CollSpec& spec, const PlanContext& ctx, bool, Plan* p) {
+  const bool reduces = spec.kind == CollKind::kAllreduce || spec.kind == CollKind::kReduce;
+  p->algorithm = choose_local_algorithm(spec, ctx.size, ctx.agreed_cores, ctx.slot_bytes,
+                                        reduces ? forced_for(spec, ctx) : Algorithm::kAuto,
+                                        ctx.local_params != nullptr ? *ctx.local_params : planner_params());
+  p->protocol = choose_local_protocol(spec, ctx, p->algorithm);
+  p->barrier = ctx.size > 1 ? BarrierKind::kSharedMemory : BarrierKind::kNone;
+  p->streamed_outputs = p->protocol == Protocol::kSlots && output_bytes(spec, ctx.size) >= ctx.stream_bytes;
+  p->chunk_bytes = ctx.slot_bytes;
+}
+
+// A wire type where shared memory cannot run the call: encoded blocks over the links, each
+// contribution encoded once (a ring would re-encode partial sums), in pipelined chunks.
+bool compressed_serves(const CollSpec& spec, const PlanContext&, bool grouped) {
+  return spec.compressed() && !grouped &&
+         (spec.kind == CollKind::kAllreduce || spec.kind == CollKind::kReduceScatter || spec.kind == CollKind::kAllgather);
+}
+void plan_compressed(const CollSpec& spec, const PlanContext& ctx, bool, Plan* p) {
+  p->algorithm = choose_compressed_algorithm(spec, ctx);
+  p->chunk_elems = kCompressedChunkValues;
+}
+
+void plan_schedule(const CollSpec& spec, const PlanContext& ctx, bool, Plan* p) {
+  p->algorithm = choose_algorithm(spec, ctx);
+  p->schedule = schedule_of(p->algorithm, spec, ctx);
+}
+
+bool nccl_serves(const CollSpec& spec, const PlanContext& ctx, bool) { return spec.device && ctx.nccl_backend; }
+bool staged_serves(const CollSpec& spec, const PlanContext&, bool) { return spec.device; }
+bool always(const CollSpec&, const PlanContext&, bool) { return true; }
+
+// The routes of plan(), one per executor, in the order they are asked: the first that
+// serves a call plans it. Each serves a domain of its own (device buffers under
+// KOLO_BACKEND=nccl; device buffers on one host with kernels for the call; other device
+// buffers; host buffers of one host sharing memory; wire-typed host calls across hosts;
+// everything else, over the links), and ranks its own algorithms and protocols by the cost
+// model within it (choose_algorithm, choose_local_algorithm, choose_device_ipc_algorithm,
+// device_ipc_flagged, device_ipc_zero_copy, choose_compressed_algorithm).
+struct Route {
+  ExecutorKind executor;
+  bool (*serves)(const CollSpec& spec, const PlanContext& ctx, bool grouped);
+  void (*fill)(const CollSpec& spec, const PlanContext& ctx, bool grouped, Plan* p);
+};
+constexpr Route kRoutes[] = {
+    {ExecutorKind::kNccl, nccl_serves, plan_on_nccl},
+    {ExecutorKind::kDeviceIpc, plan_runs_on_device_ipc, plan_on_device_ipc_route},
+    {ExecutorKind::kDeviceStaged, staged_serves, plan_staged},
+    {ExecutorKind::kLocal, plan_runs_locally, plan_local},
+    {ExecutorKind::kCompressed, compressed_serves, plan_compressed},
+    {ExecutorKind::kSchedule, always, plan_schedule},
+};
+
+}  // namespace
+
 Plan plan(const CollSpec& spec, const PlanContext& ctx, bool grouped) {
   Plan p;
-  if (spec.device && ctx.nccl_backend) {
-    p.executor = ExecutorKind::kNccl;
-    p.algorithm = Algorithm::kAuto;
-    p.protocol = Protocol::kNccl;
+  for (const Route& route : kRoutes) {
+    if (!route.serves(spec, ctx, grouped)) continue;
+    p.executor = route.executor;
+    route.fill(spec, ctx, grouped, &p);
     return p;
   }
-  if (plan_runs_on_device_ipc(spec, ctx, grouped)) {
-    p.executor = ExecutorKind::kDeviceIpc;
-    p.algorithm = choose_device_ipc_algorithm(spec, ctx);
-    p.share_buffers = device_ipc_worth_sharing(spec, ctx);
-    if (device_ipc_flagged(spec, ctx)) {
-      p.algorithm = Algorithm::kOneShot;
-      p.protocol = Protocol::kFlagged;  // its flags order it: no barrier
-    } else if (device_ipc_zero_copy(spec, ctx)) {
-      p.protocol = Protocol::kZeroCopy;
-    } else if (spec.compressed() && ctx.size > 1) {
-      p.protocol = Protocol::kCompressedSlots;
-    } else if (ctx.size == 1 && !spec.prescaled) {
-      // One rank has no peer to wait for or to read: one pass (prescaled calls copy into
-      // the slot first, where the scale is applied).
-      p.protocol = Protocol::kAlone;
-    } else {
-      p.protocol = Protocol::kSlots;
-    }
-    if (p.protocol != Protocol::kAlone && p.protocol != Protocol::kFlagged) p.barrier = device_ipc_barrier(ctx);
-    return p;
-  }
-  if (spec.device) {
-    // Everything else on device buffers: copy to pinned host memory, run the host plan of the
-    // same call there, copy back, all in the caller's stream order.
-    // A single call is cut in chunks (the executor runs them one after another through the
-    // ring of pinned slots); a group is one chunk.
-    CollSpec host = spec;
-    host.device = false;
-    host.registered = false;
-    p.executor = ExecutorKind::kDeviceStaged;
-    p.chunk_elems = grouped ? 0 : staged_chunk_elems(spec, ctx.size);
-    if (p.chunk_elems != 0) host.count = p.chunk_elems;
-    p.chunk_plan = std::make_shared<const Plan>(plan(host, ctx, grouped));
-    p.algorithm = p.chunk_plan->algorithm;
-    p.protocol = Protocol::kStagedChunks;
-    return p;
-  }
-  if (plan_runs_locally(spec, ctx, grouped)) {
-    p.executor = ExecutorKind::kLocal;
-    // Only allreduce and reduce have a choice; the others run their one pipeline.
-    const bool reduces = spec.kind == CollKind::kAllreduce || spec.kind == CollKind::kReduce;
-    p.algorithm = choose_local_algorithm(spec, ctx.size, ctx.agreed_cores, ctx.slot_bytes,
-                                         reduces ? forced_for(spec, ctx) : Algorithm::kAuto,
-                                         ctx.local_params != nullptr ? *ctx.local_params : planner_params());
-    p.protocol = choose_local_protocol(spec, ctx, p.algorithm);
-    p.barrier = ctx.size > 1 ? BarrierKind::kSharedMemory : BarrierKind::kNone;
-    p.streamed_outputs = p.protocol == Protocol::kSlots && output_bytes(spec, ctx.size) >= ctx.stream_bytes;
-    p.chunk_bytes = ctx.slot_bytes;
-    return p;
-  }
-  if (spec.compressed() && !grouped &&
-      (spec.kind == CollKind::kAllreduce || spec.kind == CollKind::kReduceScatter || spec.kind == CollKind::kAllgather)) {
-    // A wire type where shared memory cannot run the call: encoded blocks over the links,
-    // each contribution encoded once (a ring would re-encode partial sums).
-    p.executor = ExecutorKind::kCompressed;
-    p.algorithm = choose_compressed_algorithm(spec, ctx);
-    p.chunk_elems = kCompressedChunkValues;
-    return p;
-  }
-  p.executor = ExecutorKind::kSchedule;
-  p.algorithm = choose_algorithm(spec, ctx);
-  p.schedule = schedule_of(p.algorithm, spec, ctx);
-  return p;
+  return p;  // not reached: the schedule route serves every call
 }
 
 Algorithm choose_algorithm(const CollSpec& spec, const PlanContext& ctx) {
@@ -434,60 +288,6 @@ Schedule schedule_of(Algorithm algorithm, const CollSpec& spec, const PlanContex
 
 Schedule build_schedule(const CollSpec& spec, const PlanContext& ctx) {
   return schedule_of(choose_algorithm(spec, ctx), spec, ctx);
-}
-
-std::string plan_label(const Plan& p) {
-  std::string text = str_cat(executor_name(p.executor), " ", algorithm_name(p.algorithm));
-  if (p.executor == ExecutorKind::kSchedule) text += str_cat(" (", p.schedule.steps.size(), " steps)");
-  if (p.protocol != Protocol::kSteps) text += str_cat(", protocol ", protocol_name(p.protocol));
-  if (p.barrier != BarrierKind::kNone) text += str_cat(", barrier ", barrier_name(p.barrier));
-  if (p.streamed_outputs) text += ", outputs streamed past the caches";
-  if (p.chunk_plan) {
-    text += p.chunk_elems != 0 ? str_cat("; chunks of ", p.chunk_elems, " elements, each ") : "; one chunk, ";
-    text += str_cat("run as: ", plan_label(*p.chunk_plan));
-  }
-  return text;
-}
-
-std::string plan_summary(const CollSpec& spec, int ranks, const Plan& p) {
-  return str_cat(coll_name(spec.kind), " of ", spec.bytes(), " B on ", ranks, " ranks: ", plan_label(p));
-}
-
-const char* protocol_name(Protocol protocol) {
-  switch (protocol) {
-    case Protocol::kSteps: return "steps";
-    case Protocol::kFastBox: return "fast_box";
-    case Protocol::kSlots: return "slots";
-    case Protocol::kZeroCopy: return "zero_copy";
-    case Protocol::kFlagged: return "flagged";
-    case Protocol::kCompressedSlots: return "compressed_slots";
-    case Protocol::kAlone: return "alone";
-    case Protocol::kStagedChunks: return "staged_chunks";
-    case Protocol::kNccl: return "nccl";
-  }
-  return "?";
-}
-
-const char* barrier_name(BarrierKind barrier) {
-  switch (barrier) {
-    case BarrierKind::kNone: return "none";
-    case BarrierKind::kSharedMemory: return "shared_memory";
-    case BarrierKind::kDeviceKernel: return "device_kernel";
-    case BarrierKind::kDeviceHost: return "device_host";
-  }
-  return "?";
-}
-
-const char* executor_name(ExecutorKind kind) {
-  switch (kind) {
-    case ExecutorKind::kSchedule: return "schedule";
-    case ExecutorKind::kLocal: return "local";
-    case ExecutorKind::kDeviceStaged: return "device_staged";
-    case ExecutorKind::kNccl: return "nccl";
-    case ExecutorKind::kDeviceIpc: return "device_ipc";
-    case ExecutorKind::kCompressed: return "compressed";
-  }
-  return "?";
 }
 
 Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes) {

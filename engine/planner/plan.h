@@ -120,6 +120,9 @@ bool device_barrier_on_host(DeviceBarrierSetting agreed, bool processes_time_sli
 // The host barriers are auto's answer to processes time-slicing the GPU (not asked for):
 // small device calls are then staged (plan_runs_on_device_ipc).
 bool device_time_sliced(const PlanContext& ctx);
+// device_ipc's part of plan() (device_ipc_choice.cc): protocol, algorithm, barrier,
+// sharing, for a call plan_runs_on_device_ipc gives it.
+void plan_on_device_ipc(const CollSpec& spec, const PlanContext& ctx, Plan* p);
 // Device allreduce on the device_ipc path: one-shot or two-shot, forced or by the
 // device-link model (device_ipc_model.h). Other collectives: one-shot (one pass).
 Algorithm choose_device_ipc_algorithm(const CollSpec& spec, const PlanContext& ctx);
@@ -146,6 +149,9 @@ bool device_ipc_flagged(const CollSpec& spec, const PlanContext& ctx);
 Status verify_collective(const CollSpec& spec, int ranks, size_t chunk_bytes);
 // The same on a communicator described by `ctx` (topology, rank -> host; ctx.rank ignored).
 Status verify_collective(const CollSpec& spec, const PlanContext& ctx);
+
+// The algorithm forced for spec: the call's own, else KOLO_ALGO's (kAuto: none).
+Algorithm forced_for(const CollSpec& spec, const PlanContext& ctx);
 
 // Whether `algorithm` has a program for spec on `executor` (the table in plan.cc).
 // With lazy links, whether an algorithm in which every rank talks to every other may run:

@@ -284,7 +284,7 @@ class IpcDeviceExecutor final : public Executor {
     Result<DeviceBarrierFacts> facts = device_barrier_facts(site, device, *env_.settings, deadline);
     if (!facts.ok()) return facts.status().with_context(str_cat("rank ", env_.rank, ": "));
     barrier_facts_ = facts.value();
-    host_barrier_ = device_barrier_on_host(barrier_facts_.agreed, barrier_facts_.processes_time_slice);
+    host_barrier_ = env_.size > 1 && device_barrier_on_host(barrier_facts_.agreed, barrier_facts_.processes_time_slice);
     Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
     if (!regions.ok()) {
       // A peer's memory cannot be mapped (no peer access between these GPUs): every rank
@@ -430,7 +430,7 @@ class IpcDeviceExecutor final : public Executor {
   // What the programs of ipc_programs.h need, for the call being enqueued.
   IpcRun ipc_run() {
     return IpcRun{*regions_, env_.rank, tag_, [this](void* stream) { return barrier(stream); }, &control_->abort,
-                  &control_->status, failed_word()};
+                  &control_->status, failed_word(), env_.timeout()};
   }
 
   // The Plan's barrier kind for the call being enqueued (every rank's Plan is the same);

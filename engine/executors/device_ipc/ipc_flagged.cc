@@ -5,7 +5,6 @@
 #include "engine/executors/device_ipc/flagged_program.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
-#include "support/env.h"
 
 namespace kolo {
 namespace {
@@ -63,7 +62,7 @@ class FlaggedKernelOps {
     a_.sequence = reinterpret_cast<uint32_t*>(run_.regions.region(me) + kIpcSequenceOffset);
     a_.done = reinterpret_cast<uint32_t*>(run_.regions.region(me) + kIpcDoneOffset);
     a_.tag = run_.tag;
-    a_.timeout_ns = static_cast<uint64_t>(env_timeout_seconds() * 1e9);
+    a_.timeout_ns = static_cast<uint64_t>(run_.timeout_seconds * 1e9);
     a_.abort = run_.abort;
     a_.status = run_.status;
     a_.failed = run_.failed;

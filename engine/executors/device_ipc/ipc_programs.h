@@ -62,6 +62,7 @@ struct IpcRun {
   const volatile uint32_t* abort;  // host memory: kolo_comm_abort was called
   volatile uint32_t* status;       // host memory: why a wait gave up
   volatile uint32_t* failed;       // device memory: the same, for the kernels after
+  double timeout_seconds;          // how long a kernel waits for a peer (the communicator's)
 };
 
 // A copy kernel, not memcpy_async: the executor holds a ScopedKernelGuard while it

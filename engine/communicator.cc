@@ -452,55 +452,6 @@ Status Communicator::deregister_memory(int id) {
   return windows_.remove(id);
 }
 
-// One deadline for the whole split (the colours, the new communicator, the closing
-// barrier): a failure costs KOLO_TIMEOUT once, not once per step.
-Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
-  const Deadline deadline(timeout_seconds_);
-  std::vector<int32_t> mine = {color, key};
-  std::vector<int32_t> all(2 * static_cast<size_t>(id_.size));
-  CollCall gather;
-  gather.spec.kind = CollKind::kAllgather;
-  gather.spec.count = 2;
-  gather.spec.dtype = DType::kInt32;
-  gather.send = mine.data();
-  gather.recv = all.data();
-  KOLO_TRY(run(gather));
-  const uint32_t seq = split_seq_++;
-  if (color < 0) return made_with_all(std::unique_ptr<Communicator>(), deadline);  // waits for the others
-  std::vector<std::pair<int32_t, int>> members;  // (key, old rank)
-  for (int r = 0; r < id_.size; ++r) {
-    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
-  }
-  std::sort(members.begin(), members.end());
-  int new_rank = 0;
-  while (members[new_rank].second != id_.rank) ++new_rank;
-  CommIdentity child{str_cat(id_.prefix, "/split", seq, "/", color), new_rank, static_cast<int>(members.size())};
-  Inherited from{this, {}};
-  for (const auto& member : members) from.parent_rank.push_back(member.second);
-  return made_with_all(create(store_, child, &deadline, &from), deadline);
-}
-
-Result<std::unique_ptr<Communicator>> Communicator::duplicate(const std::string& name) {
-  const Deadline deadline(timeout_seconds_);
-  Inherited from{this, {}};
-  for (int r = 0; r < id_.size; ++r) from.parent_rank.push_back(r);
-  return made_with_all(
-      create(store_, CommIdentity{str_cat(id_.prefix, "/dup/", name), id_.rank, id_.size}, &deadline, &from), deadline);
-}
-
-// The new communicators were bootstrapped from this one's store, in its rank 0's process:
-// every rank of this one (those in no new communicator too) waits here until every new one
-// is made, so that rank 0 returns, and may exit, only when no one needs its store for them.
-// This rank's own result stands either way; a failed barrier fails only a call that
-// succeeded.
-Result<std::unique_ptr<Communicator>> Communicator::made_with_all(Result<std::unique_ptr<Communicator>> made,
-                                                                 const Deadline& deadline) {
-  Status all = barrier(&deadline);
-  if (!made.ok()) return made;
-  if (!all.ok()) return all.with_context(str_cat("rank ", id_.rank, ": after the new communicator was made: "));
-  return made;
-}
-
 Status Communicator::barrier(const Deadline* within) {
   CollCall call;
   call.spec.kind = CollKind::kBarrier;

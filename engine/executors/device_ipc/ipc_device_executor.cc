@@ -1,19 +1,19 @@
 // The device_ipc executor: one-host device collectives as kernels over the peers' memory,
 // no host in between. Every rank maps every peer's IPC region (transport/ipc/ipc_regions.h;
-// its layout: ipc_programs.h). The slot programs (chunks through the slots, one barrier per step) are written once in
-// engine/executors/device_ipc/device_slot_programs.h, over ops that enqueue kernels here (KernelOps) and
-// over ops that record them for the verifier (local_program.cc): they are proved for 1-5
-// ranks. Barrier numbers follow the call order, so calls of one communicator are kept in
-// call order across streams (an event).
-// The Plan's protocol picks the program: the slot programs here, or those of
-// ipc_programs.h: compressed slots, one kernel (flagged), registered buffers read in place
-// (zero-copy).
-// Every barrier carries the call's digest (call_tag); ranks that are not making the same
-// call, or not with the same registered buffers, fail on every rank instead of reading
+// its layout and programs: ipc_programs.h). Here: admission (everything that may refuse a
+// call, before anything is enqueued), the set-up at the first call (regions, control
+// words, the facts the planner decides the barrier kind from), the order of calls across
+// streams (an event), the barriers, and the watcher that fails the communicator.
+// The Plan's protocol picks the program (ipc_programs.h: the slot programs, compressed
+// slots, one kernel, registered buffers read in place, a rank alone), each written once
+// over an ops policy and proved by the verifier for 1-5 ranks (device_program_record.h,
+// engine/local/local_program.h).
+// Every barrier carries the call's digest (ipc_call_tag); ranks that are not making the
+// same call, or not with the same registered buffers, fail on every rank instead of reading
 // each other's memory wrongly.
-// Ranks in different processes that time-slice one GPU wait for each other on the host
-// instead: the stream waits on the device for a word that a thread of the executor writes
-// once the peers have arrived (ipc_host_barrier.h says why; KOLO_DEVICE_BARRIER).
+// The Plan's barrier kind: a kernel that polls the peers' words, or (ranks in different
+// processes that time-slice one GPU, or KOLO_DEVICE_BARRIER=host) a word the stream waits
+// for, written by a thread of the executor once the peers have arrived (ipc_host_barrier.h).
 // A barrier that gives up (KOLO_TIMEOUT: a dead peer; or kolo_comm_abort) leaves a reason
 // in a host-mapped status word and returns, releasing the stream; later barriers return at
 // once; a watcher thread fails the communicator with the reason.
@@ -29,8 +29,6 @@
 #include "engine/executors/executor.h"
 #include "engine/executors/device_ipc/ipc_host_barrier.h"
 #include "engine/executors/device_ipc/ipc_programs.h"
-#include "engine/executors/device_ipc/device_slot_programs.h"
-#include "engine/local/local_ops.h"
 #include "kernels/device_kernels.h"
 #include "support/device/device.h"
 #include "support/log.h"
@@ -42,25 +40,6 @@ namespace {
 
 constexpr uint64_t kDestroyTag = 0x646e652d6f6c6f6bull;  // "kolo-end": the last barrier
 constexpr uint64_t kFenceTag = 0x65636e65662d6b6cull;    // xored into a captured call's fences
-
-// FNV-1a over what every rank making the same call has alike (not its pointers, scales or
-// in-place choice, which may differ), and the zero-copy windows and offsets, which must not.
-class Digest {
- public:
-  template <class T>
-  Digest& add(const T& v) {
-    const auto* p = reinterpret_cast<const unsigned char*>(&v);
-    for (size_t i = 0; i < sizeof v; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
-    return *this;
-  }
-  uint64_t value() const { return h_ | 1; }  // never 0, the words' initial value
-
- private:
-  uint64_t h_ = 0xcbf29ce484222325ull;
-};
-
-static_assert(kMaxIpcRanks <= kMaxWireInputs, "a compressed reduce sums every rank's wire");
-static_assert(kMaxIpcRanks <= kDeviceSlotRanks, "the slot programs take every rank of a host");
 
 // The host-mapped words the barrier kernels read and write.
 struct Control {
@@ -207,7 +186,7 @@ class IpcDeviceExecutor final : public Executor {
     device::ScopedDevice on_device(call.device);
     KOLO_TRY(on_device.status());
     const device::DeviceOps& dev = device::runtime();
-    const uint64_t call_tag_value = call_tag(call, *pc.plan, a.windows, a.graph);
+    const uint64_t call_tag_value = ipc_call_tag(call, *pc.plan, a.windows, a.graph);
     // The Plan's barrier (a graph's fences around a call without one: the set-up's kind).
     if (pc.plan->barrier != BarrierKind::kNone) host_barrier_ = pc.plan->barrier == BarrierKind::kDeviceHost;
     // Zero-copy writes no slot; the flagged protocol has boxes of its own, and its flags
@@ -229,7 +208,7 @@ class IpcDeviceExecutor final : public Executor {
         case Protocol::kFlagged: s = enqueue_flagged(ipc_run(), call); break;
         case Protocol::kCompressedSlots: s = enqueue_compressed(ipc_run(), call, pc.plan->algorithm, chunks_); break;
         case Protocol::kAlone: s = enqueue_alone(call); break;
-        case Protocol::kSlots: s = enqueue(call, pc.plan->algorithm); break;
+        case Protocol::kSlots: s = enqueue_slots(ipc_run(), call, pc.plan->algorithm, chunks_); break;
         default:
           s = error(Code::kInternal, "rank ", env_.rank, ": device_ipc has no protocol ",
                     protocol_name(pc.plan->protocol));
@@ -316,56 +295,6 @@ class IpcDeviceExecutor final : public Executor {
     return Status();
   }
 
-  // One rank: its result is its input, postscaled where a reduction says so, in one pass
-  // over the data (enqueue() would copy it into the slot that no peer reads, then out).
-  // The same bits as enqueue(): the reduction of one input with the same postscale.
-  Status enqueue_alone(const CollCall& call) {
-    const CollSpec& s = call.spec;
-    const size_t es = dtype_size(s.dtype);
-    switch (s.kind) {
-      case CollKind::kAllreduce:
-      case CollKind::kReduce:
-      case CollKind::kReduceScatter: {
-        const void* one[1] = {call.send};
-        return device_reduce_into(call.recv, one, 1, s.count, s.dtype, s.op, call.postscale, call.stream);
-      }
-      case CollKind::kAllgatherv:
-        return ipc_copy(static_cast<char*>(call.recv) + s.displs[0] * es, call.send, s.counts[0] * es, call.stream);
-      default: return ipc_copy(call.recv, call.send, s.count * es, call.stream);  // broadcast, allgather, alltoall
-    }
-  }
-
-  // The slot programs (engine/executors/device_ipc/device_slot_programs.h, which the verifier proves
-  // through a recording) over kernels on the call's stream.
-  class KernelOps {
-   public:
-    KernelOps(IpcDeviceExecutor& x, const CollCall& call) : x_(x), call_(call) {}
-    int size() const { return x_.regions_->size(); }
-    int index() const { return x_.regions_->index(); }
-    size_t slot_bytes() const { return 2 * kIpcChunkBytes; }
-    char* slot(int r, uint64_t chunk) const {
-      return x_.regions_->region(r) + kIpcHeaderBytes + (chunk & 1) * 2 * kIpcChunkBytes;
-    }
-    Status copy(void* dst, const void* src, size_t bytes) { return ipc_copy(dst, src, bytes, call_.stream); }
-    Status scale_copy(void* dst, const void* src, size_t count, DType dtype, ScaleUse use) {
-      return device_scale_copy(dst, src, count, dtype, scale(use), call_.stream);
-    }
-    Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
-      return device_reduce_into(dst, srcs, n, count, dtype, op, scale(use), call_.stream);
-    }
-    Status barrier() { return x_.barrier(call_.stream); }
-
-   private:
-    Scale scale(ScaleUse use) const { return scale_for(use, call_); }
-    IpcDeviceExecutor& x_;
-    const CollCall& call_;
-  };
-
-  Status enqueue(const CollCall& call, Algorithm algorithm) {
-    KernelOps ops(*this, call);
-    return DeviceSlotPrograms<KernelOps>(ops, chunks_).run(call, algorithm);
-  }
-
   // Where every rank's buffers of a zero-copy call are: in registered windows (the
   // communicator found them when it set spec.registered), else shared for this call by
   // share_buffers just before; a miss is a bug, refused before anything ran.
@@ -412,19 +341,6 @@ class IpcDeviceExecutor final : public Executor {
     shared_.recv = call.recv;
     shared_.valid = true;
     return true;
-  }
-
-  uint64_t call_tag(const CollCall& call, const Plan& plan, const RegisteredBuffers& zc, bool graph) const {
-    const CollSpec& s = call.spec;
-    Digest d;
-    d.add(graph);  // a replay met by an uncaptured call of the same shape is not the same call
-    d.add(s.kind).add(s.dtype).add(s.op).add(s.root).add(s.wire).add(plan.algorithm).add(plan.protocol);
-    if (s.kind != CollKind::kAllgatherv) d.add(s.count);  // there: this rank's count (in counts)
-    for (size_t c : s.counts) d.add(c);
-    for (size_t c : s.displs) d.add(c);
-    // Shared buffers (no window) were agreed on by every rank in share_buffers.
-    if (plan.zero_copy()) d.add(zc.send.window).add(zc.send.offset).add(zc.recv.window).add(zc.recv.offset);
-    return d.value();
   }
 
   // What the programs of ipc_programs.h need, for the call being enqueued.

@@ -1,10 +1,10 @@
-// The device_ipc executor's region layout and its programs besides the slot programs
-// (engine/executors/device_ipc/device_slot_programs.h): each enqueues one call's kernels on the call's
+// The device_ipc executor's region layout and its programs: each enqueues one call's kernels on the call's
 // stream over the ranks' IPC regions (transport/ipc/ipc_regions.h), given what the
 // executor holds for them (IpcRun). The executor (ipc_device_executor.cc) admits the
 // call, picks the program from the Plan's protocol and fences it; these only enqueue.
 // Each program is written once over an ops policy: these run it over kernel ops,
 // device_program_record.h records it for the verifier.
+//   ipc_slots.cc       the slot programs (device_slot_programs.h), a rank alone, the call's digest
 //   ipc_compressed.cc  allreduce with a wire type, through the slots (compressed_program.h)
 //   ipc_flagged.cc     the one-kernel collectives (flagged_program.h, kernels/flagged_body.h)
 //   ipc_zero_copy.cc   registered buffers read in place (zero_copy_program.h)
@@ -71,6 +71,11 @@ struct IpcRun {
 Status ipc_copy(void* dst, const void* src, size_t bytes, void* stream);
 
 // chunks: the slot chunks run before (slot = chunk % 2), advanced.
+Status enqueue_slots(const IpcRun& run, const CollCall& call, Algorithm algorithm, uint64_t& chunks);
+// One rank: its result is its input, postscaled where a reduction says so, in one pass.
+Status enqueue_alone(const CollCall& call);
+// The digest every barrier of a call carries (ipc_slots.cc says what goes in it).
+uint64_t ipc_call_tag(const CollCall& call, const Plan& plan, const RegisteredBuffers& zc, bool graph);
 Status enqueue_compressed(const IpcRun& run, const CollCall& call, Algorithm algorithm, uint64_t& chunks);
 Status enqueue_flagged(const IpcRun& run, const CollCall& call);
 // Every rank's input and output of a zero-copy call, as this process addresses them (null

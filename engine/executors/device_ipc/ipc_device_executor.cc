@@ -352,6 +352,13 @@ class IpcDeviceExecutor final : public Executor {
   // The Plan's barrier kind for the call being enqueued (every rank's Plan is the same);
   // outside a call (the last barrier at destroy) the kind the set-up's facts give.
   Status barrier(void* stream) {
+    // The planner's INFO log hears once which kind ran, so that a test of the Plan checks
+    // the path taken, not only the Plan's label (tests/multiproc/expect_plan.sh).
+    if (!ran_kind_[host_barrier_]) {
+      ran_kind_[host_barrier_] = true;
+      log_info(Subsys::kPlan, "ran: device_ipc barrier ", host_barrier_ ? "device_host" : "device_kernel", " (rank ",
+               env_.rank, ")");
+    }
     if (host_barrier_) return host_barrier(stream);
     const int n = regions_->size(), me = regions_->index();
     BarrierArgs a;
@@ -437,6 +444,7 @@ class IpcDeviceExecutor final : public Executor {
   uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)
   DeviceBarrierFacts barrier_facts_;  // found at set-up, for the planner
   bool host_barrier_ = false;  // the call being enqueued waits on the host (its Plan's barrier)
+  bool ran_kind_[2] = {false, false};  // a kernel barrier, a host barrier enqueued so far
   uint64_t host_barrier_count_ = 0;  // host barriers enqueued so far: the next one's number
   std::unique_ptr<HostBarriers> host_barriers_;  // where the host has a shared-memory domain
   // User buffers read in place without registration (ctx.share_buffers), and what

@@ -21,7 +21,7 @@ for round in $(seq 1 "$rounds"); do
     grep -v '^#' "$tmp/out" | awk 'NF >= 6' >>"$tmp/$which"
   done
 done
-echo "# kolo-perf allreduce $*, $np ranks, median of $rounds alternating rounds, -n $iters -w $warmup"
+echo "# kolo-perf allreduce ${*:-(host buffers)}, $np ranks, median of $rounds alternating rounds, -n $iters -w $warmup"
 printf "%12s  %12s  %12s  %12s\n" bytes before_us after_us before/after
 awk '
   function median(key,   n, i, j, v, a) {
@@ -34,7 +34,7 @@ awk '
   { key = name SUBSEP $1; t[key, ++cnt[key]] = $6; sizes[$1] = 1 }
   END {
     for (s in sizes) {
-      b = median("before" SUBSEP s); a = median("after" SUBSEP s)
-      printf "%12d  %12.2f  %12.2f  %12.3f\n", s, b, a, a > 0 ? b / a : 0
+      bm = median("before" SUBSEP s); am = median("after" SUBSEP s)
+      printf "%12d  %12.2f  %12.2f  %12.3f\n", s, bm, am, (am > 0 ? bm / am : 0)
     }
   }' "$tmp/before" "$tmp/after" | sort -n

@@ -11,16 +11,10 @@ namespace {
 
 // The compressed program's ops: the codec kernels on the call's stream, over the slots of
 // the ranks' regions.
-class CompressedKernelOps {
+class CompressedKernelOps : public IpcKernelOps {
  public:
   CompressedKernelOps(const IpcRun& run, const CollCall& call)
-      : run_(run), call_(call), dev_(device::runtime()), fmt_(wire_format(call.spec.wire)) {}
-  int size() const { return run_.regions.size(); }
-  int index() const { return run_.regions.index(); }
-  int rank() const { return run_.rank; }
-  char* slot(int index, uint64_t chunk) const {
-    return run_.regions.region(index) + kIpcHeaderBytes + (chunk & 1) * 2 * kIpcChunkBytes;
-  }
+      : IpcKernelOps(run, call), dev_(device::runtime()), fmt_(wire_format(call.spec.wire)) {}
   size_t half_bytes() const { return kIpcChunkBytes; }
   size_t chunk_values() const { return kIpcChunkBytes / sizeof(float); }
   size_t wire_bytes(size_t count) const { return kolo::wire_bytes(fmt_, count); }
@@ -33,11 +27,8 @@ class CompressedKernelOps {
   Status recompress_sum(void* dst, const void* const* srcs, int n, size_t count, ScaleUse use) {
     return device_recompress_sum(dev_, dst, srcs, n, count, fmt_, scale_for(use, call_), call_.stream);
   }
-  Status barrier() { return run_.barrier(call_.stream); }
 
  private:
-  const IpcRun& run_;
-  const CollCall& call_;
   const device::DeviceOps& dev_;
   const WireFormat fmt_;
 };

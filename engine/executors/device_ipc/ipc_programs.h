@@ -17,6 +17,7 @@
 #include "engine/collective.h"
 #include "engine/executors/executor.h"
 #include "kernels/barrier_body.h"
+#include "kernels/device_kernels.h"
 #include "kernels/flagged_body.h"
 #include "support/status.h"
 #include "transport/ipc/ipc_regions.h"
@@ -69,6 +70,32 @@ struct IpcRun {
 // enqueues, so after a barrier that gave up (a mismatch, a dead peer, an abort) it touches
 // nothing, and nothing reads a peer's buffer that the peer may free once it has failed.
 Status ipc_copy(void* dst, const void* src, size_t bytes, void* stream);
+
+// What every device_ipc program's kernel ops share (each program's ops add what it reads):
+// the host's ranks and the call's copies, reductions and barriers on the call's stream.
+class IpcKernelOps {
+ public:
+  IpcKernelOps(const IpcRun& run, const CollCall& call) : run_(run), call_(call) {}
+  int size() const { return run_.regions.size(); }
+  int index() const { return run_.regions.index(); }
+  int rank() const { return run_.rank; }
+  // Rank r's slot for chunk `chunk` (two per rank, used in turn, after the header).
+  char* slot(int r, uint64_t chunk) const {
+    return run_.regions.region(r) + kIpcHeaderBytes + (chunk & 1) * 2 * kIpcChunkBytes;
+  }
+  Status copy(void* dst, const void* src, size_t bytes) { return ipc_copy(dst, src, bytes, call_.stream); }
+  Status scale_copy(void* dst, const void* src, size_t count, DType dtype, ScaleUse use) {
+    return device_scale_copy(dst, src, count, dtype, scale_for(use, call_), call_.stream);
+  }
+  Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
+    return device_reduce_into(dst, srcs, n, count, dtype, op, scale_for(use, call_), call_.stream);
+  }
+  Status barrier() { return run_.barrier(call_.stream); }
+
+ protected:
+  const IpcRun& run_;
+  const CollCall& call_;
+};
 
 // chunks: the slot chunks run before (slot = chunk % 2), advanced.
 Status enqueue_slots(const IpcRun& run, const CollCall& call, Algorithm algorithm, uint64_t& chunks);

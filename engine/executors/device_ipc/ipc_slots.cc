@@ -14,25 +14,10 @@ static_assert(kMaxIpcRanks <= kDeviceSlotRanks, "the slot programs take every ra
 
 
 // Every rank has two slots (chunk k uses slot k % 2) after its region's header.
-class KernelOps {
+class KernelOps : public IpcKernelOps {
  public:
-  KernelOps(const IpcRun& run, const CollCall& call) : run_(run), call_(call) {}
-  int size() const { return run_.regions.size(); }
-  int index() const { return run_.regions.index(); }
+  using IpcKernelOps::IpcKernelOps;
   size_t slot_bytes() const { return 2 * kIpcChunkBytes; }
-  char* slot(int r, uint64_t chunk) const { return run_.regions.region(r) + kIpcHeaderBytes + (chunk & 1) * 2 * kIpcChunkBytes; }
-  Status copy(void* dst, const void* src, size_t bytes) { return ipc_copy(dst, src, bytes, call_.stream); }
-  Status scale_copy(void* dst, const void* src, size_t count, DType dtype, ScaleUse use) {
-    return device_scale_copy(dst, src, count, dtype, scale_for(use, call_), call_.stream);
-  }
-  Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
-    return device_reduce_into(dst, srcs, n, count, dtype, op, scale_for(use, call_), call_.stream);
-  }
-  Status barrier() { return run_.barrier(call_.stream); }
-
- private:
-  const IpcRun& run_;
-  const CollCall& call_;
 };
 
 // FNV-1a over what every rank making the same call has alike (not its pointers, scales or

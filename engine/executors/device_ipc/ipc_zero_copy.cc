@@ -51,23 +51,13 @@ Status ipc_copy(void* dst, const void* src, size_t bytes, void* stream) {
 namespace {
 
 // The zero-copy program's ops (zero_copy_program.h): kernels on the call's stream.
-class ZeroCopyKernelOps {
+class ZeroCopyKernelOps : public IpcKernelOps {
  public:
-  ZeroCopyKernelOps(const IpcRun& run, const CollCall& call, const InPlaceBuffers& at) : run_(run), call_(call), at_(at) {}
-  int size() const { return run_.regions.size(); }
-  int index() const { return run_.regions.index(); }
-  int rank() const { return run_.rank; }
+  ZeroCopyKernelOps(const IpcRun& run, const CollCall& call, const InPlaceBuffers& at) : IpcKernelOps(run, call), at_(at) {}
   char* send_of(int index) const { return at_.send[index]; }
   char* recv_of(int index) const { return at_.recv[index]; }
-  Status copy(void* dst, const void* src, size_t bytes) { return ipc_copy(dst, src, bytes, call_.stream); }
-  Status reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op, ScaleUse use) {
-    return device_reduce_into(dst, srcs, n, count, dtype, op, scale_for(use, call_), call_.stream);
-  }
-  Status barrier() { return run_.barrier(call_.stream); }
 
  private:
-  const IpcRun& run_;
-  const CollCall& call_;
   const InPlaceBuffers& at_;
 };
 

@@ -166,7 +166,7 @@ Status CallRunner::execute(const PlannedCall* calls, size_t n) {
   const double timeout = env_.timeout_seconds;
   // A one-host call through the fast boxes reads the clock only if it has to wait (Deadline::
   // from_first_question): the clock cost an 8-byte allreduce about 20 ns, a twentieth of it.
-  const bool fast = p.executor == ExecutorKind::kLocal && p.protocol == Protocol::kFastBox;
+  const bool fast = p.protocol == Protocol::kFastBox;
   const Deadline deadline = call_deadline_ != nullptr ? *call_deadline_
                             : fast ? Deadline::from_first_question(timeout) : Deadline(timeout);
   KOLO_PROBE(kExecutorEntered);

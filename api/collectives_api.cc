@@ -9,6 +9,7 @@
 #include "engine/adasum.h"
 #include "kernels/host_kernels.h"
 #include "support/device/buffer_place.h"
+#include "support/fast_tls.h"
 #include "support/probe.h"
 
 using kolo::CollCall;
@@ -21,10 +22,10 @@ using kolo::error;
 namespace {
 
 struct GroupState {
-  int depth = 0;
   std::vector<std::pair<kolo_comm_t, CollCall>> pending;
 };
 thread_local GroupState t_group;
+KOLO_FAST_TLS thread_local int t_group_depth = 0;  // read by every call
 
 size_t elem_size(kolo_dtype_t dtype) { return kolo::dtype_size(static_cast<kolo::DType>(dtype)); }
 
@@ -60,7 +61,7 @@ Status classify(CollCall& call, void* stream, int rank) {
 // queues it when inside a group.
 Status submit(kolo_comm_t comm, CollCall call, void* stream) {
   KOLO_TRY(classify(call, stream, comm->impl->rank()));
-  if (t_group.depth > 0) {
+  if (t_group_depth > 0) {
     t_group.pending.emplace_back(comm, std::move(call));
     return Status();
   }
@@ -121,7 +122,7 @@ Status apply_options(CollCall& call, const kolo_coll_options* options, kolo_dtyp
 Status adasum(kolo_comm_t comm, const void* send, void* recv, size_t count, kolo_dtype_t dtype,
               const kolo_coll_options* options, void* stream) {
   const int rank = comm->impl->rank();
-  if (t_group.depth > 0) {
+  if (t_group_depth > 0) {
     return error(Code::kInvalidArgument, "rank ", rank, ": an allreduce with KOLO_ADASUM cannot be part of a group");
   }
   CollCall call = make_call(CollKind::kAllreduce, send, recv, count, dtype, KOLO_ADASUM);
@@ -333,14 +334,14 @@ kolo_result_t kolo_barrier(kolo_comm_t comm) {
 }
 
 kolo_result_t kolo_group_start(void) {
-  ++t_group.depth;
+  ++t_group_depth;
   return KOLO_SUCCESS;
 }
 
 kolo_result_t kolo_group_end(void) {
   return api_call("kolo_group_end", [&]() -> Status {
-    if (t_group.depth == 0) return error(Code::kInvalidUsage, "kolo_group_end without kolo_group_start");
-    if (--t_group.depth > 0) return Status();
+    if (t_group_depth == 0) return error(Code::kInvalidUsage, "kolo_group_end without kolo_group_start");
+    if (--t_group_depth > 0) return Status();
     auto pending = std::move(t_group.pending);
     t_group.pending.clear();
     // One combined run per communicator, in the order the communicators first appeared.

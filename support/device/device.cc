@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/env.h"
+#include "support/fast_tls.h"
 #include "support/log.h"
 
 namespace kolo::device {
@@ -111,7 +112,7 @@ Status why_none() { return chosen().status; }
 const DeviceOps& runtime() { return *chosen().ops; }
 
 namespace {
-thread_local bool host_function_running = false;
+KOLO_FAST_TLS thread_local bool host_function_running = false;
 }  // namespace
 
 bool in_host_function() { return host_function_running; }

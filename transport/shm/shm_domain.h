@@ -136,6 +136,9 @@ class Domain final : public SharedDomain {
   std::vector<pid_t> pids_;
   std::vector<Fd> pidfds_;  // -1 entries: no pidfd on this kernel, kill(pid, 0) instead
   bool oversubscribed_ = false;
+  bool light_publish_ = false;  // every rank registered for the global fence: plain publishes
+  static bool register_global_fence();
+  void sleep_fence();
   std::atomic<bool> aborted_{false};
   int agreed_cores_ = 1;
   double agreed_copy_gbs_ = 0;

@@ -34,6 +34,7 @@ struct alignas(64) RankControl {
   std::atomic<uint64_t> copy_mbs{0};              // this rank's measured copy rate, MB/s
   std::atomic<uint64_t> cache_kb{0};              // and its last-level cache, KiB
   std::atomic<uint64_t> probe_address{0};         // where peers find kProbeValue in this process
+  std::atomic<uint32_t> fenced{0};                // 1: registered for membarrier's global fence (shm_domain.cc)
   alignas(64) char area[kRankAreaBytes];          // laid out by the executor that uses the domain
   alignas(64) char fast[kFastAreaBytes];          // likewise
   alignas(64) char exchange[kExchangeAreaBytes];  // likewise

@@ -1,6 +1,6 @@
 // The cost of the one-host shared-memory collectives (engine/local/): not schedules but a
 // tight loop over a shared segment, so they get formulas instead of a simulation. The
-// formulas follow LocalCollectives chunk by chunk (engine/local/chunk_pipeline.h):
+// formulas follow LocalPrograms chunk by chunk (engine/local/chunk_pipeline.h):
 //
 //   every chunk of `slot_bytes`: copy the input into my slot (fill), one wait for the
 //   peers' posts, then

@@ -81,28 +81,12 @@ class RecordOps {
   }
 
   Status add(StepKind kind, void* dst, const void* const* srcs, int n, size_t count, ReduceOp op, ScaleUse use) {
-    Step st;
-    st.kind = kind;
-    st.dtype = dtype_;
-    st.op = op;
-    st.count = count;
-    st.scale = use;
-    st.dst = slice(dst, count * esize_);
-    for (int k = 0; k < n; ++k) st.srcs.push_back(slice(srcs[k], count * esize_));
-    push(std::move(st));
+    auto slice_of = [this](const void* p, size_t bytes) { return slice(p, bytes); };
+    append_in_order(s_, data_step(kind, dtype_, op, count, use, dst, srcs, n, slice_of));
     return Status();
   }
   void progress(StepKind kind, int peer, int counter, uint64_t value) {
-    Step st;
-    st.kind = kind;
-    st.peer = peer;
-    st.counter = counter;
-    st.value = value;
-    push(std::move(st));
-  }
-  void push(Step st) {
-    if (!s_.steps.empty()) st.deps.push_back(static_cast<int>(s_.steps.size()) - 1);
-    s_.steps.push_back(std::move(st));
+    append_in_order(s_, progress_step(kind, peer, counter, value));
   }
 
   int ranks_, me_;

@@ -95,4 +95,36 @@ std::string schedule_to_string(const Schedule& schedule);
 // "srcs": [{"buffer", "offset", "bytes"}], "dst", "count", "scale", "deps"}]} (kolo-plan).
 std::string schedule_to_json(const Schedule& schedule);
 
+// Recording a program as a Schedule (engine/local/local_program.cc,
+// engine/executors/device_ipc/device_program_record.cc): a program runs in order, so each
+// step depends on the one before.
+inline void append_in_order(Schedule& s, Step st) {
+  if (!s.steps.empty()) st.deps.push_back(static_cast<int>(s.steps.size()) - 1);
+  s.steps.push_back(std::move(st));
+}
+// A copy or reduce of `count` elements, its buffers named by `slice_of(pointer, bytes)`.
+template <class SliceOf>
+Step data_step(StepKind kind, DType dtype, ReduceOp op, size_t count, ScaleUse use, const void* dst,
+               const void* const* srcs, int n, SliceOf slice_of) {
+  Step st;
+  st.kind = kind;
+  st.dtype = dtype;
+  st.op = op;
+  st.count = count;
+  st.scale = use;
+  const size_t bytes = count * dtype_size(dtype);
+  st.dst = slice_of(dst, bytes);
+  for (int k = 0; k < n; ++k) st.srcs.push_back(slice_of(srcs[k], bytes));
+  return st;
+}
+// A signal or a wait of a counter (peer -1: every peer).
+inline Step progress_step(StepKind kind, int peer, int counter, uint64_t value) {
+  Step st;
+  st.kind = kind;
+  st.peer = peer;
+  st.counter = counter;
+  st.value = value;
+  return st;
+}
+
 }  // namespace kolo

@@ -74,24 +74,13 @@ class Recorder {
   // source is a copy. Nothing for nothing.
   Status data(void* dst, const void* const* srcs, int n, size_t count, ReduceOp op, ScaleUse use) {
     if (count == 0) return Status();
-    Step st;
-    st.kind = n == 1 ? StepKind::kCopy : StepKind::kReduce;
-    st.dtype = spec_.dtype;
-    st.op = op;
-    st.count = count;
-    st.scale = use;
-    st.dst = slice(dst, count * es_);
-    for (int k = 0; k < n; ++k) st.srcs.push_back(slice(srcs[k], count * es_));
-    push(std::move(st));
+    auto slice_of = [this](const void* p, size_t bytes) { return slice(p, bytes); };
+    append_in_order(s_, data_step(n == 1 ? StepKind::kCopy : StepKind::kReduce, spec_.dtype, op, count, use, dst, srcs,
+                                  n, slice_of));
     return Status();
   }
   void progress(StepKind kind, int peer, int counter, uint64_t value) {
-    Step st;
-    st.kind = kind;
-    st.peer = peer;
-    st.counter = counter;
-    st.value = value;
-    push(std::move(st));
+    append_in_order(s_, progress_step(kind, peer, counter, value));
   }
   char* scratch(size_t offset, size_t bytes) {
     s_.scratch_bytes = std::max(s_.scratch_bytes, offset + bytes);
@@ -111,11 +100,6 @@ class Recorder {
     if (buffer >= kBufRanks && (buffer - kBufRanks) / 2 == me_) buffer = (buffer - kBufRanks) % 2;
     return {buffer, a % kRange, bytes};
   }
-  void push(Step st) {
-    if (!s_.steps.empty()) st.deps.push_back(static_cast<int>(s_.steps.size()) - 1);
-    s_.steps.push_back(std::move(st));
-  }
-
   uint64_t barriers_ = 0;
   int64_t drop_barrier_ = -1;
 };

@@ -66,18 +66,18 @@ DeviceIpcCost device_ipc_cost(size_t bytes, const PlanContext& ctx, bool* modell
 
 }  // namespace
 
-bool device_barrier_on_host(DeviceBarrierSetting agreed, bool processes_time_slice) {
-  return agreed == DeviceBarrierSetting::kHost || (agreed == DeviceBarrierSetting::kAuto && processes_time_slice);
-}
-
 // The kernel barrier costs ~18 us on an H100, a host barrier ~55 us, but processes that
 // time-slice one GPU run one kernel at a time: a kernel waiting for a peer's kernel would
 // hold the GPU until its time slice ends, so there the ranks wait on the host.
 // A rank alone waits for no one: its barrier kernel returns at once.
+BarrierKind device_barrier_kind(DeviceBarrierSetting agreed, bool processes_time_slice, int ranks) {
+  const bool host =
+      agreed == DeviceBarrierSetting::kHost || (agreed == DeviceBarrierSetting::kAuto && processes_time_slice);
+  return ranks > 1 && host ? BarrierKind::kDeviceHost : BarrierKind::kDeviceKernel;
+}
+
 BarrierKind device_ipc_barrier(const PlanContext& ctx) {
-  if (ctx.size < 2) return BarrierKind::kDeviceKernel;
-  return device_barrier_on_host(ctx.device_barrier, ctx.device_processes_time_slice) ? BarrierKind::kDeviceHost
-                                                                                      : BarrierKind::kDeviceKernel;
+  return device_barrier_kind(ctx.device_barrier, ctx.device_processes_time_slice, ctx.size);
 }
 
 // The host barriers are there because the processes time-slice the GPU, not because they

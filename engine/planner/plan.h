@@ -114,9 +114,10 @@ bool group_runs_on_device_ipc(const CollCall* calls, size_t n, const PlanContext
 bool group_is_one_program(const CollCall* calls, size_t n, const PlanContext& ctx);
 // How device_ipc's ranks wait for each other: on the host where asked (KOLO_DEVICE_BARRIER
 // agreed by the host's ranks) or, under auto, where their processes time-slice one GPU;
-// else a kernel. device_barrier_on_host is the same rule on the set-up's facts alone.
+// else a kernel (always for a rank alone). device_barrier_kind is the same rule on the
+// set-up's facts alone (the executor's last barrier, at destroy, outside any Plan).
 BarrierKind device_ipc_barrier(const PlanContext& ctx);
-bool device_barrier_on_host(DeviceBarrierSetting agreed, bool processes_time_slice);
+BarrierKind device_barrier_kind(DeviceBarrierSetting agreed, bool processes_time_slice, int ranks);
 // The host barriers are auto's answer to processes time-slicing the GPU (not asked for):
 // small device calls are then staged (plan_runs_on_device_ipc).
 bool device_time_sliced(const PlanContext& ctx);

@@ -10,6 +10,7 @@
 
 #include "engine/collective.h"
 #include "kernels/dtype.h"
+#include "support/status.h"
 
 namespace kolo {
 
@@ -94,6 +95,14 @@ std::string schedule_to_string(const Schedule& schedule);
 // The same as JSON: {"algorithm", "scratch_bytes", "steps": [{"kind", "peer", "tag",
 // "srcs": [{"buffer", "offset", "bytes"}], "dst", "count", "scale", "deps"}]} (kolo-plan).
 std::string schedule_to_json(const Schedule& schedule);
+
+// A program's copy over its ops (the device_ipc programs): nothing onto itself (in place),
+// nothing empty, so that neither a kernel nor a recorded step stands for no work.
+template <class Ops>
+Status program_copy(Ops& ops, void* dst, const void* src, size_t bytes) {
+  if (dst == src || bytes == 0) return Status();
+  return ops.copy(dst, src, bytes);
+}
 
 // Recording a program as a Schedule (engine/local/local_program.cc,
 // engine/executors/device_ipc/device_program_record.cc): a program runs in order, so each

@@ -11,28 +11,15 @@
 
 #include "engine/executors/device_ipc/device_program_record.h"
 #include "engine/verifier/verifier.h"
+#include "program_test_util.h"
 
 namespace kolo {
 namespace {
 
-bool rooted(CollKind kind) { return kind == CollKind::kReduce || kind == CollKind::kBroadcast; }
-bool reduction(CollKind kind) {
-  return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter;
-}
+using program_test::reduction;
+using program_test::rooted;
+using program_test::uneven_counts;
 bool contains(const Status& s, const std::string& what) { return s.message().find(what) != std::string::npos; }
-
-// An allgatherv's counts and displacements: `count` on even ranks, small and uneven on odd
-// ones, with gaps between the blocks.
-void uneven_counts(CollSpec& spec, int p, size_t count) {
-  spec.counts.assign(p, 0);
-  spec.displs.assign(p, 0);
-  size_t at = 0;
-  for (int q = 0; q < p; ++q) {
-    spec.counts[q] = q % 2 == 0 ? count : (count + q) % 5 + 1;
-    spec.displs[q] = at;
-    at += spec.counts[q] + q % 2;
-  }
-}
 
 CollSpec device_spec(CollKind kind, int p, size_t count, DType dtype, int root, bool in_place, bool prescaled) {
   CollSpec spec;

@@ -14,6 +14,7 @@
 #include "engine/schedules/schedule.h"
 #include "engine/planner/plan.h"
 #include "engine/verifier/verifier.h"
+#include "program_test_util.h"
 
 #if __has_include("engine/local/local_program.h")
 #include "engine/local/local_program.h"
@@ -338,23 +339,9 @@ TEST(LocalProgramVerify, SimulationFindsDeadlock) {
 
 #ifdef KOLO_TEST_RECORDED_PROGRAMS
 
-bool rooted(CollKind kind) { return kind == CollKind::kReduce || kind == CollKind::kBroadcast; }
-
-// An allgatherv's counts and displacements: `count` on even ranks, small and uneven on odd
-// ones, with gaps between the blocks.
-void uneven_counts(CollSpec& spec, int p, size_t count) {
-  spec.counts.assign(p, 0);
-  spec.displs.assign(p, 0);
-  size_t at = 0;
-  for (int q = 0; q < p; ++q) {
-    spec.counts[q] = q % 2 == 0 ? count : (count + q) % 5 + 1;
-    spec.displs[q] = at;
-    at += spec.counts[q] + q % 2;
-  }
-}
-bool reduction(CollKind kind) {
-  return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter;
-}
+using program_test::reduction;
+using program_test::rooted;
+using program_test::uneven_counts;
 
 // Every one-host collective, recorded by running the executor's own program code, for 1..5
 // ranks, chunks that span several slots, every root, in place and not.

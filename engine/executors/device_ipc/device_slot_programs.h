@@ -177,10 +177,7 @@ class DeviceSlotPrograms {
     return copy(result, out(me), c * es);
   }
 
-  Status copy(void* dst, const void* src, size_t bytes) {
-    if (dst == src || bytes == 0) return Status();
-    return ops_.copy(dst, src, bytes);
-  }
+  Status copy(void* dst, const void* src, size_t bytes) { return program_copy(ops_, dst, src, bytes); }
 
   Ops& ops_;
   uint64_t& next_chunk_;

@@ -115,11 +115,7 @@ class FlaggedProgram {
   }
 
  private:
-  // In place, this rank's own block is where it goes already.
-  Status copy(void* dst, const void* src, size_t bytes) {
-    if (dst == src || bytes == 0) return Status();
-    return ops_.copy(dst, src, bytes);
-  }
+  Status copy(void* dst, const void* src, size_t bytes) { return program_copy(ops_, dst, src, bytes); }
 
   Ops& ops_;
 };

@@ -88,7 +88,10 @@ class IpcDeviceExecutor final : public Executor {
     void* stream = nullptr;
     if (!dev.stream_create(&stream).ok()) return false;
     tag_ = kDestroyTag;
-    bool ok = dev.stream_wait_event(stream, order_).ok() && barrier(stream).ok() &&
+    // Outside any Plan: the kind the set-up's facts give, the same on every rank.
+    const bool host = device_barrier_kind(barrier_facts_.agreed, barrier_facts_.processes_time_slice, env_.size) ==
+                      BarrierKind::kDeviceHost;
+    bool ok = dev.stream_wait_event(stream, order_).ok() && barrier(stream, host).ok() &&
               dev.stream_synchronize(stream, Deadline(env_.timeout() + 5)).ok() &&
               __atomic_load_n(&control_->status, __ATOMIC_ACQUIRE) == 0;
     (void)dev.stream_destroy(stream);
@@ -187,8 +190,8 @@ class IpcDeviceExecutor final : public Executor {
     KOLO_TRY(on_device.status());
     const device::DeviceOps& dev = device::runtime();
     const uint64_t call_tag_value = ipc_call_tag(call, *pc.plan, a.windows, a.graph);
-    // The Plan's barrier (a graph's fences around a call without one: the set-up's kind).
-    if (pc.plan->barrier != BarrierKind::kNone) host_barrier_ = pc.plan->barrier == BarrierKind::kDeviceHost;
+    // The Plan's barrier kind (a call without barriers has no fences either: flagged, alone).
+    const bool host = pc.plan->barrier == BarrierKind::kDeviceHost;
     // Zero-copy writes no slot; the flagged protocol has boxes of its own, and its flags
     // number the calls from device memory, captured or not.
     const bool fence = a.graph && !pc.plan->zero_copy() && pc.plan->protocol != Protocol::kFlagged;
@@ -200,22 +203,22 @@ class IpcDeviceExecutor final : public Executor {
     // a new stream cannot take its handle while the previous call may still run.
     if (!a.graph && call.stream != last_stream_) s = dev.stream_wait_event(call.stream, order_);
     tag_ = call_tag_value ^ kFenceTag;
-    if (s.ok() && fence) s = barrier(call.stream);
+    if (s.ok() && fence) s = barrier(call.stream, host);
     tag_ = call_tag_value;
     if (s.ok()) {
       switch (pc.plan->protocol) {  // the planner's choice (plan.cc)
-        case Protocol::kZeroCopy: s = enqueue_zero_copy(ipc_run(), call, a.at); break;
-        case Protocol::kFlagged: s = enqueue_flagged(ipc_run(), call); break;
-        case Protocol::kCompressedSlots: s = enqueue_compressed(ipc_run(), call, pc.plan->algorithm, chunks_); break;
+        case Protocol::kZeroCopy: s = enqueue_zero_copy(ipc_run(host), call, a.at); break;
+        case Protocol::kFlagged: s = enqueue_flagged(ipc_run(host), call); break;
+        case Protocol::kCompressedSlots: s = enqueue_compressed(ipc_run(host), call, pc.plan->algorithm, chunks_); break;
         case Protocol::kAlone: s = enqueue_alone(call); break;
-        case Protocol::kSlots: s = enqueue_slots(ipc_run(), call, pc.plan->algorithm, chunks_); break;
+        case Protocol::kSlots: s = enqueue_slots(ipc_run(host), call, pc.plan->algorithm, chunks_); break;
         default:
           s = error(Code::kInternal, "rank ", env_.rank, ": device_ipc has no protocol ",
                     protocol_name(pc.plan->protocol));
       }
     }
     tag_ = call_tag_value ^ kFenceTag;
-    if (s.ok() && fence) s = barrier(call.stream);
+    if (s.ok() && fence) s = barrier(call.stream, host);
     if (s.ok() && !a.graph) s = dev.event_record(order_, call.stream);
     if (s.ok() && !a.graph) last_stream_ = call.stream;
     if (a.graph) chunks_ = chunks_before;
@@ -263,7 +266,6 @@ class IpcDeviceExecutor final : public Executor {
     Result<DeviceBarrierFacts> facts = device_barrier_facts(site, device, *env_.settings, deadline);
     if (!facts.ok()) return facts.status().with_context(str_cat("rank ", env_.rank, ": "));
     barrier_facts_ = facts.value();
-    host_barrier_ = env_.size > 1 && device_barrier_on_host(barrier_facts_.agreed, barrier_facts_.processes_time_slice);
     Result<std::unique_ptr<IpcRegions>> regions = IpcRegions::create(site, kIpcRegionBytes, deadline);
     if (!regions.ok()) {
       // A peer's memory cannot be mapped (no peer access between these GPUs): every rank
@@ -344,22 +346,21 @@ class IpcDeviceExecutor final : public Executor {
   }
 
   // What the programs of ipc_programs.h need, for the call being enqueued.
-  IpcRun ipc_run() {
-    return IpcRun{*regions_, env_.rank, tag_, [this](void* stream) { return barrier(stream); }, &control_->abort,
-                  &control_->status, failed_word(), env_.timeout()};
+  IpcRun ipc_run(bool host) {
+    return IpcRun{*regions_, env_.rank, tag_, [this, host](void* stream) { return barrier(stream, host); },
+                  &control_->abort, &control_->status, failed_word(), env_.timeout()};
   }
 
-  // The Plan's barrier kind for the call being enqueued (every rank's Plan is the same);
-  // outside a call (the last barrier at destroy) the kind the set-up's facts give.
-  Status barrier(void* stream) {
+  // A step barrier of the kind the caller's Plan names (every rank's Plan is the same).
+  Status barrier(void* stream, bool host) {
     // The planner's INFO log hears once which kind ran, so that a test of the Plan checks
     // the path taken, not only the Plan's label (tests/multiproc/expect_plan.sh).
-    if (!ran_kind_[host_barrier_]) {
-      ran_kind_[host_barrier_] = true;
-      log_info(Subsys::kPlan, "ran: device_ipc barrier ", host_barrier_ ? "device_host" : "device_kernel", " (rank ",
+    if (!ran_kind_[host]) {
+      ran_kind_[host] = true;
+      log_info(Subsys::kPlan, "ran: device_ipc barrier ", host ? "device_host" : "device_kernel", " (rank ",
                env_.rank, ")");
     }
-    if (host_barrier_) return host_barrier(stream);
+    if (host) return host_barrier(stream);
     const int n = regions_->size(), me = regions_->index();
     BarrierArgs a;
     for (int p = 0; p < n; ++p) {
@@ -376,7 +377,7 @@ class IpcDeviceExecutor final : public Executor {
     return device_barrier(device::runtime(), a, stream);
   }
 
-  // A barrier_body.h barrier waited for on the host (host_barrier_, ipc_host_barrier.h).
+  // A barrier_body.h barrier waited for on the host (ipc_host_barrier.h).
   Status host_barrier(void* stream) { return host_barriers_->enqueue(++host_barrier_count_, tag_, stream); }
 
   uint32_t* failed_word() const { return reinterpret_cast<uint32_t*>(regions_->region(regions_->index()) + kIpcFailedOffset); }
@@ -443,7 +444,6 @@ class IpcDeviceExecutor final : public Executor {
   uint64_t chunks_ = 0;    // chunks enqueued so far: slot = chunk % 2
   uint64_t tag_ = 0;       // the digest of the call being enqueued (call_tag)
   DeviceBarrierFacts barrier_facts_;  // found at set-up, for the planner
-  bool host_barrier_ = false;  // the call being enqueued waits on the host (its Plan's barrier)
   bool ran_kind_[2] = {false, false};  // a kernel barrier, a host barrier enqueued so far
   uint64_t host_barrier_count_ = 0;  // host barriers enqueued so far: the next one's number
   std::unique_ptr<HostBarriers> host_barriers_;  // where the host has a shared-memory domain

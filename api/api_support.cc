@@ -10,7 +10,6 @@
 #include "kernels/adasum_math.h"
 #include "kernels/dtype.h"
 #include "support/device/device.h"
-#include "support/fast_tls.h"
 
 namespace kolo {
 namespace {
@@ -26,8 +25,8 @@ std::unordered_set<const kolo_comm*>& live_comms() {
 // thread remembers the last handle it found live and how many communicators had been
 // destroyed then: while none has been since, the handle is still live, without the lock.
 std::atomic<uint64_t> g_comms_destroyed{0};
-KOLO_FAST_TLS thread_local const kolo_comm* t_checked_comm = nullptr;
-KOLO_FAST_TLS thread_local uint64_t t_checked_at = 0;
+thread_local const kolo_comm* t_checked_comm = nullptr;
+thread_local uint64_t t_checked_at = 0;
 
 }  // namespace
 

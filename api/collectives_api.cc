@@ -9,7 +9,6 @@
 #include "engine/adasum.h"
 #include "kernels/host_kernels.h"
 #include "support/device/buffer_place.h"
-#include "support/fast_tls.h"
 #include "support/probe.h"
 
 using kolo::CollCall;
@@ -25,7 +24,7 @@ struct GroupState {
   std::vector<std::pair<kolo_comm_t, CollCall>> pending;
 };
 thread_local GroupState t_group;
-KOLO_FAST_TLS thread_local int t_group_depth = 0;  // read by every call
+thread_local int t_group_depth = 0;  // read by every call
 
 size_t elem_size(kolo_dtype_t dtype) { return kolo::dtype_size(static_cast<kolo::DType>(dtype)); }
 

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "support/env.h"
-#include "support/fast_tls.h"
 #include "support/log.h"
 
 namespace kolo::device {
@@ -112,7 +111,7 @@ Status why_none() { return chosen().status; }
 const DeviceOps& runtime() { return *chosen().ops; }
 
 namespace {
-KOLO_FAST_TLS thread_local bool host_function_running = false;
+thread_local bool host_function_running = false;
 }  // namespace
 
 bool in_host_function() { return host_function_running; }

@@ -9,6 +9,7 @@
 #include "engine/adasum.h"
 #include "kernels/host_kernels.h"
 #include "support/device/buffer_place.h"
+#include "support/device/device.h"
 #include "support/probe.h"
 
 using kolo::CollCall;
@@ -65,6 +66,32 @@ Status submit(kolo_comm_t comm, CollCall call, void* stream) {
     return Status();
   }
   return comm->impl->run(call);
+}
+
+// The small-call lane (engine/call_runner.h): a host call that the communicator ran before
+// (the same key), run again without building, checking, lowering or planning it again. Only
+// what may differ from that call is checked: the handle, the group, the buffers (not null,
+// not partly overlapping, host memory). False: not taken, nothing run; the caller goes the
+// whole way, which also names what is wrong with a call the lane would not take.
+bool ran_on_lane(kolo_comm_t comm, const kolo::LaneKey& key, const void* send, void* recv, const char* function,
+                 kolo_result_t* result) {
+  if (t_group_depth > 0 || send == nullptr || recv == nullptr) return false;
+  if (static_cast<unsigned>(key.dtype) >= static_cast<unsigned>(KOLO_DTYPE_COUNT) || !kolo::check_comm(comm).ok()) {
+    return false;
+  }
+  const size_t bytes = key.count * kolo::dtype_size(key.dtype);
+  if (!kolo::check_no_partial_overlap(send, bytes, recv, bytes).ok()) return false;
+  if (kolo::device::runtime().kind.runs_kernels) {  // else all memory is the host's
+    kolo::device::BufferPlace place;
+    if (!place.add("send", send).ok() || !place.add("recv", recv).ok() || place.on_device()) return false;
+  }
+  bool ran = false;
+  *result = api_call(function, [&]() -> Status {
+    Status status;
+    ran = comm->impl->run_on_lane(key, send, recv, &status);
+    return status;
+  });
+  return ran || *result != KOLO_SUCCESS;
 }
 
 Status check_common(kolo_comm_t comm, kolo_dtype_t dtype) {
@@ -158,7 +185,14 @@ extern "C" {
 kolo_result_t kolo_allreduce_ex(const void* send, void* recv, size_t count, kolo_dtype_t dtype, kolo_op_t op,
                                 const kolo_coll_options* options, kolo_comm_t comm, void* stream) {
   KOLO_PROBE(kApiEntry);
-  const kolo_result_t result = api_call("kolo_allreduce", [&]() -> Status {
+  kolo_result_t result = KOLO_SUCCESS;
+  const kolo::LaneKey key{CollKind::kAllreduce, static_cast<kolo::DType>(dtype), static_cast<kolo::ReduceOp>(op), 0,
+                          count, send == recv};
+  if (options == nullptr && ran_on_lane(comm, key, send, recv, "kolo_allreduce", &result)) {
+    KOLO_PROBE(kApiExit);
+    return result;
+  }
+  result = api_call("kolo_allreduce", [&]() -> Status {
     KOLO_TRY(check_reduction(comm, dtype, op, "allreduce"));
     KOLO_TRY(kolo::check_buffer("send", send, count));
     KOLO_TRY(kolo::check_buffer("recv", recv, count));

@@ -1,5 +1,6 @@
 #include "engine/call_runner.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "support/log.h"
@@ -110,6 +111,53 @@ const Plan& CallRunner::plan_for(const CollSpec& spec, bool grouped) {
 void CallRunner::drop_plans() {
   plans_.clear();
   last_plan_ = nullptr;
+  lanes_armed_ = 0;
+  next_lane_ = 0;
+}
+
+namespace {
+
+// The calls a lane may hold: the ones the C API asks it for (kolo_allreduce on host buffers),
+// made without options (kolo_coll_options on a call leave the lane), on the fast boxes.
+bool lane_serves(const CollCall& as_called, const Plan& plan) {
+  const CollSpec& s = as_called.spec;
+  return s.kind == CollKind::kAllreduce && !s.device && !s.compressed() && s.algorithm == Algorithm::kAuto &&
+         as_called.prescale.identity() && as_called.postscale.identity() && plan.protocol == Protocol::kFastBox;
+}
+
+LaneKey lane_key(const CollSpec& s) { return LaneKey{s.kind, s.dtype, s.op, s.root, s.count, s.in_place}; }
+
+}  // namespace
+
+void CallRunner::arm_lane(const CollCall& as_called, const PlannedCall& ran) {
+  if (!lane_serves(as_called, *ran.plan)) return;
+  const LaneKey key = lane_key(as_called.spec);
+  if (lane_of(key) >= 0) return;
+  const int i = lanes_armed_ < kLanes ? lanes_armed_++ : next_lane_++ % kLanes;
+  Lane& lane = lanes_[i];
+  lane.key = key;
+  lane.as_called = as_called.spec;
+  lane.plan = *ran.plan;
+  lane.call = ran;
+  lane.call.plan = &lane.plan;
+}
+
+int CallRunner::lane_of(const LaneKey& key) const {
+  for (int i = 0; i < lanes_armed_; ++i) {
+    if (lanes_[i].key == key) return i;
+  }
+  return -1;
+}
+
+// As run() for one planned call: the next tags, then the executor the Plan names.
+Status CallRunner::run_lane(int i, const void* send, void* recv, uint64_t seq) {
+  PlannedCall& call = lanes_[i].call;
+  call.call.send = send;
+  call.call.recv = recv;
+  call.call.seq = seq;
+  call.tag_base = next_tag_base(call.call.spec);
+  ran_plan_ = call.plan;
+  return execute(&call, 1);
 }
 
 // Bounds the cache for varying sizes. Only between calls: a group holds pointers into it.
@@ -180,7 +228,8 @@ Status CallRunner::execute(const PlannedCall* calls, size_t n) {
   const CollSpec& spec = calls[0].call.spec;
   const bool p2p = spec.kind == CollKind::kSend || spec.kind == CollKind::kRecv;
   const std::string waited =
-      call_deadline_ != nullptr ? std::string() : str_cat(", failed after ", fixed_decimals(timeout - deadline.remaining_seconds(), 2), " s");
+      call_deadline_ != nullptr ? std::string()
+                                : str_cat(", failed after ", fixed_decimals(std::max(0.0, timeout - deadline.remaining_seconds()), 2), " s");
   return env_.fail(status.with_context(
       p2p ? str_cat(coll_name(spec.kind), " of ", spec.count, " x ", dtype_name(spec.dtype), " with rank ", spec.peer,
                     waited, ": ")

@@ -54,6 +54,19 @@ class CallRunner final : public HostRunner {
   // HostRunner: host calls of the device_staged executor, from its thread.
   Status run_host(const CollCall* calls, size_t n, const std::shared_ptr<const Plan>* plans) override;
 
+  // The small-call lane. A host call without options that plan() sent to the fast boxes
+  // (Protocol::kFastBox, the planner's choice for a small one-host call) is kept after it
+  // ran, as called, lowered and planned, under its LaneKey; the same call again (the C API
+  // asks with the key before it builds anything) runs from there: not built, checked,
+  // lowered or planned again, with its tags, executor, op signatures and flight record as
+  // on the whole path. kLanes keys at a time (a solver's dot product and norm alternate);
+  // drop_plans() empties it. The caller holds lock().
+  static constexpr int kLanes = 4;
+  void arm_lane(const CollCall& as_called, const PlannedCall& ran);
+  int lane_of(const LaneKey& key) const;  // -1: no lane holds it
+  const CollSpec& lane_spec(int lane) const { return lanes_[lane].as_called; }
+  Status run_lane(int lane, const void* send, void* recv, uint64_t seq);
+
   const Plan& plan_for(const CollSpec& spec, bool grouped);
   void drop_plans();  // the PlanContext changed: every cached plan is stale
   // Whether the planned executor runs a compressed call (else a refusal, alike on every rank).
@@ -89,6 +102,15 @@ class CallRunner final : public HostRunner {
   const Plan* last_plan_ = nullptr;  // the memo
   const Plan* ran_plan_ = nullptr;
   std::vector<PlannedCall> host_calls_;  // run_host's
+  struct Lane {
+    LaneKey key;
+    CollSpec as_called;  // the flight recorder's spec (AVG still AVG)
+    Plan plan;           // a copy: local_plan_ is the last one-host plan, not this one's
+    PlannedCall call;    // lowered; call.plan points at plan
+  };
+  Lane lanes_[kLanes];
+  int lanes_armed_ = 0;
+  int next_lane_ = 0;  // the one armed next once all are (round robin)
 };
 
 }  // namespace kolo

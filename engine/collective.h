@@ -76,6 +76,19 @@ CollSpec spec_for_rank(const CollSpec& spec, int rank);
 // Parses a KOLO_ALGO value: "" or "auto" = automatic, else an algorithm_name().
 Result<Algorithm> parse_algorithm_name(const std::string& name);
 
+// What the small-call lane (engine/call_runner.h) knows a call by: the arguments of a C API
+// call that, with the buffers, make its CollCall (calls without options only). Two calls
+// with one key plan alike; their buffers are checked again on every call.
+struct LaneKey {
+  CollKind kind = CollKind::kAllreduce;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;  // as called: kAvg is still kAvg
+  int root = 0;
+  size_t count = 0;
+  bool in_place = false;
+  bool operator==(const LaneKey&) const = default;
+};
+
 struct CollCall {
   CollSpec spec;
   const void* send = nullptr;

@@ -278,12 +278,51 @@ Status Communicator::run_calls(const CollCall* calls, size_t n) {
   in_call_.store(true, std::memory_order_relaxed);  // a store, no read-modify-write: one caller at a time is the rule
   Status status = run_recorded(calls, n);
   in_call_.store(false, std::memory_order_relaxed);
-  // The first failure is dumped where KOLO_TRACE_DIR asks for it (a refusal is no failure).
+  dump_first_failure(status);
+  return status;
+}
+
+// The first failure is dumped where KOLO_TRACE_DIR asks for it (a refusal is no failure).
+void Communicator::dump_first_failure(const Status& status) {
   if (!status.ok() && dump_on_failure_ && !async_error().ok() && !dumped_failure_.exchange(true)) {
     Result<std::string> path = dump_trace("", "failure");
     if (!path.ok()) log_warn(Subsys::kExec, path.status().message(), " (the call's own error follows)");
   }
-  return status;
+}
+
+// run_calls and run_recorded for one host call that a lane holds, in the same order: the
+// device work before it, the call lock, the count and the flight record, then the call.
+bool Communicator::run_on_lane(const LaneKey& key, const void* send, void* recv, Status* status) {
+  KOLO_PROBE(kApiChecked);
+  const uint64_t entered = recorder_ ? trace_ticks() : 0;
+  bool waited = false;
+  Status ready = device::assert_may_block("a collective call");
+  if (ready.ok()) ready = drain_device(&waited);
+  if (!ready.ok()) {
+    *status = std::move(ready);
+    return true;
+  }
+  std::unique_lock<std::mutex> lock(runner_->lock(), std::try_to_lock);
+  if (!lock.owns_lock()) waited = true, lock.lock();
+  const int lane = runner_->lane_of(key);
+  if (lane < 0) return false;
+  in_call_.store(true, std::memory_order_relaxed);
+  ++collectives_;
+  size_t slot = 0;
+  if (recorder_) {
+    slot = recorder_->entered(runner_->lane_spec(lane), collectives_, 0, 1, entered);
+    if (waited) recorder_->started(slot, trace_ticks());
+  }
+  KOLO_PROBE(kCommLocked);
+  Status s = usable();
+  if (s.ok()) s = runner_->run_lane(lane, send, recv, collectives_);
+  if (recorder_) recorder_->ended(slot, runner_->last_plan(), s.ok(), false, trace_ticks());
+  KOLO_PROBE(kCommDone);
+  lock.unlock();
+  in_call_.store(false, std::memory_order_relaxed);
+  dump_first_failure(s);
+  *status = std::move(s);
+  return true;
 }
 
 // The flight recorder sees each call enter, start (once this thread holds the call lock and
@@ -379,7 +418,9 @@ Status Communicator::run_locked(const CollCall* calls, size_t n, uint64_t first_
       KOLO_TRY(set_up_device(call.call));
       KOLO_TRY(share_buffers(call.call));
     }
-    return runner_->run(&call, 1, false);
+    Status status = runner_->run(&call, 1, false);
+    if (status.ok()) runner_->arm_lane(calls[0], call);  // the lane takes it if it serves it
+    return status;
   }
   for (size_t i = 0; i < n; ++i) {
     if (calls[i].spec.device && !calls[i].spec.empty()) {

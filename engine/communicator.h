@@ -83,6 +83,11 @@ class Communicator {
   // buffers: enqueued on the call's stream, in call order with every other call.
   Status run(const CollCall& call);
   Status run_group(const std::vector<CollCall>& calls);
+  // The small-call lane (engine/call_runner.h): runs the host call known by `key` with
+  // these buffers if a lane holds it (true; *status is its result), as run() would; false
+  // if none does, having run nothing, and the caller makes the call the whole way. The
+  // buffers must be host memory, and checked as the C API checks them.
+  bool run_on_lane(const LaneKey& key, const void* send, void* recv, Status* status);
   // `within`: a deadline other than KOLO_TIMEOUT from now (a split's, an init's).
   Status barrier(const Deadline* within = nullptr);
   // The plan the last call ran with (a group: its last call's; null before any and after
@@ -158,6 +163,7 @@ class Communicator {
   void place_on_hosts();
   Status calibrate_network(const Deadline& deadline);
   Status run_calls(const CollCall* calls, size_t n);     // run and run_group: run_recorded, and a failure's dump
+  void dump_first_failure(const Status& status);  // after a call of the user's (KOLO_TRACE_DIR)
   Status run_recorded(const CollCall* calls, size_t n);  // the flight recorder around run_locked
   Status run_locked(const CollCall* calls, size_t n, uint64_t first_seq);
   Status drain_device(bool* waited = nullptr);  // *waited: device work was still running

@@ -21,14 +21,19 @@ const char* code_name(Code code) {
   return "unknown";
 }
 
+const std::string& Status::no_message() {
+  static const std::string empty;
+  return empty;
+}
+
 std::string Status::to_string() const {
   if (ok()) return "success";
-  return str_cat(code_name(code_), ": ", message_);
+  return str_cat(code_name(failure_->code), ": ", failure_->message);
 }
 
 Status Status::with_context(const std::string& context) const {
-  if (ok()) return *this;
-  return Status(code_, context + message_);
+  if (ok()) return Status();
+  return Status(failure_->code, context + failure_->message);
 }
 
 std::string rank_list(const std::vector<int>& ranks, size_t most) {

@@ -35,23 +35,47 @@ std::string str_cat(const Args&... args) {
   return out.str();
 }
 
+// Ok is a null pointer: the success every call returns through a dozen layers costs one
+// word to make, move, test and destroy (no string; issue 52). A failure holds its code and
+// message on the heap.
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  // Code::kOk gives an ok Status (its message dropped).
+  Status(Code code, std::string message)
+      : failure_(code == Code::kOk ? nullptr : new Failure{code, std::move(message)}) {}
+  Status(const Status& other) : failure_(other.failure_ ? new Failure(*other.failure_) : nullptr) {}
+  Status(Status&& other) noexcept : failure_(other.failure_) { other.failure_ = nullptr; }
+  Status& operator=(const Status& other) {
+    if (this != &other) *this = Status(other);
+    return *this;
+  }
+  Status& operator=(Status&& other) noexcept {
+    if (this != &other) {
+      delete failure_;
+      failure_ = other.failure_;
+      other.failure_ = nullptr;  // a moved-from Status is ok
+    }
+    return *this;
+  }
+  ~Status() { delete failure_; }
 
   static Status ok_status() { return Status(); }
-  bool ok() const { return code_ == Code::kOk; }
-  Code code() const { return code_; }
-  const std::string& message() const { return message_; }
+  bool ok() const { return failure_ == nullptr; }
+  Code code() const { return failure_ ? failure_->code : Code::kOk; }
+  const std::string& message() const { return failure_ ? failure_->message : no_message(); }
   // "<code>: <message>", for logs.
   std::string to_string() const;
   // Prepends context ("allreduce: ") to the message, keeping the code.
   Status with_context(const std::string& context) const;
 
  private:
-  Code code_ = Code::kOk;
-  std::string message_;
+  struct Failure {
+    Code code;
+    std::string message;
+  };
+  static const std::string& no_message();
+  Failure* failure_ = nullptr;
 };
 
 template <typename... Args>

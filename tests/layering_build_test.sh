@@ -12,7 +12,7 @@ failures=0
 probe() {  # probe LAYER INCLUDE ok|refused
   local layer=$1 include=$2 want=$3 out
   printf '#include "%s"\n' "$include" >"$work/probe.cc"
-  if out=$("$cxx" -std=c++17 -fsyntax-only -I"$views/$layer" "$work/probe.cc" 2>&1); then got=ok; else got=refused; fi
+  if out=$("$cxx" -std=c++20 -fsyntax-only -I"$views/$layer" "$work/probe.cc" 2>&1); then got=ok; else got=refused; fi
   if [ "$got" != "$want" ]; then
     echo "FAIL: layer $layer including \"$include\": $got, expected $want"; echo "$out" | sed -n 1,5p
     failures=$((failures + 1))

@@ -92,6 +92,92 @@ void small_messages(kolo_comm_t comm) {
   }
 }
 
+// The small-call lane (engine/call_runner.h): a repeated small allreduce runs from the
+// plan kept after its first call. Every dtype and op (AVG too: its divisor is kept with the
+// lowered call), in place and not, more keys than the lane holds (it evicts and re-arms),
+// broadcasts and staged calls of other sizes in between (they replace the one-host plan the
+// lane must not share), fresh buffers every round (the lane swaps them in), and values that
+// change every round. Then what the lane must refuse as the whole path does: a NULL or a
+// partly overlapping buffer after the key was armed.
+void small_lane(kolo_comm_t comm) {
+  const int p = kolo_comm_size(comm), r = kolo_comm_rank(comm);
+  const kolo_op_t ops[] = {KOLO_SUM, KOLO_PROD, KOLO_MIN, KOLO_MAX, KOLO_AVG};
+  const size_t counts[] = {1, 2, 3, 5, 7, 64};  // six keys a dtype: more than the lane holds
+  for (int iter = 0; iter < 240; ++iter) {
+    const size_t count = counts[iter % 6];
+    const kolo_op_t op = ops[(iter / 6) % 5];
+    const kolo_dtype_t dtype = (iter / 30) % 2 == 0 ? KOLO_FLOAT64 : KOLO_INT32;
+    const bool in_place = iter % 4 == 3;
+    // Values 1 or 2 (products stay exact); rank r adds (r + iter + i) % 2.
+    std::vector<double> in(count), expect_v(count);
+    std::vector<int32_t> in_i(count);
+    for (size_t i = 0; i < count; ++i) {
+      double sum = 0, prod = 1, lo = 3, hi = 0;
+      for (int q = 0; q < p; ++q) {
+        const double v = 1 + (q + iter + i) % 2;
+        sum += v, prod *= v, lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+      expect_v[i] = op == KOLO_SUM ? sum : op == KOLO_PROD ? prod : op == KOLO_MIN ? lo : op == KOLO_MAX ? hi
+                  : dtype == KOLO_INT32 ? std::trunc(sum / p) : sum * (1.0 / p);  // as kolo scales
+      in[i] = 1 + (r + iter + i) % 2;
+      in_i[i] = static_cast<int32_t>(in[i]);
+    }
+    const std::string what = "lane round " + std::to_string(iter) + " count " + std::to_string(count);
+    size_t wrong = 0;
+    if (dtype == KOLO_FLOAT64) {
+      std::vector<double> out(count, -1);
+      double* result = in_place ? in.data() : out.data();
+      must(kolo_allreduce(in.data(), result, count, dtype, op, comm, nullptr), "allreduce " + what);
+      for (size_t i = 0; i < count; ++i) wrong += result[i] != expect_v[i];
+    } else {
+      std::vector<int32_t> out(count, -1);
+      int32_t* result = in_place ? in_i.data() : out.data();
+      must(kolo_allreduce(in_i.data(), result, count, dtype, op, comm, nullptr), "allreduce " + what);
+      for (size_t i = 0; i < count; ++i) wrong += result[i] != static_cast<int32_t>(expect_v[i]);
+    }
+    expect(wrong == 0, what + ": " + std::to_string(wrong) + " wrong");
+    if (iter % 7 == 6) {  // another one-host plan of the same size, and a staged call
+      double b = r == 0 ? iter : -1;
+      must(kolo_broadcast(&b, &b, 1, KOLO_FLOAT64, 0, comm, nullptr), "broadcast " + what);
+      expect(b == iter, "broadcast " + what);
+      std::vector<float> big(5000, 1.0f);
+      must(kolo_allreduce(big.data(), big.data(), big.size(), KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "staged " + what);
+      expect(big[4999] == static_cast<float>(p), "staged " + what);
+    }
+  }
+  // The key armed (8 floats, out of place), then calls it must not run as they are.
+  std::vector<float> a(16, 1.0f), b(16, 0.0f);
+  for (int i = 0; i < 3; ++i) must(kolo_allreduce(a.data(), b.data(), 8, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "armed");
+  expect(kolo_allreduce(a.data(), nullptr, 8, KOLO_FLOAT32, KOLO_SUM, comm, nullptr) == KOLO_ERR_INVALID_ARGUMENT,
+         "a NULL recv on an armed key is refused");
+  expect(kolo_allreduce(a.data(), a.data() + 4, 8, KOLO_FLOAT32, KOLO_SUM, comm, nullptr) == KOLO_ERR_INVALID_ARGUMENT,
+         "partly overlapping buffers on an armed key are refused");
+  expect(std::string(kolo_last_error()).find("overlap") != std::string::npos,
+         std::string("the refusal names the overlap: ") + kolo_last_error());
+  // Still usable, and still on the same call numbers everywhere.
+  must(kolo_allreduce(a.data(), b.data(), 8, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "after the refusals");
+  expect(b[7] == static_cast<float>(p), "after the refusals");
+}
+
+// Both ranks have run allreduces of 5 and of 6 floats (both keys armed), then rank 0 calls
+// 5 where the others call 6: both run from their lanes, and the op signatures still catch
+// it: every rank gets the mismatch (or the failure of the rank that saw it), not a hang
+// or a sum of different shapes.
+int mismatch_on_lane(kolo_comm_t comm) {
+  const int r = kolo_comm_rank(comm);
+  std::vector<float> a(8, 1.0f), b(8);
+  for (int i = 0; i < 3; ++i) {
+    for (size_t count : {size_t{5}, size_t{6}}) {
+      must(kolo_allreduce(a.data(), b.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr), "arming");
+    }
+  }
+  const size_t count = r == 0 ? 5 : 6;
+  kolo_result_t rc = kolo_allreduce(a.data(), b.data(), count, KOLO_FLOAT32, KOLO_SUM, comm, nullptr);
+  std::printf("rank %d: allreduce of %zu on the lane returned %s: %s\n", r, count, kolo_result_string(rc),
+              kolo_last_error());
+  return rc == KOLO_ERR_MISMATCH || rc == KOLO_ERR_REMOTE ? 0 : 1;
+}
+
 // The wire types, each with half an ulp at 1.0: one rounding, relative.
 struct Wire {
   kolo_dtype_t dtype;

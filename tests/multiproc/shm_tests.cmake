@@ -29,6 +29,11 @@ kolo_forced_test(shm_small_messages_np2 2 small_messages
                  "allreduce of 4 B on 2 ranks: local one_shot, protocol fast_box, barrier shared_memory")
 kolo_shm_test(shm_small_messages_np5 5 small_messages)
 kolo_shm_test(shm_small_messages_mixed_np3 3 small_messages KOLO_TEST_TCP_RANKS=1)
+# The small-call lane (engine/call_runner.h): repeated small allreduces run from their kept
+# plans; two ranks and five (oversubscribed), and a mismatch between two armed keys.
+kolo_shm_test(shm_small_lane_np2 2 small_lane)
+kolo_shm_test(shm_small_lane_np5 5 small_lane)
+kolo_shm_test(shm_mismatch_on_lane_np2 2 mismatch_on_lane)
 kolo_shm_test(shm_quick_np9 9 quick)
 # Every output of the staging-slot path written with non-temporal stores (normally from
 # half the last-level cache on), and a bad value of the variable refused at init.
@@ -54,7 +59,7 @@ kolo_forced_test(shm_compressed_scatter_gather_np2 2 compressed_scatter_gather "
 kolo_forced_test(shm_compressed_scatter_gather_np3 3 compressed_scatter_gather "allgather of .*: local")
 kolo_forced_test(shm_compressed_scatter_gather_small_slots_np5 5 compressed_scatter_gather "reduce_scatter of .*: local"
                  KOLO_SHM_CHUNK_BYTES=4096)
-set_tests_properties(shm_mismatch_paths_np3 shm_mismatch_root_runs_on_np3 PROPERTIES TIMEOUT 30)
+set_tests_properties(shm_mismatch_paths_np3 shm_mismatch_root_runs_on_np3 shm_mismatch_on_lane_np2 PROPERTIES TIMEOUT 30)
 # One rank bound to a single CPU, the others not: the one-shot/two-shot choice must agree.
 kolo_shm_test(shm_uneven_cpus_np3 3 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=0)
 kolo_shm_test(shm_uneven_cpus_np4 4 reduction_sizes KOLO_TEST_ONE_CPU_RANKS=1,2)

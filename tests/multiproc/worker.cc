@@ -538,6 +538,7 @@ int main(int argc, char** argv) {
   else if (scenario == "mismatch") rc = scenario_mismatch(comm);
   else if (scenario == "runs_ahead") scenario_runs_ahead(comm);
   else if (scenario == "mismatch_paths") rc = one_host_scenarios::mismatch_paths(comm);
+  else if (scenario == "mismatch_on_lane") rc = one_host_scenarios::mismatch_on_lane(comm);
   else if (scenario == "mismatch_wire") rc = one_host_scenarios::mismatch_wire(comm);
   else if (scenario == "mismatch_root_runs_on") rc = one_host_scenarios::mismatch_root_runs_on(comm);
   else if (scenario == "compressed") one_host_scenarios::compressed(comm);
@@ -545,12 +546,13 @@ int main(int argc, char** argv) {
   else if (scenario == "compressed_special_values") one_host_scenarios::compressed_special_values(comm);
   else if (scenario == "adasum") adasum_scenarios::adasum(comm);
   else if (scenario == "small_messages") one_host_scenarios::small_messages(comm);
+  else if (scenario == "small_lane") one_host_scenarios::small_lane(comm);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
   if (scenario != "fault" && scenario != "kill" && scenario != "mismatch" && scenario != "mismatch_paths" &&
-      scenario != "mismatch_wire" && scenario != "mismatch_root_runs_on" && scenario != "device_kill")
+      scenario != "mismatch_on_lane" && scenario != "mismatch_wire" && scenario != "mismatch_root_runs_on" && scenario != "device_kill")
     must(kolo_comm_destroy(comm), "destroy");
   if (g_rank == 0 || g_failures > 0) {
     std::printf("rank %d: %s: %d checks, %d failed\n", g_rank, scenario.c_str(), g_checks.load(), g_failures.load());
@@ -558,7 +560,8 @@ int main(int argc, char** argv) {
   // A scenario that passes by checking must have checked something on every rank (those
   // that judge themselves return their own code).
   const bool own_verdict = scenario == "fault" || scenario == "abort" || scenario == "kill" || scenario == "group" ||
-                           scenario == "mismatch" || scenario == "mismatch_paths" || scenario == "mismatch_wire" ||
+                           scenario == "mismatch" || scenario == "mismatch_paths" || scenario == "mismatch_on_lane" ||
+                           scenario == "mismatch_wire" ||
                            scenario == "mismatch_root_runs_on" || scenario == "device_kill";
   if (!own_verdict && g_checks == 0) {
     std::printf("rank %d: %s: FAIL: no check ran\n", g_rank, scenario.c_str());

@@ -26,7 +26,7 @@ struct alignas(64) FastBoxes::Box {
 static_assert(FastBoxes::kBoxes - 1 + 64 < kSignatureRing);
 
 FastBoxes::FastBoxes(SharedDomain& domain, const OpSignatures& signatures)
-    : d_(domain), signatures_(signatures), seen_(domain.size(), 0) {
+    : d_(domain), signatures_(signatures), n_(domain.size()), me_(domain.index()), seen_(domain.size(), 0) {
   for (int i = 0; i < domain.size(); ++i) areas_.push_back(domain.fast_area(i));
 }
 
@@ -38,7 +38,8 @@ FastBoxes::Box& FastBoxes::box(int index, uint64_t call) const {
 Status FastBoxes::wait_posted(int index, uint64_t tag, const Deadline& deadline, const char* what) {
   if (seen_[index] >= tag) return Status();
   const std::atomic<uint64_t>& word = box(index, tag - 1).tag;
-  KOLO_TRY(d_.wait_word(index, word, tag, deadline, what, signatures_));
+  // Posted already (a peer ahead of us): no call into the domain's wait.
+  if (word.load(std::memory_order_relaxed) < tag) KOLO_TRY(d_.wait_word(index, word, tag, deadline, what, signatures_));
   // Acquire: a later wait_box may skip its wait on what this load saw and read that box.
   seen_[index] = std::max(tag, word.load(std::memory_order_acquire));
   return Status();
@@ -63,7 +64,7 @@ Status FastBoxes::wait_box(int index, uint64_t f, const Deadline& deadline, cons
 // rank order on every rank so that all get the same bits (the staging slots sum alike).
 Status FastBoxes::reduce_boxes(const CollCall& call, uint64_t f, void* dst, size_t offset) {
   const CollSpec& s = call.spec;
-  const int n = d_.size();
+  const int n = n_;
   const void* srcs[kMaxReduceInputs];
   if (n <= kMaxReduceInputs) {
     for (int k = 0; k < n; ++k) srcs[k] = box(k, f).payload + offset;
@@ -86,7 +87,7 @@ Status FastBoxes::reduce_boxes(const CollCall& call, uint64_t f, void* dst, size
 
 Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
   const CollSpec& s = call.spec;
-  const int n = d_.size(), me = d_.index();
+  const int n = n_, me = me_;
   const uint64_t f = calls_++;
   // My box of call f - kBoxes is free once every peer has posted call f - kBoxes + 1.
   if (f >= kBoxes) {

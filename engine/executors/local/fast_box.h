@@ -53,6 +53,7 @@ class FastBoxes {
 
   SharedDomain& d_;
   const OpSignatures& signatures_;
+  const int n_, me_;            // the domain's size and this rank's index (no virtual call per use)
   std::vector<char*> areas_;    // per member: its fast area (no virtual call per box)
   uint64_t calls_ = 0;          // fast calls run so far (numbered alike on every rank)
   std::vector<uint64_t> seen_;  // per member: the highest tag seen in its boxes

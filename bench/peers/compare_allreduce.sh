@@ -8,6 +8,7 @@
 # and the median times.
 #   bench/peers/compare_allreduce.sh [build-dir] [np] [min] [max] [rounds]
 # defaults: build 2 8 256M 3; ITERS=20 WARMUP=5 in the environment change -n / -w;
+# PEERS="kolo ompi mpich" leaves the others out;
 # LATENCY=1 runs every benchmark with --latency (each call timed alone) and adds a table
 # of the per-call median and p99 (every rank's calls pooled; median over the rounds), e.g.
 #   LATENCY=1 ITERS=2000 bench/peers/compare_allreduce.sh build 2 8 4K 3
@@ -52,6 +53,13 @@ if [ -x "$build/bench/peers/gloo_allreduce_perf" ]; then peers+=(gloo)
 else note "Gloo skipped (needs libgloo-dev: $build/bench/peers/gloo_allreduce_perf)"; fi
 if "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then peers+=(torch)
 else note "torch-gloo skipped (needs $python with torch and torch.distributed's Gloo backend)"; fi
+
+# PEERS="kolo ompi mpich" runs only those (of the ones this machine has).
+if [ -n "${PEERS:-}" ]; then
+  wanted=()
+  for peer in "${peers[@]}"; do [[ " $PEERS " == *" $peer "* ]] && wanted+=("$peer"); done
+  peers=("${wanted[@]}")
+fi
 
 # One run of one peer: its table lines appended to $tmp/<peer>, its first header line kept.
 run() {

@@ -70,9 +70,10 @@ TEST(ReduceSmall, SameBitsAsReduceInto) {
 }
 
 TEST(ReduceSmall, LeavesTheRestToReduceInto) {
-  float a[32] = {}, b[32] = {};
+  constexpr size_t kOver = kReduceSmallMaxBytes / sizeof(float) + 1;  // 4 bytes too many
+  float a[kOver] = {}, b[kOver] = {};
   const void* srcs[2] = {a, b};
-  EXPECT_FALSE(reduce_small(a, srcs, 2, 17, DType::kFloat32, ReduceOp::kSum));  // 68 bytes: too many
+  EXPECT_FALSE(reduce_small(a, srcs, 2, kOver, DType::kFloat32, ReduceOp::kSum));
   EXPECT_FALSE(reduce_small(a, srcs, 2, 4, DType::kFloat16, ReduceOp::kSum));   // computed in float
   EXPECT_FALSE(reduce_small(a, srcs, 2, 4, DType::kFloat32, ReduceOp::kAvg));   // lowered before here
   EXPECT_FALSE(reduce_small(a, srcs, 0, 4, DType::kFloat32, ReduceOp::kSum));

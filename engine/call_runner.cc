@@ -157,6 +157,7 @@ Status CallRunner::run_lane(int i, const void* send, void* recv, uint64_t seq) {
   call.call.seq = seq;
   call.tag_base = next_tag_base(call.call.spec);
   ran_plan_ = call.plan;
+  KOLO_PROBE(kPlanned);
   return execute(&call, 1);
 }
 

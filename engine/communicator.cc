@@ -295,18 +295,24 @@ void Communicator::dump_first_failure(const Status& status) {
 bool Communicator::run_on_lane(const LaneKey& key, const void* send, void* recv, Status* status) {
   KOLO_PROBE(kApiChecked);
   const uint64_t entered = recorder_ ? trace_ticks() : 0;
+  in_call_.store(true, std::memory_order_relaxed);  // as run_calls: a failure from here on is said in the store
+  auto finish = [&](Status s) {
+    in_call_.store(false, std::memory_order_relaxed);
+    dump_first_failure(s);
+    *status = std::move(s);
+    return true;
+  };
   bool waited = false;
   Status ready = device::assert_may_block("a collective call");
   if (ready.ok()) ready = drain_device(&waited);
-  if (!ready.ok()) {
-    *status = std::move(ready);
-    return true;
-  }
+  if (!ready.ok()) return finish(std::move(ready));
   std::unique_lock<std::mutex> lock(runner_->lock(), std::try_to_lock);
   if (!lock.owns_lock()) waited = true, lock.lock();
   const int lane = runner_->lane_of(key);
-  if (lane < 0) return false;
-  in_call_.store(true, std::memory_order_relaxed);
+  if (lane < 0) {
+    in_call_.store(false, std::memory_order_relaxed);
+    return false;
+  }
   ++collectives_;
   size_t slot = 0;
   if (recorder_) {
@@ -319,10 +325,7 @@ bool Communicator::run_on_lane(const LaneKey& key, const void* send, void* recv,
   if (recorder_) recorder_->ended(slot, runner_->last_plan(), s.ok(), false, trace_ticks());
   KOLO_PROBE(kCommDone);
   lock.unlock();
-  in_call_.store(false, std::memory_order_relaxed);
-  dump_first_failure(s);
-  *status = std::move(s);
-  return true;
+  return finish(std::move(s));
 }
 
 // The flight recorder sees each call enter, start (once this thread holds the call lock and

@@ -157,6 +157,15 @@ Status CallRunner::run_lane(int i, const void* send, void* recv, uint64_t seq) {
   call.call.seq = seq;
   call.tag_base = next_tag_base(call.call.spec);
   ran_plan_ = call.plan;
+  // The planner's INFO log hears once that the lane ran, so that a test sees the path taken
+  // (tests/multiproc/shm_tests.cmake, shm_small_lane_np2).
+  if (!lane_ran_) {
+    lane_ran_ = true;
+    if (log_enabled(LogLevel::kInfo, Subsys::kPlan)) {
+      log_info(Subsys::kPlan, "ran: small-call lane, ", coll_name(call.call.spec.kind), " of ", call.call.spec.count,
+               " x ", dtype_name(call.call.spec.dtype), " (rank ", env_.rank, ")");
+    }
+  }
   KOLO_PROBE(kPlanned);
   return execute(&call, 1);
 }

@@ -111,6 +111,7 @@ class CallRunner final : public HostRunner {
   Lane lanes_[kLanes];
   int lanes_armed_ = 0;
   int next_lane_ = 0;  // the one armed next once all are (round robin)
+  bool lane_ran_ = false;  // INFO logs the first call the lane ran
 };
 
 }  // namespace kolo

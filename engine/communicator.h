@@ -218,9 +218,9 @@ class Communicator {
   std::unique_ptr<FlightRecorder> recorder_;
   uint64_t collectives_ = 0;
   std::atomic<bool> dumped_failure_{false};  // one failure dump, whichever thread fails first
-  std::atomic<bool> failure_settled_{false};
-  std::atomic<bool> in_call_{false};
-  bool made_ = false;  // create() finished: a failure later lingers for the others (~Communicator)  // a call of the user's runs (run_calls): its failure is said in the store  // the first failure's cause is named (fail() returned)
+  std::atomic<bool> failure_settled_{false};  // the first failure's cause is named (fail() returned)
+  std::atomic<bool> in_call_{false};  // a call of the user's runs (run_calls, run_on_lane): its failure is said in the store
+  bool made_ = false;  // create() finished: a failure later lingers for the others (~Communicator)
 };
 
 }  // namespace kolo

@@ -30,8 +30,9 @@ kolo_forced_test(shm_small_messages_np2 2 small_messages
 kolo_shm_test(shm_small_messages_np5 5 small_messages)
 kolo_shm_test(shm_small_messages_mixed_np3 3 small_messages KOLO_TEST_TCP_RANKS=1)
 # The small-call lane (engine/call_runner.h): repeated small allreduces run from their kept
-# plans; two ranks and five (oversubscribed), and a mismatch between two armed keys.
-kolo_shm_test(shm_small_lane_np2 2 small_lane)
+# plans; two ranks (which must log that the lane ran) and five (oversubscribed), and a
+# mismatch between two armed keys.
+kolo_forced_test(shm_small_lane_np2 2 small_lane "ran: small-call lane, allreduce")
 kolo_shm_test(shm_small_lane_np5 5 small_lane)
 kolo_shm_test(shm_mismatch_on_lane_np2 2 mismatch_on_lane)
 kolo_shm_test(shm_quick_np9 9 quick)

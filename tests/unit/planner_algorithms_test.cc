@@ -8,6 +8,7 @@
 #include "engine/schedules/ring_order.h"
 #include "engine/verifier/verifier.h"
 #include "topology_test_util.h"
+#include "program_test_util.h"
 
 namespace kolo {
 namespace {
@@ -24,7 +25,7 @@ const Case kCases[] = {
     {Algorithm::kOneShot, CollKind::kAllreduce},       {Algorithm::kTwoShot, CollKind::kAllreduce},
 };
 
-bool is_reduction(CollKind k) { return k == CollKind::kAllreduce || k == CollKind::kReduce || k == CollKind::kReduceScatter; }
+using program_test::reduction;
 
 std::string describe(const CollSpec& s, int p) {
   return str_cat(coll_name(s.kind), " ", algorithm_name(s.algorithm), " p=", p, " count=", s.count, " in_place=",
@@ -41,7 +42,7 @@ TEST(PlannerAlgorithms, VerifiedForEveryShapeAndRankCount) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t(3 * p + 1)}) {
         for (bool in_place : {false, true}) {
           for (bool prescaled : {false, true}) {
-            if (prescaled && !is_reduction(c.kind)) continue;
+            if (prescaled && !reduction(c.kind)) continue;
             // Small chunks pipeline the tree; big ones do not.
             for (size_t chunk : {size_t{8}, size_t{1} << 20}) {
               if (chunk != 8 && c.algo != Algorithm::kTree) continue;
@@ -145,7 +146,7 @@ TEST(PlannerAlgorithms, RingsAndHierarchyOverFixtures) {
         spec.kind = c.kind;
         spec.algorithm = c.algo;
         spec.count = 5 * p + 1;
-        spec.prescaled = is_reduction(c.kind);
+        spec.prescaled = reduction(c.kind);
         spec.postscaled = true;
         spec.root = p - 1;
         Status st = verify_collective(spec, ctx);

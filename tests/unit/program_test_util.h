@@ -1,6 +1,6 @@
-// What the recorded-program tests share (local_program_verify_test.cc,
-// device_program_verify_test.cc): which collectives take a root or reduce, and uneven
-// allgatherv counts.
+// What the schedule and recorded-program tests share (verifier, planner_algorithms,
+// local_program_verify and device_program_verify tests): which collectives take a root or
+// reduce, and uneven allgatherv counts.
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,7 @@
 // it must reject with a message naming what is wrong.
 #include "engine/planner/plan.h"
 #include "engine/verifier/verifier.h"
+#include "program_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -15,10 +16,8 @@ bool has_ring(CollKind kind) {
   return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter ||
          kind == CollKind::kAllgather || kind == CollKind::kAllgatherv || kind == CollKind::kBroadcast;
 }
-bool is_reduction(CollKind kind) {
-  return kind == CollKind::kAllreduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter;
-}
-bool is_rooted(CollKind kind) { return kind == CollKind::kReduce || kind == CollKind::kBroadcast; }
+using program_test::reduction;
+using program_test::rooted;
 
 // Uneven blocks with gaps between them, some empty.
 void set_allgatherv_layout(CollSpec& spec, int p) {
@@ -54,11 +53,11 @@ TEST(Verifier, EveryCollectiveAlgorithmAndShape) {
         for (size_t count : counts) {
           for (bool in_place : {false, true}) {
             for (bool prescaled : {false, true}) {
-              if (prescaled && !is_reduction(kind)) continue;
+              if (prescaled && !reduction(kind)) continue;
               for (size_t chunk : {size_t{64}, size_t{1} << 20}) {
                 if (chunk != 64 && algo != Algorithm::kRing) continue;  // only the ring pipelines
                 for (int root : {0, p - 1}) {
-                  if (root != 0 && (!is_rooted(kind) || p == 1)) continue;
+                  if (root != 0 && (!rooted(kind) || p == 1)) continue;
                   CollSpec spec;
                   spec.kind = kind;
                   spec.count = count;

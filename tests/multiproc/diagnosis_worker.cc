@@ -8,6 +8,7 @@
 //   DIAG_DUMP         1: kolo_comm_dump(comm, NULL) after the last call (the job did not fail)
 //   DIAG_DEVICE       1: the allreduces on device buffers (kolo_mem_alloc; KOLO_DEVICE=emulated
 //                     without a GPU), each followed by a barrier, which waits for it
+//   DIAG_LINGER_MS    after a failed call, wait this long before exiting (default 1000)
 // Prints, on a failed call: "rank R: call K failed after S s: <kolo_last_error()>".
 // Exit status: 0 = every call ran, 1 = a call failed (the error printed), 2 = set-up failed.
 #include <unistd.h>
@@ -68,6 +69,9 @@ int main() {
       std::printf("rank %d: call %d failed after %.2f s: %s\n", rank, call, seconds_since(start), kolo_last_error());
       std::fflush(stdout);
       kolo_comm_destroy(comm);
+      // kolorun --no-trace stops the job at the first rank that exits failed; a moment here
+      // lets every survivor print its own error, which is what the tests read.
+      std::this_thread::sleep_for(std::chrono::milliseconds(env_or("DIAG_LINGER_MS", 1000)));
       return 1;
     }
   }

@@ -201,7 +201,7 @@ Status CallRunner::run(PlannedCall* calls, size_t n, bool grouped) {
 }
 
 Status CallRunner::run_host(const CollCall* calls, size_t n, const std::shared_ptr<const Plan>* plans) {
-  std::lock_guard<std::mutex> lock(lock_);
+  std::lock_guard<CallLock> lock(lock_);
   KOLO_TRY(env_.usable());
   begin();
   host_calls_.clear();

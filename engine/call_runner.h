@@ -20,6 +20,7 @@
 #include "engine/collective.h"
 #include "engine/executors/executor.h"
 #include "engine/planner/plan.h"
+#include "support/call_lock.h"
 #include "support/clock.h"
 #include "support/status.h"
 
@@ -41,7 +42,7 @@ class CallRunner final : public HostRunner {
   explicit CallRunner(Env env);
 
   // One call at a time per communicator: every caller of run() holds it.
-  std::mutex& lock() { return lock_; }
+  CallLock& lock() { return lock_; }
 
   // AVG is a sum divided by the communicator size on the way out, for every executor.
   CollCall lowered(const CollCall& call) const;
@@ -86,7 +87,7 @@ class CallRunner final : public HostRunner {
   void bound_plan_cache();
 
   Env env_;
-  std::mutex lock_;
+  CallLock lock_;
   const Deadline* call_deadline_ = nullptr;
   uint32_t collective_seq_ = 0;
   std::vector<uint32_t> send_seq_, recv_seq_;  // point-to-point, per peer

@@ -306,7 +306,7 @@ bool Communicator::run_on_lane(const LaneKey& key, const void* send, void* recv,
   Status ready = device::assert_may_block("a collective call");
   if (ready.ok()) ready = drain_device(&waited);
   if (!ready.ok()) return finish(std::move(ready));
-  std::unique_lock<std::mutex> lock(runner_->lock(), std::try_to_lock);
+  std::unique_lock<CallLock> lock(runner_->lock(), std::try_to_lock);
   if (!lock.owns_lock()) waited = true, lock.lock();
   const int lane = runner_->lane_of(key);
   if (lane < 0) {
@@ -338,7 +338,7 @@ Status Communicator::run_recorded(const CollCall* calls, size_t n) {
   const bool on_device = n > 0 && calls[0].spec.device;
   bool waited = on_device;
   KOLO_TRY(on_device ? room_for_device(calls, n) : drain_device(&waited));
-  std::unique_lock<std::mutex> lock(runner_->lock(), std::try_to_lock);
+  std::unique_lock<CallLock> lock(runner_->lock(), std::try_to_lock);
   if (!lock.owns_lock()) waited = true, lock.lock();
   const uint64_t first_seq = collectives_ + 1;
   size_t slot = 0;
@@ -365,7 +365,7 @@ Status Communicator::run_recorded(const CollCall* calls, size_t n) {
 }
 
 void Communicator::set_timeout(double seconds) {
-  std::lock_guard<std::mutex> lock(runner_->lock());
+  std::lock_guard<CallLock> lock(runner_->lock());
   timeout_seconds_ = seconds;
   runner_->set_timeout(seconds);
 }
@@ -378,7 +378,7 @@ Result<std::string> Communicator::dump_trace(const std::string& folder, const st
 }
 
 Status Communicator::check_runnable(const CollCall& call) {
-  std::lock_guard<std::mutex> lock(runner_->lock());
+  std::lock_guard<CallLock> lock(runner_->lock());
   KOLO_TRY(usable());
   if (call.spec.empty()) return Status();
   PlannedCall planned{nullptr, runner_->lowered(call), 0};
@@ -473,7 +473,7 @@ Status Communicator::share_buffers(CollCall& call) {
 
 Result<int> Communicator::register_memory(void* ptr, size_t bytes) {
   KOLO_TRY(drain_device());
-  std::lock_guard<std::mutex> lock(runner_->lock());
+  std::lock_guard<CallLock> lock(runner_->lock());
   KOLO_TRY(usable());
   SharedDomain* shared = connections_->shared();
   const Deadline deadline(timeout_seconds_);
@@ -492,7 +492,7 @@ Status Communicator::deregister_memory(int id) {
   for (auto& executor : executors_) {
     if (executor) KOLO_TRY(executor->drain(Deadline(timeout_seconds_)));
   }
-  std::lock_guard<std::mutex> lock(runner_->lock());
+  std::lock_guard<CallLock> lock(runner_->lock());
   return windows_.remove(id);
 }
 

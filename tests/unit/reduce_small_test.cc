@@ -31,7 +31,7 @@ void check_type(DType dtype) {
   std::mt19937_64 rng(42);
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
     for (int n = 1; n <= 8; ++n) {
-      for (size_t count : {size_t{1}, size_t{3}, kReduceSmallMaxBytes / sizeof(T)}) {
+      for (size_t count : {size_t{1}, size_t{3}, size_t{11}, kReduceSmallMaxBytes / sizeof(T)}) {  // 11: blocks and a tail
         // One byte past alignment, as a user's buffer may be.
         std::vector<std::vector<unsigned char>> in(n, std::vector<unsigned char>(count * sizeof(T) + 1));
         std::vector<const void*> srcs;

@@ -47,8 +47,15 @@ Status FastBoxes::wait_posted(int index, uint64_t tag, const Deadline& deadline,
 
 // Member `index`'s box of call f, once posted, holding the same call as this rank's.
 Status FastBoxes::wait_box(int index, uint64_t f, const Deadline& deadline, const char* what) {
-  KOLO_TRY(wait_posted(index, f + 1, deadline, what));
   const Box& b = box(index, f);
+  // Posted already (or seen before) and the same call: no wait, no more checks.
+  uint64_t posted = seen_[index];
+  if (posted <= f && (posted = b.tag.load(std::memory_order_acquire)) > f) seen_[index] = posted;
+  if (posted > f && b.op == signatures_.sequence() + 1 && b.shape == signatures_.shape() &&
+      b.count == signatures_.count()) {
+    return Status();
+  }
+  KOLO_TRY(wait_posted(index, f + 1, deadline, what));
   if (b.op != signatures_.sequence() + 1) {
     return error(Code::kMismatch, "rank ", d_.global_rank(index), " ran this small collective as its collective #",
                  b.op, " while rank ", d_.global_rank(d_.index()), " is at #", signatures_.sequence() + 1,
@@ -92,7 +99,7 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
   // My box of call f - kBoxes is free once every peer has posted call f - kBoxes + 1.
   if (f >= kBoxes) {
     for (int q = 0; q < n; ++q) {
-      if (q != me) {
+      if (q != me && seen_[q] < f - kBoxes + 2) {
         KOLO_TRY(wait_posted(q, f - kBoxes + 2, deadline, "waiting for the peers to finish with a small message"));
       }
     }

@@ -11,6 +11,7 @@
 
 #include "security_util.h"
 #include "support/crypto.h"
+#include "transport/bootstrap/store_protocol.h"
 
 namespace kolo::security_test {
 namespace {
@@ -94,6 +95,28 @@ TEST(StoreAuth, WrongSecretGetsAClearErrorAndTheStoreGoesOn) {
   Result<std::string> value = rank1->get("before", Deadline(5));
   ASSERT_TRUE(value.ok()) << value.status().to_string();
   EXPECT_EQ(value.value(), "1");
+}
+
+// A store whose rank exits while another rank joins (it failed its own start-up) drops the
+// connection, as it drops a wrong secret's: the joining rank is told that the store is gone,
+// not that the secrets differ.
+TEST(StoreAuth, AStoreThatExitsMidHandshakeIsNotCalledASecretMismatch) {
+  Result<Fd> listening = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(listening.ok());
+  HostPort address{"127.0.0.1", local_port(listening.value().get()).value()};
+  std::thread exiting_store([&] {
+    Result<Fd> joiner = accept_tcp(listening.value().get(), Deadline(10));
+    if (!joiner.ok()) return;
+    std::string nonce(store::kNonceBytes, 'n');
+    (void)write_full(joiner.value().get(), nonce.data(), nonce.size(), Deadline(5));
+    (void)read_full(joiner.value().get(), nonce.data(), nonce.size(), Deadline(5));  // the joiner's nonce
+    listening.value().reset();  // the store's process ends: no more connections, then this one closes
+  });
+  auto joined = StoreClient::connect(address, "a-secret-0123456789abcdefghijklmnop", Deadline(10));
+  exiting_store.join();
+  ASSERT_FALSE(joined.ok());
+  EXPECT_EQ(joined.status().message().find("KOLO_SECRET"), std::string::npos) << joined.status().to_string();
+  EXPECT_NE(joined.status().message().find("accepts no other"), std::string::npos) << joined.status().to_string();
 }
 
 // Nothing of the secret shows in what a refused party is told.

@@ -22,6 +22,9 @@ using store::Reply;
 using store::Request;
 
 constexpr const char* kAuthHint = "authentication failed — is KOLO_SECRET the same on every rank?";
+// How long a connection refused after a dropped handshake is retried before the store is
+// taken for gone (connect_tcp retries a refused connection until its deadline).
+constexpr double kGoneProbeSeconds = 0.05;
 
 // Reads one whole frame (header first, so a bad length is refused before its body is
 // read) and returns the authenticated body.
@@ -207,6 +210,14 @@ Result<std::unique_ptr<StoreClientImpl>> handshake(Fd fd, const HostPort& server
   if (!reply.ok()) {
     // The server drops a connection whose HELLO fails its MAC, and a server with another
     // secret signs its reply with that secret: both mean the secrets differ.
+    // Unless the server has gone: its rank exited (it failed, or gave up on this job) while
+    // this rank was joining, and the connection closed with it. A store that is gone
+    // refuses a new connection; one that refused this rank's secret takes it.
+    if (reply.status().code() == Code::kRemote && !connect_tcp(server, Deadline(kGoneProbeSeconds)).ok()) {
+      return error(Code::kRemote, "the store at ", server.to_string(),
+                   " closed the connection while this rank joined and accepts no other: the rank that serves it "
+                   "has exited, or stopped serving (", reply.status().message(), ")");
+    }
     if (reply.status().code() == Code::kRemote) {
       return error(Code::kInvalidUsage, "store at ", server.to_string(), " refused this rank: ", kAuthHint,
                    " (", reply.status().message(), ")");

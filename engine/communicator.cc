@@ -60,6 +60,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
     if (!transports.ok()) return transports.status();
     lap(times.hosts);
     KOLO_TRY(comm->exchange_topology(*net.value(), deadline));
+    comm->all_joined_ = true;
     lap(times.topology);
     KOLO_TRY(comm->connect(deadline, transports.value()));
     lap(times.connect);
@@ -129,6 +130,23 @@ Communicator::~Communicator() {
 Status Communicator::connect(const Deadline& deadline, const std::vector<std::string>& transports) {
   ConnectRequest request{store_->client.get(), store_->secret, id_.prefix, id_.rank, id_.size, host_of_rank_,
                          local_store_ ? local_store_->client.get() : nullptr};
+  if (all_joined_ && liveness_) {
+    request.left = [this](const std::vector<int>& ranks) -> Status {
+      Result<std::vector<int>> gone =
+          liveness_->client->absent(live_prefix(id_.prefix), id_.size, 0, Deadline(kNameGoneSeconds));
+      if (!gone.ok()) return Status();  // no answer: the wait goes on to its deadline
+      std::vector<int> left;
+      for (int r : ranks) {
+        if (std::binary_search(gone.value().begin(), gone.value().end(), r)) left.push_back(r);
+      }
+      if (left.empty()) return Status();
+      return error(Code::kRemote, left.size() == 1 ? "rank " : "ranks ", rank_list(left),
+                   left.size() == 1 ? " left the job during start-up (its connection to the store closed: it failed "
+                                      "or was killed)"
+                                    : " left the job during start-up (their connections to the store closed: they "
+                                      "failed or were killed)");
+    };
+  }
   auto connections = Connections::create(request, deadline, transports);
   if (!connections.ok()) return connections.status();
   connections_ = connections.take();

@@ -220,6 +220,9 @@ class Communicator {
   std::atomic<bool> dumped_failure_{false};  // one failure dump, whichever thread fails first
   std::atomic<bool> failure_settled_{false};  // the first failure's cause is named (fail() returned)
   std::atomic<bool> in_call_{false};  // a call of the user's runs (run_calls, run_on_lane): its failure is said in the store
+  // Every rank has set its live key (create() ran the start-up exchange, which each enters
+  // after setting it): from here a live key missing means that rank left (connect's `left`).
+  bool all_joined_ = false;
   bool made_ = false;  // create() finished: a failure later lingers for the others (~Communicator)
 };
 

@@ -5,6 +5,7 @@
 // the order it prefers them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,12 @@ struct CommSite {
   // set-up among them (shared memory), so that the communicator's store sees none of it;
   // null: `store` serves.
   StoreClient* local_store = nullptr;
+  // Of `ranks` (communicator ranks a set-up wait still waits for), those that have left the
+  // job (failed or were killed: the engine asks the store's live keys): an error naming them,
+  // else Ok. Unset: nobody asks, and such a wait ends at its deadline. Asked between slices
+  // of a long wait, so that a rank that failed its own start-up does not hold the others
+  // there until KOLO_TIMEOUT.
+  std::function<Status(const std::vector<int>& ranks)> left;
 };
 
 // What a backend knows of the communicator when it connects.

@@ -40,13 +40,16 @@ run_rank 0 60 & pid0=$!
 (run_rank 1 60) && { cat "$dir/out.1"; fail "rank 1 started under a limit of 60 (both ranks limited)"; }
 wait $pid0 && { cat "$dir/out.0"; fail "rank 0 started under a limit of 60 (both ranks limited)"; }
 names_limit 0 "both ranks limited"
-# Rank 0 unlimited waits for rank 1 until its KOLO_TIMEOUT (rank 1 fails before it says so
-# in the store); once rank 1 has failed, rank 0 is stopped rather than waited for.
+# Rank 0 unlimited, waiting for rank 1's shared-memory entry, sees rank 1 leave (its live
+# key goes with its store connection) and says so well before its KOLO_TIMEOUT of 20 s.
 port=$(free_port)
+SECONDS=0
 run_rank 0 none & pid0=$!
 (run_rank 1 60) && { cat "$dir/out.1"; fail "rank 1 started under a limit of 60 (rank 1 alone limited)"; }
 names_limit 1 "rank 1 alone limited"
-kill $pid0 2>/dev/null; wait $pid0
+wait $pid0 && { cat "$dir/out.0"; fail "rank 0 started without rank 1"; }
+grep -q "rank 1 left the job during start-up" "$dir/out.0" || { cat "$dir/out.0"; fail "rank 0 did not say that rank 1 left"; }
+[ "$SECONDS" -lt 10 ] || fail "rank 0 took $SECONDS s to see that rank 1 left (its KOLO_TIMEOUT is 20 s)"
 out=$(bash -c "ulimit -Sn 80 && ulimit -Hn 80 && KOLO_TIMEOUT=20 timeout 60 '$kolorun' -np 64 '$probe'" 2>&1) && fail "64 ranks under a limit of 80 started"
 grep -q "the limit is 80 (hard 80): raise it with \`ulimit -n\`" <<< "$out" || { echo "$out" | tail -5; fail "kolorun did not name its limit"; }
 echo "ok: the descriptor limit is named at start-up, by the ranks and by kolorun"

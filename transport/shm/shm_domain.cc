@@ -34,6 +34,7 @@ constexpr int kPauseSpins = 2000;        // about 2-10 microseconds of pause bef
 constexpr int kTightPolls = 64;
 constexpr int kYieldSpins = 8;           // more ranks than cores: give the core away instead
 constexpr double kHealthPeriod = 0.05;   // seconds between liveness checks of one peer
+constexpr double kMembersSliceSeconds = 0.5;  // start-up: how often a wait for the members asks who left
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -115,12 +116,30 @@ Result<std::unique_ptr<Domain>> Domain::create(StoreClient& store, const DomainO
   return domain;
 }
 
+// Until every member has announced its pid, in slices: between them `left` says whether one
+// still missing has left the job (failed its own start-up), which would otherwise hold this
+// rank here until its deadline. The last second is left to the gather, which names who is
+// missing.
+Status Domain::wait_for_members(StoreClient& store, const std::string& prefix,
+                                const std::function<Status(const std::vector<int>&)>& left, const Deadline& deadline) {
+  if (!left) return Status();
+  while (deadline.remaining_seconds() > 1.0) {
+    Result<std::vector<int>> missing = store.absent(prefix, size(), kMembersSliceSeconds, deadline);
+    if (!missing.ok() || missing.value().empty()) return Status();  // the gather says what went wrong
+    std::vector<int> ranks;
+    for (int index : missing.value()) ranks.push_back(members_[index]);
+    KOLO_TRY(left(ranks));
+  }
+  return Status();
+}
+
 Status Domain::attach(StoreClient& store, const DomainOptions& options, const Deadline& deadline) {
   members_ = options.members;
   my_index_ = options.my_index;
   const int n = size();
   const std::string key = options.key_prefix + "/shm/";
   KOLO_TRY(store.set(str_cat(key, "pid/", my_index_), std::to_string(::getpid()), deadline));
+  KOLO_TRY(wait_for_members(store, str_cat(key, "pid/"), options.left, deadline));
   pids_.assign(n, 0);
   Result<std::vector<std::string>> texts = store.gather(str_cat(key, "pid/"), n, deadline);
   if (!texts.ok()) return texts.status();

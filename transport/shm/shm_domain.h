@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct DomainOptions {
   size_t slot_bytes = 256 << 10;
   size_t ring_bytes = 256 << 10;
   bool single_copy = true;  // large Link messages with process_vm_readv where permitted
+  std::function<Status(const std::vector<int>& ranks)> left;  // CommSite::left (may be unset)
 };
 
 // What a domain's first rank publishes in the store: the name of the socket that hands out
@@ -119,6 +121,8 @@ class Domain final : public SharedDomain {
  private:
   Domain() = default;
   Status attach(StoreClient& store, const DomainOptions& options, const Deadline& deadline);
+  Status wait_for_members(StoreClient& store, const std::string& prefix,
+                          const std::function<Status(const std::vector<int>&)>& left, const Deadline& deadline);
   Status probe_cma(bool wanted);
   char* channel_base(int from, int to) const {
     return base_ + geometry_.channel_offset() + geometry_.channel_stride() * (static_cast<size_t>(from) * size() + to);

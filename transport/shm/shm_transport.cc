@@ -59,6 +59,7 @@ Status connect(const TransportEnv& env, const std::vector<int>& peers, const Dea
   options.my_index = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
   options.slot_bytes = static_cast<size_t>(env_int("KOLO_SHM_CHUNK_BYTES").value());  // checked in check_env
   options.single_copy = env_string("KOLO_SHM_SINGLE_COPY") == "1";
+  options.left = env.left;
   auto created = Domain::create(env.local_store != nullptr ? *env.local_store : *env.store, options, deadline);
   if (!created.ok()) return created.status();
   std::unique_ptr<Domain> domain = created.take();

@@ -52,7 +52,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
     lap(times.connect);
   } else {
     // The start-up exchange's tree: its links go when the exchanges are done.
-    CommSite site{comm->store_->client.get(), comm->store_->secret, comm->id_.prefix, comm->id_.rank, comm->id_.size, {}};
+    CommSite site{comm->store_->client.get(), comm->store_->secret, comm->id_.prefix, comm->id_.rank, comm->id_.size, {}, nullptr, {}};
     auto net = BootstrapNet::create(site, liveness, live_prefix(comm->id_.prefix), deadline);
     if (!net.ok()) return net.status();
     lap(times.tree);
@@ -129,7 +129,7 @@ Communicator::~Communicator() {
 // one executor per row that declared it runs here.
 Status Communicator::connect(const Deadline& deadline, const std::vector<std::string>& transports) {
   ConnectRequest request{store_->client.get(), store_->secret, id_.prefix, id_.rank, id_.size, host_of_rank_,
-                         local_store_ ? local_store_->client.get() : nullptr};
+                         local_store_ ? local_store_->client.get() : nullptr, {}};
   if (all_joined_ && liveness_) {
     request.left = [this](const std::vector<int>& ranks) -> Status {
       Result<std::vector<int>> gone =

@@ -11,6 +11,7 @@
 # under `timeout`, which also gives it the default SIGINT action a background job lacks.
 set -uo pipefail
 python=$2 examples=$3
+source "$(dirname "$0")/../multiproc/ranks_lib.sh"  # free_port
 runs=${DDP_INTERRUPT_RUNS:-10}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -22,7 +23,7 @@ raised=0 finished=0
 start_all=$(date +%s)
 for i in $(seq 1 "$runs"); do
   victim=$((i % 2)) survivor=$(((i + 1) % 2))
-  export KOLO_ADDR=127.0.0.1:$((20000 + RANDOM % 12000))  # the job's name here (no kolo_init)
+  export KOLO_ADDR=127.0.0.1:$(free_port)  # the job's name here (no kolo_init); a port checked free
   start=$(date +%s.%N)
   pids=()
   for r in 0 1; do

@@ -41,7 +41,8 @@ run_rank 0 60 & pid0=$!
 wait $pid0 && { cat "$dir/out.0"; fail "rank 0 started under a limit of 60 (both ranks limited)"; }
 names_limit 0 "both ranks limited"
 # Rank 0 unlimited, waiting for rank 1's shared-memory entry, sees rank 1 leave (its live
-# key goes with its store connection) and says so well before its KOLO_TIMEOUT of 20 s.
+# key goes with its store connection) and says so within about a second, well before its
+# KOLO_TIMEOUT of 20 s.
 port=$(free_port)
 SECONDS=0
 run_rank 0 none & pid0=$!

@@ -34,7 +34,7 @@ constexpr int kPauseSpins = 2000;        // about 2-10 microseconds of pause bef
 constexpr int kTightPolls = 64;
 constexpr int kYieldSpins = 8;           // more ranks than cores: give the core away instead
 constexpr double kHealthPeriod = 0.05;   // seconds between liveness checks of one peer
-constexpr double kMembersSliceSeconds = 0.5;  // start-up: how often a wait for the members asks who left
+constexpr double kMembersSliceSeconds = 1.0;  // start-up: how often a wait for the members asks who left
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -116,21 +116,26 @@ Result<std::unique_ptr<Domain>> Domain::create(StoreClient& store, const DomainO
   return domain;
 }
 
-// Until every member has announced its pid, in slices: between them `left` says whether one
-// still missing has left the job (failed its own start-up), which would otherwise hold this
-// rank here until its deadline. The last second is left to the gather, which names who is
-// missing.
-Status Domain::wait_for_members(StoreClient& store, const std::string& prefix,
-                                const std::function<Status(const std::vector<int>&)>& left, const Deadline& deadline) {
-  if (!left) return Status();
-  while (deadline.remaining_seconds() > 1.0) {
-    Result<std::vector<int>> missing = store.absent(prefix, size(), kMembersSliceSeconds, deadline);
-    if (!missing.ok() || missing.value().empty()) return Status();  // the gather says what went wrong
+// The members' pids, as StoreClient::gather, but in slices where `left` is set: between them
+// it says whether a member still missing has left the job (failed its own start-up), which
+// would otherwise hold this rank here until its deadline. Each slice is one gather (the
+// server answers with who is missing, and the connection stays usable), so a start-up where
+// every member comes costs no request more than before. The last stretch is one gather to
+// the deadline, which names who never came.
+Result<std::vector<std::string>> Domain::gather_members(StoreClient& store, const std::string& prefix,
+                                                        const std::function<Status(const std::vector<int>&)>& left,
+                                                        const Deadline& deadline) {
+  while (left && deadline.remaining_seconds() > kMembersSliceSeconds + 1.5) {
+    std::vector<int> missing;
+    // The server waits the slice and answers; the half second past it is the reply's margin.
+    Result<std::vector<std::string>> texts =
+        store.gather(prefix, size(), Deadline(kMembersSliceSeconds + 0.5), &missing);
+    if (texts.ok() || texts.status().code() != Code::kTimeout || missing.empty()) return texts;
     std::vector<int> ranks;
-    for (int index : missing.value()) ranks.push_back(members_[index]);
+    for (int index : missing) ranks.push_back(members_[index]);
     KOLO_TRY(left(ranks));
   }
-  return Status();
+  return store.gather(prefix, size(), deadline);
 }
 
 Status Domain::attach(StoreClient& store, const DomainOptions& options, const Deadline& deadline) {
@@ -139,9 +144,8 @@ Status Domain::attach(StoreClient& store, const DomainOptions& options, const De
   const int n = size();
   const std::string key = options.key_prefix + "/shm/";
   KOLO_TRY(store.set(str_cat(key, "pid/", my_index_), std::to_string(::getpid()), deadline));
-  KOLO_TRY(wait_for_members(store, str_cat(key, "pid/"), options.left, deadline));
   pids_.assign(n, 0);
-  Result<std::vector<std::string>> texts = store.gather(str_cat(key, "pid/"), n, deadline);
+  Result<std::vector<std::string>> texts = gather_members(store, str_cat(key, "pid/"), options.left, deadline);
   if (!texts.ok()) return texts.status();
   for (int i = 0; i < n; ++i) {
     Result<pid_t> pid = parse_pid(texts.value()[i]);

@@ -121,8 +121,9 @@ class Domain final : public SharedDomain {
  private:
   Domain() = default;
   Status attach(StoreClient& store, const DomainOptions& options, const Deadline& deadline);
-  Status wait_for_members(StoreClient& store, const std::string& prefix,
-                          const std::function<Status(const std::vector<int>&)>& left, const Deadline& deadline);
+  Result<std::vector<std::string>> gather_members(StoreClient& store, const std::string& prefix,
+                                                  const std::function<Status(const std::vector<int>&)>& left,
+                                                  const Deadline& deadline);
   Status probe_cma(bool wanted);
   char* channel_base(int from, int to) const {
     return base_ + geometry_.channel_offset() + geometry_.channel_stride() * (static_cast<size_t>(from) * size() + to);

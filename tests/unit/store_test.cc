@@ -437,6 +437,20 @@ TEST(StoreServerTest, GatherTimeoutNamesTheMissingKeys) {
   EXPECT_EQ(client->gather_range("m/", 4, 1, Deadline(1.2), &missing).status().code(), Code::kTimeout);
   EXPECT_EQ(missing, std::vector<int>{4});
   EXPECT_TRUE(client->set("m/2", "v", Deadline(5)).ok());
+  // A slice of a long wait: the server gives up after the slice, not near the deadline,
+  // names who is missing, and the connection serves the next slice, which finds them all.
+  missing.clear();
+  start = Clock::now();
+  got = client->gather_slice("m/", 5, 0.3, Deadline(30), &missing);
+  waited = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(got.status().code(), Code::kTimeout) << got.status().to_string();
+  EXPECT_EQ(missing, std::vector<int>{4});
+  EXPECT_GE(waited, 0.2);
+  EXPECT_LT(waited, 5.0);
+  ASSERT_TRUE(client->set("m/4", "v", Deadline(5)).ok());
+  got = client->gather_slice("m/", 5, 0.3, Deadline(30), &missing);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got.value().size(), 5u);
 }
 
 // A gather whose values would pass the reply limit is refused with the limit, not cut.

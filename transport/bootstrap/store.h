@@ -70,6 +70,11 @@ class StoreClient {
   // as an answer (the connection stays usable) rather than by closing the connection.
   virtual Result<std::vector<std::string>> gather_range(const std::string& prefix, int first, int count,
                                                         const Deadline& deadline, std::vector<int>* missing = nullptr) = 0;
+  // gather() with the server's wait capped at `wait_s`: one slice of a longer wait whose
+  // caller checks something between slices. Past it, kTimeout and `missing`, the connection
+  // usable; the reply has until `deadline` to come.
+  virtual Result<std::vector<std::string>> gather_slice(const std::string& prefix, int count, double wait_s,
+                                                        const Deadline& deadline, std::vector<int>* missing) = 0;
   // Which of the keys prefix+"0" .. prefix+(count-1) do not exist (indices, ascending),
   // once they all exist or `wait_s` has passed at the server (0: at once): a question about
   // who is there (live keys after a failure), not a wait for them.

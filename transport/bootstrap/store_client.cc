@@ -98,6 +98,11 @@ class StoreClientImpl final : public StoreClient {
     return gather_waiting(prefix, first, count, left > 1.0 ? left - 0.5 : left / 2, deadline, missing);
   }
 
+  Result<std::vector<std::string>> gather_slice(const std::string& prefix, int count, double wait_s,
+                                                const Deadline& deadline, std::vector<int>* missing) override {
+    return gather_waiting(prefix, 0, count, std::min(wait_s, deadline.remaining_seconds() / 2), deadline, missing);
+  }
+
   Result<std::vector<int>> absent(const std::string& prefix, int count, double wait_s,
                                   const Deadline& deadline) override {
     std::vector<int> missing;

@@ -127,9 +127,7 @@ Result<std::vector<std::string>> Domain::gather_members(StoreClient& store, cons
                                                         const Deadline& deadline) {
   while (left && deadline.remaining_seconds() > kMembersSliceSeconds + 1.5) {
     std::vector<int> missing;
-    // The server waits the slice and answers; the half second past it is the reply's margin.
-    Result<std::vector<std::string>> texts =
-        store.gather(prefix, size(), Deadline(kMembersSliceSeconds + 0.5), &missing);
+    Result<std::vector<std::string>> texts = store.gather_slice(prefix, size(), kMembersSliceSeconds, deadline, &missing);
     if (texts.ok() || texts.status().code() != Code::kTimeout || missing.empty()) return texts;
     std::vector<int> ranks;
     for (int index : missing) ranks.push_back(members_[index]);

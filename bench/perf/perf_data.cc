@@ -109,8 +109,12 @@ double input_value(kolo_op_t op, kolo_dtype_t dtype, int rank, size_t index) {
   switch (op) {
     case KOLO_SUM:
     case KOLO_AVG:
-      // Small integers: every partial sum is exact in every dtype (fp8: at most 8 ones).
-      if (fp8) return (index + rank) % 4 == 0 ? 1 : 0;
+      // Small integers: every partial sum is exact in every dtype, in any order and grouping
+      // (a reduction over hosts stores its partial sums in the dtype). fp8: a one from every
+      // eighth rank, at most 8 ones up to 64 ranks; e5m2 holds the integers exactly only to
+      // 8 (9 rounds to 8), and a one from every fourth rank put 16 ones in a 64-rank sum,
+      // which a ring between hosts rounded on the way (the 64-rank soak's f8e5m2 allreduce).
+      if (fp8) return (index + rank) % 8 == 0 ? 1 : 0;
       return static_cast<double>((index + 2 * static_cast<size_t>(rank)) % 5);
     case KOLO_PROD:
       // Ones and a few twos: every partial product is a small power of two.
@@ -129,7 +133,7 @@ double input_value(kolo_op_t op, kolo_dtype_t dtype, int rank, size_t index) {
 double expected_reduction(kolo_op_t op, kolo_dtype_t dtype, int nranks, size_t index) {
   // input_value is periodic in index with a period dividing kPeriod, so the expected values
   // of one period are computed once per (op, dtype, nranks) and looked up after that.
-  constexpr size_t kPeriod = 4620;  // lcm(3, 4, 5, 7, 11)
+  constexpr size_t kPeriod = 9240;  // lcm(3, 5, 7, 8, 11)
   thread_local int cached_op = -1, cached_dtype = -1, cached_nranks = -1;
   thread_local std::vector<double> table;
   if (cached_op != op || cached_dtype != dtype || cached_nranks != nranks) {

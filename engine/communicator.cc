@@ -48,7 +48,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   if (from != nullptr) {
     comm->inherit(*from);
     lap(times.hosts);
-    KOLO_TRY(comm->connect(deadline, comm->transports_of_));
+    KOLO_TRY(comm->connect(deadline, comm->transports_of_, false));
     lap(times.connect);
   } else {
     // The start-up exchange's tree: its links go when the exchanges are done.
@@ -60,9 +60,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
     if (!transports.ok()) return transports.status();
     lap(times.hosts);
     KOLO_TRY(comm->exchange_topology(*net.value(), deadline));
-    comm->all_joined_ = true;
     lap(times.topology);
-    KOLO_TRY(comm->connect(deadline, transports.value()));
+    KOLO_TRY(comm->connect(deadline, transports.value(), true));
     lap(times.connect);
     KOLO_TRY(comm->calibrate_network(deadline));
     lap(times.calibrate);
@@ -127,24 +126,24 @@ Communicator::~Communicator() {
 // The transports (engine/connect.h), then the planner's view of the communicator (what
 // plan_inputs.h builds from the settings, the machines and the rows' declarations), then
 // one executor per row that declared it runs here.
-Status Communicator::connect(const Deadline& deadline, const std::vector<std::string>& transports) {
+Status Communicator::connect(const Deadline& deadline, const std::vector<std::string>& transports,
+                             bool all_joined) {
   ConnectRequest request{store_->client.get(), store_->secret, id_.prefix, id_.rank, id_.size, host_of_rank_,
                          local_store_ ? local_store_->client.get() : nullptr, {}};
-  if (all_joined_ && liveness_) {
+  if (all_joined && liveness_) {
     request.left = [this](const std::vector<int>& ranks) -> Status {
       Result<std::vector<int>> gone =
           liveness_->client->absent(live_prefix(id_.prefix), id_.size, 0, Deadline(kNameGoneSeconds));
       if (!gone.ok()) return Status();  // no answer: the wait goes on to its deadline
-      std::vector<int> left;
+      std::vector<int> left_ranks;
       for (int r : ranks) {
-        if (std::binary_search(gone.value().begin(), gone.value().end(), r)) left.push_back(r);
+        if (std::binary_search(gone.value().begin(), gone.value().end(), r)) left_ranks.push_back(r);
       }
-      if (left.empty()) return Status();
-      return error(Code::kRemote, left.size() == 1 ? "rank " : "ranks ", rank_list(left),
-                   left.size() == 1 ? " left the job during start-up (its connection to the store closed: it failed "
-                                      "or was killed)"
-                                    : " left the job during start-up (their connections to the store closed: they "
-                                      "failed or were killed)");
+      if (left_ranks.empty()) return Status();
+      const bool one = left_ranks.size() == 1;
+      return error(Code::kRemote, one ? "rank " : "ranks ", rank_list(left_ranks), " left the job during start-up (",
+                   one ? "its connection" : "their connections", " to the store closed: ", one ? "it" : "they",
+                   " failed or ", one ? "was" : "were", " killed)");
     };
   }
   auto connections = Connections::create(request, deadline, transports);

@@ -154,7 +154,10 @@ class Communicator {
   Status read_environment();
   Result<std::unique_ptr<Communicator>> made_with_all(Result<std::unique_ptr<Communicator>> made,
                                                       const Deadline& deadline);
-  Status connect(const Deadline& deadline, const std::vector<std::string>& transports);
+  // `all_joined`: every rank has set its live key (the start-up exchange ran; each enters it
+  // after setting it), so that a live key missing means that rank left: the set-up's waits
+  // ask (CommSite::left) instead of waiting for it to their deadline.
+  Status connect(const Deadline& deadline, const std::vector<std::string>& transports, bool all_joined);
   Status usable();  // the first error again once the communicator has failed
   // Hosts and transports in one exchange; the transports' entries are returned for connect.
   Result<std::vector<std::string>> exchange_hosts(BootstrapNet& net, const Deadline& deadline);
@@ -220,9 +223,6 @@ class Communicator {
   std::atomic<bool> dumped_failure_{false};  // one failure dump, whichever thread fails first
   std::atomic<bool> failure_settled_{false};  // the first failure's cause is named (fail() returned)
   std::atomic<bool> in_call_{false};  // a call of the user's runs (run_calls, run_on_lane): its failure is said in the store
-  // Every rank has set its live key (create() ran the start-up exchange, which each enters
-  // after setting it): from here a live key missing means that rank left (connect's `left`).
-  bool all_joined_ = false;
   bool made_ = false;  // create() finished: a failure later lingers for the others (~Communicator)
 };
 

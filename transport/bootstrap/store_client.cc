@@ -125,7 +125,16 @@ class StoreClientImpl final : public StoreClient {
       const std::string& list = reply.value().payload;
       for (size_t at = 0; at < list.size();) {
         size_t comma = std::min(list.find(',', at), list.size());
-        absent.push_back(std::atoi(list.substr(at, comma - at).c_str()));
+        // Indices of the keys asked for, or the reply is not the server's to trust: callers
+        // index their members with them.
+        const std::string text = list.substr(at, comma - at);
+        char* end = nullptr;
+        const long index = std::strtol(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || index < first || index >= static_cast<long>(first) + count) {
+          return error(Code::kRemote, "store at ", server_.to_string(), ": GATHER timed out naming key '",
+                       text.substr(0, 20), "', not one of ", first, "..", first + count - 1);
+        }
+        absent.push_back(static_cast<int>(index));
         at = comma + 1;
       }
       if (missing != nullptr) *missing = absent;

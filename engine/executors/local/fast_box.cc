@@ -48,14 +48,10 @@ Status FastBoxes::wait_posted(int index, uint64_t tag, const Deadline& deadline,
 // Member `index`'s box of call f, once posted, holding the same call as this rank's.
 Status FastBoxes::wait_box(int index, uint64_t f, const Deadline& deadline, const char* what) {
   const Box& b = box(index, f);
-  // Posted already (or seen before) and the same call: no wait, no more checks.
+  // Posted already (a peer ahead of us, or seen before): no call into the wait.
   uint64_t posted = seen_[index];
   if (posted <= f && (posted = b.tag.load(std::memory_order_acquire)) > f) seen_[index] = posted;
-  if (posted > f && b.op == signatures_.sequence() + 1 && b.shape == signatures_.shape() &&
-      b.count == signatures_.count()) {
-    return Status();
-  }
-  KOLO_TRY(wait_posted(index, f + 1, deadline, what));
+  if (posted <= f) KOLO_TRY(wait_posted(index, f + 1, deadline, what));
   if (b.op != signatures_.sequence() + 1) {
     return error(Code::kMismatch, "rank ", d_.global_rank(index), " ran this small collective as its collective #",
                  b.op, " while rank ", d_.global_rank(d_.index()), " is at #", signatures_.sequence() + 1,

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -84,7 +85,8 @@ std::string file_safe(const std::string& text) {
 }  // namespace
 
 FlightRecorder::FlightRecorder(size_t capacity, std::string comm, int rank, int size)
-    : slots_(capacity), comm_(std::move(comm)), rank_(rank), size_(size) {
+    : slots_(std::bit_ceil(capacity)), mask_(slots_.size() - 1), capacity_(capacity), comm_(std::move(comm)),
+      rank_(rank), size_(size) {
   p2p_sent_.assign(size, 0);
   p2p_received_.assign(size, 0);
   (void)TickClock::origin();
@@ -130,10 +132,10 @@ std::string FlightRecorder::to_json(const DumpRequest& request) const {
   const WallOfTicks clock;
   nlohmann::json calls = nlohmann::json::array();
   const uint64_t written = written_.load(std::memory_order_acquire);
-  const uint64_t first = written > slots_.size() ? written - slots_.size() : 0;
+  const uint64_t first = written > capacity_ ? written - capacity_ : 0;
   uint64_t torn = 0;
   for (uint64_t i = first; i < written; ++i) {
-    const Slot& s = slots_[i % slots_.size()];
+    const Slot& s = slots_[i & mask_];
     CallRecord r;
     bool whole = false;
     for (int attempt = 0; attempt < 3 && !whole; ++attempt) {  // a slot the call thread writes now is retried
@@ -184,7 +186,7 @@ std::string FlightRecorder::to_json(const DumpRequest& request) const {
                          {"pid", static_cast<int64_t>(getpid())},
                          {"reason", request.reason},
                          {"dumped_ns", clock.wall_now},
-                         {"capacity", slots_.size()},
+                         {"capacity", capacity_},
                          {"calls_recorded", written},
                          {"calls_torn", torn},
                          {"calls", std::move(calls)}};

@@ -25,7 +25,7 @@ struct alignas(64) FastBoxes::Box {
 // of a peer that may still read its op signatures.
 static_assert(FastBoxes::kBoxes - 1 + 64 < kSignatureRing);
 
-FastBoxes::FastBoxes(SharedDomain& domain, const OpSignatures& signatures)
+FastBoxes::FastBoxes(SharedDomain& domain, OpSignatures& signatures)
     : d_(domain), signatures_(signatures), n_(domain.size()), me_(domain.index()), seen_(domain.size(), 0) {
   for (int i = 0; i < domain.size(); ++i) areas_.push_back(domain.fast_area(i));
 }
@@ -139,6 +139,7 @@ Status FastBoxes::run(const CollCall& call, const Deadline& deadline) {
   mine.shape = signatures_.shape();
   mine.count = signatures_.count();
   d_.publish_word(mine.tag, f + 1);
+  signatures_.publish();  // for a peer in another protocol's wait; our peers read the box's header
   KOLO_PROBE(kPublished);
 
   // Take: what this rank reads of its peers' boxes.

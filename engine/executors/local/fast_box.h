@@ -38,9 +38,10 @@ class FastBoxes {
   static constexpr size_t kPayloadBytes = kBoxBytes - kHeaderBytes;
 
   // What one rank's contribution may be (4 KB and a little more): PlanContext::fast_box_bytes.
-  FastBoxes(SharedDomain& domain, const OpSignatures& signatures);
+  FastBoxes(SharedDomain& domain, OpSignatures& signatures);
 
-  // Runs the call; the op signature is announced already (signatures.announce).
+  // Runs the call, whose op signature is set (OpSignatures::set); publishes it once this
+  // rank's box is posted.
   Status run(const CollCall& call, const Deadline& deadline);
 
  private:
@@ -52,7 +53,7 @@ class FastBoxes {
   Status reduce_boxes(const CollCall& call, uint64_t f, void* dst, size_t offset);
 
   SharedDomain& d_;
-  const OpSignatures& signatures_;
+  OpSignatures& signatures_;
   const int n_, me_;            // the domain's size and this rank's index (no virtual call per use)
   std::vector<char*> areas_;    // per member: its fast area (no virtual call per box)
   uint64_t calls_ = 0;          // fast calls run so far (numbered alike on every rank)

@@ -140,12 +140,12 @@ class LocalExecutor final : public Executor {
     // The algorithm is part of what peers must agree on: a one-shot rank would read the
     // slots that two-shot ranks overwrite with their reduced slices.
     const bool reduces = call.spec.kind == CollKind::kAllreduce || call.spec.kind == CollKind::kReduce;
-    signatures_.announce(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot,
-                         call.postscale.divisor > 1);  // AVG, lowered by Communicator::lowered
+    // AVG is lowered to a sum and a divisor by Communicator::lowered.
+    signatures_.set(op_sequence_, call.spec, reduces && algorithm == Algorithm::kTwoShot, call.postscale.divisor > 1);
     KOLO_PROBE(kAnnounced);
     Status status;
     if (plan.protocol == Protocol::kFastBox) {
-      status = fast_.run(call, deadline);
+      status = fast_.run(call, deadline);  // publishes the signature once its box is posted
     } else if (plan.protocol != Protocol::kSlots || plan.chunk_bytes != geometry_.slots.slot_bytes) {
       // A Plan this executor cannot honour (the chunk is the domain's slot, which every
       // rank has alike): no program runs another way than planned.
@@ -153,6 +153,7 @@ class LocalExecutor final : public Executor {
                      geometry_.slots.slot_bytes, "-byte slots; the Plan asks for protocol ", protocol_name(plan.protocol),
                      " in chunks of ", plan.chunk_bytes, " bytes");
     } else {
+      signatures_.publish();
       HostOps ops(d_, geometry_, signatures_, call, deadline, scratch_);
       ops.stream_outputs(plan.streamed_outputs);
       LocalPrograms<HostOps> programs(ops, next_chunk_);

@@ -3,16 +3,19 @@
 #include <string>
 
 namespace kolo {
-namespace {
 
 // Three words: 1-based op number (0 = empty or being rewritten; written last), shape
 // (kind, dtype, op, root, two-shot, wire dtype packed) and count (or a hash of allgatherv's counts).
-struct Signature {
+struct OpSignatures::Signature {
   std::atomic<uint64_t> sequence{0};
   std::atomic<uint64_t> shape{0};
   std::atomic<uint64_t> count{0};
 };
-static_assert(sizeof(Signature) * kSignatureRing <= kRankAreaBytes - kDeviceBarrierAreaBytes);
+static_assert(sizeof(OpSignatures::Signature) * kSignatureRing <= kRankAreaBytes - kDeviceBarrierAreaBytes);
+
+namespace {
+
+using Signature = OpSignatures::Signature;
 
 Signature& current(const SharedDomain& d, int index) {
   static_assert(kDeviceBarrierWord >= 3 && sizeof(Signature) == 3 * sizeof(std::atomic<uint64_t>));
@@ -51,7 +54,13 @@ bool read_signature(const Signature& sig, SignatureView* view) {
 
 }  // namespace
 
-void OpSignatures::announce(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg) {
+OpSignatures::OpSignatures(SharedDomain& domain)
+    : d_(domain),
+      index_(domain.index()),
+      now_(&current(domain, index_)),
+      ring_(reinterpret_cast<Signature*>(domain.rank_area(index_))) {}
+
+void OpSignatures::set(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg) {
   sequence_ = sequence;
   shape_ = static_cast<uint64_t>(spec.kind) | static_cast<uint64_t>(spec.dtype) << 8 |
            static_cast<uint64_t>(avg ? ReduceOp::kAvg : spec.op) << 16 |
@@ -63,11 +72,13 @@ void OpSignatures::announce(uint64_t sequence, const CollSpec& spec, bool two_sh
     for (size_t v : spec.counts) count_ = (count_ ^ v) * 1099511628211ull;
     for (size_t v : spec.displs) count_ = (count_ ^ v) * 1099511628211ull;
   }
-  Signature& now = current(d_, d_.index());
+}
+
+void OpSignatures::publish() {
   // `current` is rewritten while peers may read it: a seqlock (sequence 0 while it changes).
-  now.sequence.store(0, std::memory_order_relaxed);
+  now_->sequence.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  for (Signature* sig : {&in_ring(d_, d_.index(), sequence_), &now}) {
+  for (Signature* sig : {&ring_[sequence_ % kSignatureRing], now_}) {
     sig->shape.store(shape_, std::memory_order_relaxed);
     sig->count.store(count_, std::memory_order_relaxed);
     sig->sequence.store(sequence_ + 1, std::memory_order_release);

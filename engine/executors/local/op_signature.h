@@ -23,12 +23,21 @@ constexpr int kSignatureRing = 80;
 // op (or an earlier one) as another call will never post what the wait needs.
 class OpSignatures final : public SharedDomain::StallCheck {
  public:
-  explicit OpSignatures(SharedDomain& domain) : d_(domain) {}
+  explicit OpSignatures(SharedDomain& domain);
   Status operator()(int index) const override { return check_if_arrived(index); }
 
-  // Publishes what this rank is about to run (op number `sequence`, 0-based). `avg`: the
-  // call was AVG, which spec carries as a sum and a divisor; announced (and named) as avg.
-  void announce(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg = false);
+  // What this rank is about to run (op number `sequence`, 0-based), for this rank's checks
+  // and the fast boxes' headers; publish() shows it to the peers. `avg`: the call was AVG,
+  // which spec carries as a sum and a divisor; announced (and named) as avg.
+  void set(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg = false);
+  void publish();
+  // Both, before the op posts anything (the staging slots: a peer that waits on our
+  // counters checks our signature). The fast boxes publish after posting their box, whose
+  // header carries the same: off the path from one call's post to the next (issue 52).
+  void announce(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg = false) {
+    set(sequence, spec, two_shot, avg);
+    publish();
+  }
   // Checks that member `index` (or every peer, index -1) runs the same.
   Status check(int index) const;
   // For a wait that goes on: a mismatch once member `index` has announced this op (or run
@@ -42,10 +51,15 @@ class OpSignatures final : public SharedDomain::StallCheck {
   // KOLO_ERR_MISMATCH: member `index` runs (shape, count) where this rank runs its own.
   Status mismatch(int index, uint64_t shape, uint64_t count) const;
 
+  struct Signature;  // one op's, in shared memory (op_signature.cc)
+
  private:
   Status check_one(int index) const;
 
   SharedDomain& d_;
+  const int index_;    // this rank's, and where its signatures go (no virtual call per op)
+  Signature* const now_;
+  Signature* const ring_;
   uint64_t sequence_ = 0;
   uint64_t shape_ = 0;
   uint64_t count_ = 0;

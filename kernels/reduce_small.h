@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/dtype.h"
 #include "kernels/functors.h"
@@ -29,22 +30,95 @@ inline T load_at(const void* p, size_t j) {
   return v;
 }
 
+// The scalar functors' operations on sixteen bytes of elements at once (GCC's vector
+// extensions: SSE2 on every x86-64, NEON on Arm), element by element the same operations,
+// so the same bits: integer sums and products in unsigned lanes (they wrap, as the functors
+// do), min and max as the functors' one compare-and-select with its NaN term.
+template <class T, bool = std::is_integral_v<T>>
+struct WrappingLane {
+  using type = T;
+};
+template <class T>
+struct WrappingLane<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
+template <class T, class Op>
+struct VectorOp {
+  static constexpr bool kHas = false;
+};
+template <class T>
+struct VectorOp<T, SumFn<T>> {
+  static constexpr bool kHas = true;
+  using Lane = typename WrappingLane<T>::type;
+  template <class V>
+  static V apply(V a, V b) { return a + b; }
+};
+template <class T>
+struct VectorOp<T, ProdFn<T>> {
+  static constexpr bool kHas = true;
+  using Lane = typename WrappingLane<T>::type;
+  template <class V>
+  static V apply(V a, V b) { return a * b; }
+};
+template <class T>
+struct VectorOp<T, MinFn<T>> {
+  static constexpr bool kHas = true;
+  using Lane = T;
+  template <class V>
+  static V apply(V a, V b) { return ((a < b) | (a != a)) ? a : b; }
+};
+template <class T>
+struct VectorOp<T, MaxFn<T>> {
+  static constexpr bool kHas = true;
+  using Lane = T;
+  template <class V>
+  static V apply(V a, V b) { return ((a > b) | (a != a)) ? a : b; }
+};
+
+// Elements [0, count - count % per vector) sixteen bytes at a time, folded from input 0 up;
+// returns where the scalar tail starts. A 32-float two-input sum: 5.5 ns, against 15 one
+// element at a time (development VM, AMD EPYC; issue 52).
+template <class T, class Op>
+inline size_t reduce_small_vectors(char* out, const void* const* srcs, int nsrcs, size_t count) {
+  if constexpr (!VectorOp<T, Op>::kHas) {
+    return 0;
+  } else {
+    using Lane = typename VectorOp<T, Op>::Lane;
+    typedef Lane V __attribute__((vector_size(16)));
+    constexpr size_t per = sizeof(V) / sizeof(T);
+    const size_t end = count - count % per;
+    for (size_t j = 0; j < end; j += per) {
+      V acc;
+      std::memcpy(&acc, static_cast<const char*>(srcs[0]) + j * sizeof(T), sizeof(V));
+      for (int k = 1; k < nsrcs; ++k) {
+        V v;
+        std::memcpy(&v, static_cast<const char*>(srcs[k]) + j * sizeof(T), sizeof(V));
+        acc = VectorOp<T, Op>::apply(acc, v);
+      }
+      std::memcpy(out + j * sizeof(T), &acc, sizeof(V));
+    }
+    return end;
+  }
+}
+
 template <class T, class Op>
 inline void reduce_small_typed(void* dst, const void* const* srcs, int nsrcs, size_t count) {
   const Op op;
   char* out = static_cast<char*>(dst);
-  // One element at a time, folded from input 0 up, each read from every input before it is
-  // written (dst may be an input). Blocks through fixed-size arrays were slower on the
-  // development VM (AMD EPYC): a 32-byte two-rank allreduce took 12 ns more than with the
-  // variable-size memcpy before them, this loop 10 ns less (issue 52).
+  // Sixteen bytes at a time, then one element at a time, folded from input 0 up, each read
+  // from every input before it is written (dst may be an input). Blocks through fixed-size
+  // arrays were slower on the development VM (AMD EPYC): a 32-byte two-rank allreduce took
+  // 12 ns more than with the variable-size memcpy before them (issue 52).
+  const size_t first = reduce_small_vectors<T, Op>(out, srcs, nsrcs, count);
   if (nsrcs == 2) {  // the common small call (two ranks): no loop over the inputs
-    for (size_t j = 0; j < count; ++j) {
+    for (size_t j = first; j < count; ++j) {
       const T acc = op(load_at<T>(srcs[0], j), load_at<T>(srcs[1], j));
       std::memcpy(out + j * sizeof(T), &acc, sizeof(T));
     }
     return;
   }
-  for (size_t j = 0; j < count; ++j) {
+  for (size_t j = first; j < count; ++j) {
     T acc = load_at<T>(srcs[0], j);
     for (int k = 1; k < nsrcs; ++k) acc = op(acc, load_at<T>(srcs[k], j));
     std::memcpy(out + j * sizeof(T), &acc, sizeof(T));

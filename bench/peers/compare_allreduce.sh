@@ -138,12 +138,21 @@ awk -v np="$np" -v col=6 "$medians"'
 [ "${LATENCY:-0}" = 1 ] || exit 0
 echo "# per-call latency in us (--latency: each out-of-place call timed alone, every rank's calls pooled),"
 echo "# median over the rounds of each run's median (p50) and p99; Gloo and torch over TCP, torch from Python"
-printf "%12s  %9s  %9s  %9s  %9s  %9s    %9s  %9s  %9s  %9s  %9s\n" size kolo_p50 ompi_p50 mpich_p50 gloo_p50 \
-  torch_p50 kolo_p99 ompi_p99 mpich_p99 gloo_p99 torch_p99
+printf "%12s  %9s  %9s  %9s  %9s  %9s    %9s  %9s  %9s  %9s  %9s    %9s  %9s\n" size kolo_p50 ompi_p50 mpich_p50 gloo_p50 \
+  torch_p50 kolo_p99 ompi_p99 mpich_p99 gloo_p99 torch_p99 p50/mpi p99/mpi
+# The ratios: the faster MPI's median (p50, p99) over kolo's; above 1, kolo is faster.
+ratio='function ratio(   best) { best = ""
+    if ("ompi" in m) best = m["ompi"]
+    if (("mpich" in m) && (best == "" || m["mpich"] < best)) best = m["mpich"]
+    return ("kolo" in m) && best != "" && m["kolo"] > 0 ? best / m["kolo"] : "-" }'
 paste -d' ' \
   <(awk -v col=15 "$medians"'END { for (s in sizes) { medians_of(s); line = sprintf("%12d", s)
-      for (p = 1; p <= 5; ++p) line = line "  " num((names[p] in m) ? m[names[p]] : "", 9, 2); print line } }' \
+      for (p = 1; p <= 5; ++p) line = line "  " num((names[p] in m) ? m[names[p]] : "", 9, 3); print line } }' \
       "${files[@]}" | sort -n) \
   <(awk -v col=16 "$medians"'END { for (s in sizes) { medians_of(s); line = sprintf("%12d", s) "  "
-      for (p = 1; p <= 5; ++p) line = line "  " num((names[p] in m) ? m[names[p]] : "", 9, 2); print line } }' \
-      "${files[@]}" | sort -n | cut -c13-)
+      for (p = 1; p <= 5; ++p) line = line "  " num((names[p] in m) ? m[names[p]] : "", 9, 3); print line } }' \
+      "${files[@]}" | sort -n | cut -c13-) \
+  <(paste -d' ' \
+      <(awk -v col=15 "$medians$ratio"'END { for (s in sizes) { medians_of(s); print s, ratio() } }' "${files[@]}" | sort -n) \
+      <(awk -v col=16 "$medians$ratio"'END { for (s in sizes) { medians_of(s); print s, ratio() } }' "${files[@]}" | sort -n) |
+    awk '{ printf "   %9s  %9s\n", $2 == "-" ? "-" : sprintf("%.3f", $2), $4 == "-" ? "-" : sprintf("%.3f", $4) }')

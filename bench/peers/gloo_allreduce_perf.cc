@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
                   "float", "sum", -1, out_us, algbw_out, algbw_out * bus_factor, wrong_out, in_us, algbw_in,
                   algbw_in * bus_factor, wrong_in);
       if (latency) {
-        auto digits = [](double us) { return us >= 10000 ? 0 : us >= 100 ? 1 : 2; };
+        auto digits = [](double us) { return us >= 10000 ? 0 : us >= 100 ? 1 : us >= 10 ? 2 : 3; };  // ns under 10 us
         std::printf("  %8.*f  %8.*f  %8.*f", digits(lat[0]), lat[0], digits(lat[1]), lat[1], digits(lat[2]), lat[2]);
       }
       std::printf("\n");

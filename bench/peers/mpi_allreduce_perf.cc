@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
                       check ? std::to_string(all[p]).c_str() : "N/A");
         }
         if (latency) {
-          auto digits = [](double us) { return us >= 10000 ? 0 : us >= 100 ? 1 : 2; };
+          auto digits = [](double us) { return us >= 10000 ? 0 : us >= 100 ? 1 : us >= 10 ? 2 : 3; };  // ns under 10 us
           std::printf("  %8.*f  %8.*f  %8.*f", digits(t[0].lat_min), t[0].lat_min, digits(t[0].lat_p50), t[0].lat_p50,
                       digits(t[0].lat_p99), t[0].lat_p99);
         }

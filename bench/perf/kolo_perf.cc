@@ -370,7 +370,7 @@ std::string format_measure(const Measure& m, bool check) {
 // --latency: the out-of-place calls' min, median and p99 (us), after the other columns.
 std::string format_latency(const Measure& out) {
   char line[64];
-  auto digits = [](double us) { return us >= 10000 ? 0 : us >= 100 ? 1 : 2; };
+  auto digits = [](double us) { return us >= 10000 ? 0 : us >= 100 ? 1 : us >= 10 ? 2 : 3; };  // ns under 10 us
   std::snprintf(line, sizeof(line), "  %8.*f  %8.*f  %8.*f", digits(out.lat_min), out.lat_min, digits(out.lat_p50),
                 out.lat_p50, digits(out.lat_p99), out.lat_p99);
   return line;

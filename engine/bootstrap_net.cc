@@ -14,7 +14,9 @@ constexpr uint64_t kBootTag = uint64_t{0x7ffffff1} << 32;  // apart from collect
 constexpr size_t kMaxEntryBytes = 16u << 20;
 // A peer's claimed blob length is checked before anything is sized by it.
 constexpr uint64_t kMaxBlobBytes = uint64_t{256} << 20;
-// Left of the deadline for asking the store who is missing after a step fails.
+// Left of the deadline for asking the store who is missing after a step fails: this, or a
+// quarter of a shorter deadline (a KOLO_TIMEOUT of 1 s left the steps nothing: a rank that
+// started half a second after rank 0 failed the start-up).
 constexpr double kExplainSeconds = 1.0;
 
 void put_u32(std::string& out, uint32_t v) {
@@ -95,7 +97,7 @@ int BootstrapNet::tree_degree() const { return (parent_ >= 0 ? 1 : 0) + static_c
 Status BootstrapNet::link_tree(const Deadline& deadline) {
   // Children first: they connect to their parent as soon as they start, so that a parent
   // usually finds their links already made (no race, one connection per pair).
-  Deadline within(deadline.remaining_seconds() - kExplainSeconds);
+  const Deadline within = steps_within(deadline);
   std::vector<int> peers = children_;
   if (parent_ >= 0) peers.insert(peers.begin(), parent_);
   for (int peer : peers) {
@@ -189,7 +191,7 @@ Result<std::vector<std::string>> BootstrapNet::allgather(const std::string& mine
   std::vector<std::string> entries;
   std::vector<bool> seen;
   if (n == 1) return std::vector<std::string>{mine};
-  const Deadline within(deadline.remaining_seconds() - kExplainSeconds);
+  const Deadline within = steps_within(deadline);
   // Each allgather's messages have tags of their own: up (length, data), then down.
   const uint64_t up_tag = kBootTag + (round_++ << 2), down_tag = up_tag + 2;
   // Up: my subtree's entries to my parent.
@@ -226,7 +228,13 @@ Result<std::vector<std::string>> BootstrapNet::allgather(const std::string& mine
 // connection) say who it is.
 Status BootstrapNet::explain(const Status& failure) {
   return name_ranks_gone(failure.with_context("the start-up exchange: "), *liveness_, live_prefix_, site_.size, site_.rank,
-                         kExplainSeconds * 0.8, false);
+                         explain_s_ * 0.8, false);
+}
+
+Deadline BootstrapNet::steps_within(const Deadline& deadline) {
+  const double left = deadline.remaining_seconds();
+  explain_s_ = std::min(kExplainSeconds, std::max(0.0, left / 4));
+  return Deadline(left - explain_s_);
 }
 
 }  // namespace kolo

@@ -46,6 +46,8 @@ class BootstrapNet {
               std::vector<std::string>* in, const Deadline& deadline, Requests& r);
   // A step that failed: who is not alive, from the store, if anyone.
   Status explain(const Status& failure);
+  // The steps' deadline: `deadline` less what explain() may take (explain_s_, set here).
+  Deadline steps_within(const Deadline& deadline);
 
   CommSite site_;
   StoreClient* liveness_ = nullptr;
@@ -55,6 +57,7 @@ class BootstrapNet {
   int parent_ = -1;
   std::vector<int> children_;
   uint64_t round_ = 0;
+  double explain_s_ = 0;  // what explain() has of the present step's deadline
 };
 
 // Entries as one blob ("u32 rank, u32 length, bytes" each) and back; the decoder checks

@@ -229,6 +229,7 @@ Status CallRunner::execute(const PlannedCall* calls, size_t n) {
                             : fast ? Deadline::from_first_question(timeout) : Deadline(timeout);
   KOLO_PROBE(kExecutorEntered);
   Status status = executor->run(calls, n, deadline);
+  last_waited_ = deadline.asked();
   KOLO_PROBE(kExecutorDone);
   if (status.code() == Code::kUnsupported) return status;  // refused before it ran (executor.h)
   if (status.ok()) return Status();

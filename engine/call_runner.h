@@ -74,6 +74,9 @@ class CallRunner final : public HostRunner {
   Status check_compression(const PlannedCall& call) const;
   // The plan the last call ran with (a group: its last call's; null after an empty call).
   const Plan* last_plan() const { return ran_plan_; }
+  // Whether the last call waited past spinning (its deadline was asked, Deadline::asked): a
+  // call that did not waited some hundred microseconds at most.
+  bool last_call_waited() const { return last_waited_; }
   // A deadline for the one call the calling thread runs now (a split's, an init's barrier);
   // null: KOLO_TIMEOUT from when the call starts.
   void set_call_deadline(const Deadline* deadline) { call_deadline_ = deadline; }
@@ -102,6 +105,7 @@ class CallRunner final : public HostRunner {
   bool last_grouped_ = false;
   const Plan* last_plan_ = nullptr;  // the memo
   const Plan* ran_plan_ = nullptr;
+  bool last_waited_ = true;
   std::vector<PlannedCall> host_calls_;  // run_host's
   struct Lane {
     LaneKey key;

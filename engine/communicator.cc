@@ -339,7 +339,10 @@ bool Communicator::run_on_lane(const LaneKey& key, const void* send, void* recv,
   KOLO_PROBE(kCommLocked);
   Status s = usable();
   if (s.ok()) s = runner_->run_lane(lane, send, recv, collectives_);
-  if (recorder_) recorder_->ended(slot, runner_->last_plan(), s.ok(), false, trace_ticks());
+  if (recorder_) {
+    const bool timed = collectives_ % kLaneTimedEvery == 0 || !s.ok() || runner_->last_call_waited();
+    recorder_->ended(slot, runner_->last_plan(), s.ok(), false, timed ? trace_ticks() : 0);
+  }
   KOLO_PROBE(kCommDone);
   lock.unlock();
   return finish(std::move(s));

@@ -2,8 +2,9 @@
 // they were, how they were planned and when they entered, started and ended, so that a hang
 // or a failure can be read after the fact (tools/kolo_trace reads the dumps of all ranks).
 //
-// Recording costs a few stores and two reads of the CPU's timestamp counter per call: the
-// ring is preallocated, nothing is formatted until a dump. A dump is one JSON file per rank
+// Recording costs a few stores and two reads of the CPU's timestamp counter per call (the
+// small-call lane's: one, kLaneTimedEvery says why): the ring is preallocated, nothing is
+// formatted until a dump. A dump is one JSON file per rank
 // and communicator, written on the communicator's first failure and on kolo_comm_dump()
 // (both where KOLO_TRACE_DIR names a folder, or the caller names one), and on SIGUSR1 (where
 // KOLO_TRACE_DIR is set and the application has no handler of its own). Dumps hold no
@@ -26,6 +27,14 @@ namespace kolo {
 
 // support/clock.h's cpu_ticks(); they become wall time only in a dump (TickClock).
 inline uint64_t trace_ticks() { return cpu_ticks(); }
+
+// The small-call lane's calls (call_runner.h) read the clock as they enter, and as they end
+// only where they waited past spinning (about 200 us, CallRunner::last_call_waited), failed,
+// or their number is a multiple of this (alike on every rank): the timestamp counter costs
+// about 5 ns a read in a call of 140 (issue 52). Their entry, and so how long a call that
+// hangs has waited, is always there; kolo-trace counts an untimed call's wait as none (next
+// to the millisecond it calls a straggler's lag).
+constexpr uint64_t kLaneTimedEvery = 16;
 
 enum class CallState : uint8_t { kEntered, kRunning, kDone, kFailed, kOnStream };
 const char* call_state_name(CallState state);
@@ -100,16 +109,25 @@ class FlightRecorder {
     put(s.outcome, static_cast<uint64_t>(CallState::kRunning));
     end_write(s);
   }
+  // `now` 0: a call that ended untimed (the small-call lane reads the clock at the end of
+  // one call in kLaneTimedEvery, Communicator::run_on_lane): its outcome alone, one store,
+  // which a dump reads whole without the seqlock; its slot keeps ended 0.
   void ended(size_t index, const Plan* plan, bool ok, bool device, uint64_t now) {
     Slot& s = slot(index);
     const CallState state = !ok ? CallState::kFailed : device ? CallState::kOnStream : CallState::kDone;
+    const uint64_t outcome =
+        static_cast<uint64_t>(state) |
+        (plan == nullptr ? 0
+                         : uint64_t{1} << 8 | uint64_t{static_cast<uint8_t>(plan->executor)} << 16 |
+                               uint64_t{static_cast<uint8_t>(plan->algorithm)} << 24 |
+                               uint64_t{static_cast<uint8_t>(plan->protocol)} << 32);
+    if (now == 0) {
+      s.outcome.store(outcome, std::memory_order_release);
+      return;
+    }
     begin_write(s);
     put(s.ended, now);
-    put(s.outcome, static_cast<uint64_t>(state) |
-                       (plan == nullptr ? 0
-                                        : uint64_t{1} << 8 | uint64_t{static_cast<uint8_t>(plan->executor)} << 16 |
-                                              uint64_t{static_cast<uint8_t>(plan->algorithm)} << 24 |
-                                              uint64_t{static_cast<uint8_t>(plan->protocol)} << 32));
+    put(s.outcome, outcome);
     end_write(s);
   }
 

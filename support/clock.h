@@ -56,6 +56,9 @@ class Deadline {
   double remaining_seconds() const {
     return std::chrono::duration<double>(at() - Clock::now()).count();
   }
+  // False while a from_first_question deadline has not been asked: its wait, if any, spun
+  // and did not sleep (the shared-memory waits ask as they stop spinning, after about 200 us).
+  bool asked() const { return lazy_seconds_ < 0; }
 
  private:
   Deadline() = default;

@@ -15,6 +15,7 @@ free_port() {
   echo "$port"
 }
 #   run_ranks WORKER SCENARIO NP OUTER_TIMEOUT LOG_DIR
+# LATE_RANK=r LATE_S=s in the environment start rank r s seconds after the others.
 run_ranks() {
   local worker=$1 scenario=$2 np=$3 limit=$4 logs=$5 r start
   export KOLO_SIZE=$np KOLO_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
@@ -22,7 +23,11 @@ run_ranks() {
   start=$(date +%s)
   local pids=()
   for r in $(seq 0 $((np - 1))); do
-    KOLO_RANK=$r timeout "$limit" "$worker" "$scenario" >"$logs/rank$r.log" 2>&1 &
+    if [ "$r" = "${LATE_RANK:-}" ]; then
+      (sleep "$LATE_S"; KOLO_RANK=$r exec timeout "$limit" "$worker" "$scenario") >"$logs/rank$r.log" 2>&1 &
+    else
+      KOLO_RANK=$r timeout "$limit" "$worker" "$scenario" >"$logs/rank$r.log" 2>&1 &
+    fi
     pids+=($!)
   done
   codes=()

@@ -57,6 +57,31 @@ TEST(FlightRecorder, KeepsTheLastCallsInOrder) {
   EXPECT_NE(text.find("\"algorithm\": \"one_shot\""), std::string::npos) << text;
 }
 
+// A ring of any size keeps that many calls (it is a power of two inside); a call that ended
+// untimed (the small-call lane's, kLaneTimedEvery) is done, with its entry and no end.
+TEST(FlightRecorder, AnyCapacityAndUntimedEnds) {
+  FlightRecorder recorder(5, "c/1", 0, 2);
+  for (uint64_t seq = 1; seq <= 12; ++seq) {
+    const size_t slot = recorder.entered(allreduce(seq), seq, 0, 1, trace_ticks());
+    recorder.ended(slot, nullptr, true, false, seq % 2 == 0 ? trace_ticks() : 0);
+  }
+  const trace::RankDump dump = read_back(recorder);
+  EXPECT_EQ(dump.calls_recorded, 12);
+  ASSERT_EQ(dump.calls.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const trace::CallEntry& c = dump.calls[i];
+    EXPECT_EQ(c.seq, static_cast<long long>(8 + i));
+    EXPECT_EQ(c.state, "done");
+    EXPECT_GT(c.entered_ms, 0);
+    if (c.seq % 2 == 0) {
+      EXPECT_LE(c.entered_ms, c.ended_ms);
+    } else {
+      EXPECT_EQ(c.ended_ms, 0) << c.seq;
+    }
+  }
+  EXPECT_NE(recorder.to_json(DumpRequest{}).find("\"capacity\": 5"), std::string::npos);
+}
+
 TEST(FlightRecorder, CallsInFlightAndPointToPoint) {
   FlightRecorder recorder(8, "c", 0, 2);
   CollSpec send;
@@ -92,8 +117,9 @@ TEST(FlightRecorder, DumpWhileRecording) {
   caller.join();
 }
 
+// timed_every: as the small-call lane (kLaneTimedEvery), only every so many calls has an end.
 trace::RankDump made_dump(int rank, int size, int completed, const std::string& last_kind = "", double wait_ms = 1,
-                          double lag_ms = 0) {
+                          double lag_ms = 0, int timed_every = 1) {
   trace::RankDump d;
   d.comm = "world";
   d.rank = rank;
@@ -107,7 +133,7 @@ trace::RankDump made_dump(int rank, int size, int completed, const std::string& 
     c.count = 16;
     c.state = "done";
     c.entered_ms = c.started_ms = 1000.0 * seq + lag_ms;
-    c.ended_ms = c.started_ms + wait_ms;
+    c.ended_ms = seq % timed_every == 0 ? c.started_ms + wait_ms : 0;
     d.calls.push_back(c);
   }
   if (!last_kind.empty()) {
@@ -158,6 +184,21 @@ TEST(TraceReport, FindsAStraggler) {
   // Alike ranks: none.
   dumps.ranks = {made_dump(0, 2, 30), made_dump(1, 2, 30)};
   EXPECT_NE(trace::report(dumps, "dir").find("no straggler"), std::string::npos);
+  // Small-call lane calls: the late rank's untimed (one in 16 timed), the others' timed as
+  // they waited; an untimed call counts as no wait.
+  dumps.ranks = {made_dump(0, 2, 80, "", 20.1), made_dump(1, 2, 80, "", 0.1, 20, 16)};
+  for (trace::RankDump& d : dumps.ranks) d.reason = "request";
+  const std::string lane = trace::report(dumps, "dir");
+  EXPECT_NE(lane.find("straggler: rank 1 enters calls 20.10 ms after the others (median of the last 80 calls"),
+            std::string::npos)
+      << lane;
+  // Nobody timed but every 16th call: those tell.
+  dumps.ranks = {made_dump(0, 2, 80, "", 20.1, 0, 16), made_dump(1, 2, 80, "", 0.1, 20, 16)};
+  for (trace::RankDump& d : dumps.ranks) d.reason = "request";
+  const std::string sampled = trace::report(dumps, "dir");
+  EXPECT_NE(sampled.find("straggler: rank 1 enters calls 20.00 ms after the others (median of the last 5 calls"),
+            std::string::npos)
+      << sampled;
 }
 
 // The ranks of a message and of kolo-trace's report (support/status.h): runs of three or

@@ -71,12 +71,18 @@ void report_stragglers(const std::vector<const RankDump*>& ranks, std::ostringst
   size_t calls = 0;
   for (long long seq = upto; seq >= 1 && calls < kStragglerCalls; --seq) {
     std::vector<double> wait;
+    size_t untimed = 0;
     for (const RankDump* d : ranks) {
       const CallEntry* c = find_call(*d, seq);
-      if (c == nullptr || !completed(*c) || c->ended_ms <= 0) break;
-      wait.push_back(c->ended_ms - c->started_ms);
+      if (c == nullptr || !completed(*c)) break;
+      // A small-call lane call with no end waited under a millisecond: none, here
+      // (kLaneTimedEvery, engine/flight_recorder.h).
+      const bool timed = c->ended_ms > 0;
+      untimed += timed ? 0 : 1;
+      wait.push_back(timed ? c->ended_ms - c->started_ms : 0.0);
     }
     if (wait.size() != ranks.size()) break;  // past the oldest call some ring still holds
+    if (untimed == ranks.size()) continue;  // nobody waited: nothing to tell
     const double longest = *std::max_element(wait.begin(), wait.end());
     for (size_t i = 0; i < ranks.size(); ++i) {
       lags[ranks[i]->rank].push_back(longest - wait[i]);

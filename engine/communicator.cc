@@ -242,7 +242,7 @@ Status Communicator::async_error() const {
   return failed_;
 }
 
-Status Communicator::usable() {
+Status Communicator::unusable() {
   if (!failed_.ok()) {
     return error(Code::kAborted, "communicator failed earlier and cannot be used (", failed_.message(), ")");
   }

@@ -158,7 +158,10 @@ class Communicator {
   // after setting it), so that a live key missing means that rank left: the set-up's waits
   // ask (CommSite::left) instead of waiting for it to their deadline.
   Status connect(const Deadline& deadline, const std::vector<std::string>& transports, bool all_joined);
-  Status usable();  // the first error again once the communicator has failed
+  // The first error again once the communicator has failed (or was aborted); inline, as every
+  // call asks before it runs.
+  Status usable() { return failed_.ok() && !connections_->aborted() ? Status() : unusable(); }
+  Status unusable();
   // Hosts and transports in one exchange; the transports' entries are returned for connect.
   Result<std::vector<std::string>> exchange_hosts(BootstrapNet& net, const Deadline& deadline);
   Status exchange_topology(BootstrapNet& net, const Deadline& deadline);

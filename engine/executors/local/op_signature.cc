@@ -78,11 +78,13 @@ void OpSignatures::publish() {
   // `current` is rewritten while peers may read it: a seqlock (sequence 0 while it changes).
   now_->sequence.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  for (Signature* sig : {&ring_[sequence_ % kSignatureRing], now_}) {
-    sig->shape.store(shape_, std::memory_order_relaxed);
-    sig->count.store(count_, std::memory_order_relaxed);
-    sig->sequence.store(sequence_ + 1, std::memory_order_release);
-  }
+  auto write = [this](Signature& sig) {
+    sig.shape.store(shape_, std::memory_order_relaxed);
+    sig.count.store(count_, std::memory_order_relaxed);
+    sig.sequence.store(sequence_ + 1, std::memory_order_release);
+  };
+  write(ring_[sequence_ % kSignatureRing]);
+  write(*now_);
 }
 
 Status OpSignatures::check_one(int index) const {

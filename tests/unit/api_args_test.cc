@@ -5,6 +5,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -156,10 +159,28 @@ TEST(ApiInit, MissingSecretIsRefusedWithAdvice) {
   for (const char* v : {"KOLO_RANK", "KOLO_SIZE", "KOLO_ADDR"}) unsetenv(v);
 }
 
+// A port for rank 0's store below Linux's ephemeral range (32768 up, where other tests'
+// connections take their local ports) and free now (bound and released once to check):
+// a port drawn from 30000-49999 was sometimes taken under a parallel ctest.
+int free_port_below_ephemeral() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const int port = 20000 + static_cast<int>((getpid() * 7919 + attempt * 104729) % 12000);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(static_cast<uint16_t>(port));
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool free = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof(at)) == 0;
+    if (fd >= 0) ::close(fd);
+    if (free) return port;
+  }
+  return 20000 + getpid() % 12000;
+}
+
 TEST(ApiInit, MissingRankTimesOutWithTheRankNamed) {
   setenv("KOLO_RANK", "0", 1);
   setenv("KOLO_SIZE", "2", 1);
-  const std::string addr = "127.0.0.1:" + std::to_string(30000 + getpid() % 20000);
+  const std::string addr = "127.0.0.1:" + std::to_string(free_port_below_ephemeral());
   setenv("KOLO_ADDR", addr.c_str(), 1);  // rank 0 hosts the store there
   setenv("KOLO_INSECURE", "1", 1);
   setenv("KOLO_TIMEOUT", "1", 1);

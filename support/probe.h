@@ -17,7 +17,7 @@ enum Point : int {
   kCommLocked,       // the communicator holds the call lock (the flight recorder's entry taken)
   kPlanned,          // the Plan found (memo or plan()), compression checked, the tag numbered
   kExecutorEntered,  // the deadline made, the executor's run entered
-  kAnnounced,        // the call's signature announced (mismatch detection)
+  kAnnounced,        // the call's signature set (the fast boxes publish it after posting; mismatch detection)
   kPublished,        // this rank's fast box written and published
   kPeerSeen,         // the peer's box seen
   kReduced,          // the boxes reduced into the output

@@ -116,8 +116,7 @@ class StoreClientImpl final : public StoreClient {
   Result<std::vector<int>> absent(const std::string& prefix, int count, double wait_s,
                                   const Deadline& deadline) override {
     std::vector<int> missing;
-    auto gathered = gather_waiting(prefix, 0, count, std::min(wait_s, deadline.remaining_seconds() / 2), deadline,
-                                   &missing);
+    auto gathered = gather_slice(prefix, count, wait_s, deadline, &missing);
     if (!gathered.ok() && !(gathered.status().code() == Code::kTimeout && !missing.empty())) return gathered.status();
     return missing;
   }

@@ -97,14 +97,14 @@ Status OpSignatures::check_one(int index) const {
   if (view.sequence == sequence_ + 1 && view.shape == shape_ && view.count == count_) return Status();
   if (view.sequence != sequence_ + 1) {
     return error(Code::kMismatch, "rank ", d_.global_rank(index), " is at collective #", view.sequence, " while rank ",
-                 d_.global_rank(d_.index()), " is at #", sequence_ + 1, " (", describe(shape_, count_), ")");
+                 d_.global_rank(index_), " is at #", sequence_ + 1, " (", describe(shape_, count_), ")");
   }
   return mismatch(index, view.shape, view.count);
 }
 
 Status OpSignatures::mismatch(int index, uint64_t shape, uint64_t count) const {
   return error(Code::kMismatch, "rank ", d_.global_rank(index), " called ", describe(shape, count), " but rank ",
-               d_.global_rank(d_.index()), " called ", describe(shape_, count_));
+               d_.global_rank(index_), " called ", describe(shape_, count_));
 }
 
 Status OpSignatures::check_if_arrived(int index) const {
@@ -114,19 +114,19 @@ Status OpSignatures::check_if_arrived(int index) const {
   // Behind: what it runs now must be what this rank ran as that op (a rank that takes the
   // fast boxes where its peers take the slots may run on into later ops before it waits).
   SignatureView mine{};
-  if (view.sequence == 0 || !read_signature(in_ring(d_, d_.index(), view.sequence - 1), &mine) ||
+  if (view.sequence == 0 || !read_signature(ring_[(view.sequence - 1) % kSignatureRing], &mine) ||
       mine.sequence != view.sequence || (mine.shape == view.shape && mine.count == view.count)) {
     return Status();
   }
   return error(Code::kMismatch, "rank ", d_.global_rank(index), " called ", describe(view.shape, view.count),
-               " as collective #", view.sequence, " but rank ", d_.global_rank(d_.index()), " called ",
+               " as collective #", view.sequence, " but rank ", d_.global_rank(index_), " called ",
                describe(mine.shape, mine.count));
 }
 
 Status OpSignatures::check(int index) const {
-  if (index >= 0) return index == d_.index() ? Status() : check_one(index);
+  if (index >= 0) return index == index_ ? Status() : check_one(index);
   for (int k = 0; k < d_.size(); ++k) {
-    if (k != d_.index()) KOLO_TRY(check_one(k));
+    if (k != index_) KOLO_TRY(check_one(k));
   }
   return Status();
 }

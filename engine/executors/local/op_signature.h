@@ -30,14 +30,10 @@ class OpSignatures final : public SharedDomain::StallCheck {
   // and the fast boxes' headers; publish() shows it to the peers. `avg`: the call was AVG,
   // which spec carries as a sum and a divisor; announced (and named) as avg.
   void set(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg = false);
+  // The staging slots publish before the op posts anything (a peer that waits on our
+  // counters checks our signature); the fast boxes after posting their box, whose header
+  // carries the same: off the path from one call's post to the next (issue 52).
   void publish();
-  // Both, before the op posts anything (the staging slots: a peer that waits on our
-  // counters checks our signature). The fast boxes publish after posting their box, whose
-  // header carries the same: off the path from one call's post to the next (issue 52).
-  void announce(uint64_t sequence, const CollSpec& spec, bool two_shot, bool avg = false) {
-    set(sequence, spec, two_shot, avg);
-    publish();
-  }
   // Checks that member `index` (or every peer, index -1) runs the same.
   Status check(int index) const;
   // For a wait that goes on: a mismatch once member `index` has announced this op (or run

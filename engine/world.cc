@@ -48,8 +48,11 @@ Status slurm_store_address(WorldInfo& w) {
   if (nodes == nullptr || *nodes == '\0') nodes = std::getenv("SLURM_JOB_NODELIST");
   const char* job_id = std::getenv("SLURM_JOB_ID");
   if (nodes == nullptr || job_id == nullptr) return Status();  // KOLO_ADDR is then required below
-  const long job = std::strtol(job_id, nullptr, 10);
-  const long step = std::strtol(std::getenv("SLURM_STEP_ID"), nullptr, 10);
+  // Unsigned, so that any ids (the environment's: huge, negative, not numbers) wrap into
+  // the port range instead of overflowing (env_fuzz found 777777777777777777 * 31).
+  const char* step_id = std::getenv("SLURM_STEP_ID");
+  const unsigned long long job = std::strtoull(job_id, nullptr, 10);
+  const unsigned long long step = step_id != nullptr ? std::strtoull(step_id, nullptr, 10) : 0;
   const std::string first = first_slurm_host(nodes);
   w.store_addr = str_cat(first, ":", 20000 + (job * 31 + step) % 20000);
   if (w.rank == 0) {

@@ -88,6 +88,24 @@ TEST(WorldSlurm, TwoStepsOfOneJobMeetAtDifferentPorts) {
   EXPECT_NE(first.value().store_addr, second.value().store_addr);
 }
 
+// Ids the environment makes huge or negative still give a port of the range, with no
+// overflow (env_fuzz: a job id of 777777777777777777, undefined behaviour before).
+TEST(WorldSlurm, HugeOrNegativeIdsGiveAPortInTheRange) {
+  SlurmEnv env;
+  env.set("SLURM_PROCID", "1");
+  env.set("SLURM_NTASKS", "4");
+  env.set("SLURM_JOB_NODELIST", "n1");
+  for (const char* job : {"777777777777777777", "99999999999999999999999", "-5"}) {
+    env.set("SLURM_JOB_ID", job);
+    env.set("SLURM_STEP_ID", "-3");
+    auto w = world_from_environment();
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    const int port = std::stoi(w.value().store_addr.substr(w.value().store_addr.find(':') + 1));
+    EXPECT_GE(port, 20000) << job;
+    EXPECT_LT(port, 40000) << job;
+  }
+}
+
 TEST(WorldSlurm, TheBatchScriptsOwnProcessIsOneProcess) {
   SlurmEnv env;  // sbatch: SLURM_PROCID 0 and the job's task count, but no step
   env.set("SLURM_PROCID", "0");
